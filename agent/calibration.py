@@ -1,0 +1,120 @@
+"""Self-consistency verdicts, calibration and triage curves (paper section 6's open gap).
+
+- `majority_verdict`: the answer over a candidate's rollouts and its vote share.
+- `reliability_bins` / `expected_calibration_error`: is a 0.8 confidence right 80% of the time?
+- `f1_coverage_curve`: the F1 of the automatic decisions when the least confident share of
+  candidates is sent to experts instead; a team reads its threshold off this curve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.metrics import classification_report
+
+
+def majority_verdict(predictions: Sequence[str | None]) -> tuple[str | None, float]:
+    """(verdict, vote share) over rollouts. Rollouts without an answer count in the total.
+
+    A tie between YES and NO gives no verdict (None) with share 0.5: that is a case for experts.
+    """
+    if not predictions:
+        return None, 0.0
+    yes = sum(1 for p in predictions if p == "YES")
+    no = sum(1 for p in predictions if p == "NO")
+    if yes == no:
+        return (None, 0.5) if yes else (None, 0.0)
+    winner, count = ("YES", yes) if yes > no else ("NO", no)
+    return winner, count / len(predictions)
+
+
+@dataclass(frozen=True)
+class ReliabilityBin:
+    low: float
+    high: float
+    count: int
+    mean_confidence: float | None
+    accuracy: float | None
+
+
+def reliability_bins(
+    confidences: Sequence[float], correct: Sequence[bool], *, n_bins: int = 10, low: float = 0.0
+) -> list[ReliabilityBin]:
+    """Equal-width confidence bins on [low, 1]; the last bin includes 1.0."""
+    if len(confidences) != len(correct):
+        raise ValueError("confidences and correct differ in length")
+    if n_bins < 1 or not 0.0 <= low < 1.0:
+        raise ValueError(f"need n_bins >= 1 and 0 <= low < 1; got {n_bins}, {low}")
+    width = (1.0 - low) / n_bins
+    sums = [[0, 0.0, 0] for _ in range(n_bins)]  # count, confidence sum, correct count
+    for confidence, ok in zip(confidences, correct, strict=True):
+        if not low <= confidence <= 1.0:
+            raise ValueError(f"confidence {confidence} is outside [{low}, 1]")
+        index = min(int((confidence - low) / width), n_bins - 1)
+        sums[index][0] += 1
+        sums[index][1] += confidence
+        sums[index][2] += 1 if ok else 0
+    bins = []
+    for index, (count, confidence_sum, correct_count) in enumerate(sums):
+        bins.append(
+            ReliabilityBin(
+                low=low + index * width,
+                high=low + (index + 1) * width,
+                count=count,
+                mean_confidence=confidence_sum / count if count else None,
+                accuracy=correct_count / count if count else None,
+            )
+        )
+    return bins
+
+
+def expected_calibration_error(bins: Sequence[ReliabilityBin]) -> float:
+    total = sum(b.count for b in bins)
+    if not total:
+        return 0.0
+    return sum(
+        b.count / total * abs(b.accuracy - b.mean_confidence)
+        for b in bins
+        if b.count and b.accuracy is not None and b.mean_confidence is not None
+    )
+
+
+@dataclass(frozen=True)
+class CoveragePoint:
+    coverage: float  # share of candidates decided automatically
+    threshold: float  # lowest confidence among them
+    n_automatic: int
+    f1: float
+    accuracy: float
+
+
+def f1_coverage_curve(
+    labels: Sequence[str], predictions: Sequence[str | None], confidences: Sequence[float]
+) -> list[CoveragePoint]:
+    """F1 and accuracy of the k most confident automatic decisions, for every k.
+
+    Ties in confidence are kept together (a threshold cannot split them).
+    """
+    if not (len(labels) == len(predictions) == len(confidences)):
+        raise ValueError("labels, predictions and confidences differ in length")
+    order = sorted(range(len(labels)), key=lambda i: -confidences[i])
+    points: list[CoveragePoint] = []
+    n = len(order)
+    for k in range(1, n + 1):
+        if k < n and confidences[order[k]] == confidences[order[k - 1]]:
+            continue
+        chosen = order[:k]
+        report = classification_report(
+            [labels[i] for i in chosen], [predictions[i] for i in chosen]
+        )
+        points.append(
+            CoveragePoint(
+                coverage=k / n,
+                threshold=confidences[order[k - 1]],
+                n_automatic=k,
+                f1=report.f1,
+                accuracy=report.accuracy,
+            )
+        )
+    return points

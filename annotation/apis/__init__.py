@@ -1,0 +1,3 @@
+"""DRF endpoints, one module per area: one APIView per operation."""
+
+from __future__ import annotations

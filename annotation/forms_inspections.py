@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from annotation.models import Label, Task
+
+POLICY_CHOICES = [
+    ("rule-based", "Rule-based inspector (measures the arrays)"),
+    ("transformers", "Local checkpoint (Hugging Face Qwen2.5-VL)"),
+    ("openai", "OpenAI-compatible endpoint (vLLM, SGLang, hosted)"),
+]
+
+
+class InspectionRunForm(forms.Form):
+    name = forms.CharField(max_length=120, required=False)
+    task = forms.ModelChoiceField(queryset=Task.objects.all(), to_field_name="code")
+    # Candidates: a filter over spectra already loaded.
+    dataset = forms.CharField(max_length=80, required=False)
+    split = forms.CharField(max_length=16, required=False)
+    survey = forms.CharField(max_length=40, required=False)
+    label = forms.ChoiceField(choices=[("", "any"), *Label.choices], required=False)
+    labelled_for_task = forms.BooleanField(
+        required=False, initial=True, help_text="only spectra labelled for this task"
+    )
+    limit = forms.IntegerField(min_value=1, max_value=100000, initial=60)
+    # Policy and sampling.
+    policy = forms.ChoiceField(choices=POLICY_CHOICES, initial="rule-based")
+    model_path = forms.CharField(max_length=500, required=False, help_text="checkpoint folder")
+    base_url = forms.URLField(required=False, assume_scheme="http")
+    model = forms.CharField(max_length=200, required=False)
+    temperature = forms.FloatField(min_value=0.0, max_value=2.0, initial=0.0)
+    rollouts = forms.IntegerField(min_value=1, max_value=16, initial=1)
+    max_tool_calls = forms.IntegerField(min_value=0, max_value=16, initial=8)
+    confidence_threshold = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.75)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        policy = data.get("policy")
+        if policy == "transformers" and not data.get("model_path"):
+            self.add_error("model_path", "a local checkpoint needs its folder")
+        if policy == "openai" and not (data.get("base_url") or settings.OPENAI_BASE_URL):
+            self.add_error("base_url", "an OpenAI-compatible endpoint needs its base URL")
+        if policy == "openai" and not (data.get("model") or settings.OPENAI_MODEL):
+            self.add_error("model", "name the model served at the endpoint")
+        if data.get("rollouts", 1) > 1 and policy == "rule-based":
+            self.add_error("rollouts", "the rule-based inspector is deterministic; use one rollout")
+        return data
+
+    def policy_spec(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        spec: dict[str, Any] = {"kind": data["policy"]}
+        if data["policy"] == "transformers":
+            spec["model_path"] = data["model_path"]
+        if data["policy"] == "openai":
+            spec["base_url"] = data["base_url"] or settings.OPENAI_BASE_URL
+            spec["model"] = data["model"] or settings.OPENAI_MODEL
+        return spec
+
+    def sampling(self) -> dict[str, Any]:
+        return {"temperature": self.cleaned_data["temperature"]}

@@ -1,0 +1,223 @@
+"""Demo data so a new user can walk every workflow in the browser in a few minutes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from agent.editing import apply_edit, edit_from_trajectory
+from agent.spectra import SpectrumFormatError
+from annotation import selectors, services
+from annotation.models import (
+    CampaignItem,
+    Curation,
+    InspectionRun,
+    RatingAssignment,
+    RatingCampaign,
+    Rollout,
+    Spectrum,
+    Task,
+)
+
+DEMO_PASSWORD = "specvet-demo"
+DEMO_EXPERTS = [
+    # (user name, full name, staff)
+    ("cannon", "Annie Jump Cannon", True),
+    ("payne", "Cecilia Payne", False),
+    ("leavitt", "Henrietta Leavitt", False),
+]
+SHARED_LAMOST = settings.BASE_DIR.parent / "shared" / "data" / "lamost"
+
+
+class Command(BaseCommand):
+    help = (
+        "Load demo data: tasks, expert accounts, SpecVI-mini (synthetic) and the real LAMOST "
+        "examples, curation drafts at several stages, an inspection run and a rating campaign."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--scale", type=float, default=0.5, help="SpecVI-mini size factor")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        services.tasks_seed_builtin()
+        experts = self._experts()
+        if not Spectrum.objects.filter(dataset="specvi-mini").exists():
+            call_command(
+                "make_benchmark", "--load", "--scale", str(options["scale"]), stdout=self.stdout
+            )
+        self._load_real_lamost()
+        if not Curation.objects.exists():
+            self._curation(experts)
+        if not InspectionRun.objects.exists():
+            self._inspection_runs(experts)
+        if not RatingCampaign.objects.exists():
+            self._campaign(experts)
+        names = ", ".join(name for name, _, _ in DEMO_EXPERTS)
+        self.stdout.write("")
+        self.stdout.write(f"Demo experts (password {DEMO_PASSWORD!r}): {names}; cannon is staff.")
+
+    def _experts(self) -> dict[str, Any]:
+        users = get_user_model()
+        experts = {}
+        for username, full_name, staff in DEMO_EXPERTS:
+            user, created = users.objects.get_or_create(username=username)
+            if created:
+                first, _, last = full_name.rpartition(" ")
+                user.first_name, user.last_name = first, last
+                user.is_staff = user.is_superuser = staff
+                user.set_password(DEMO_PASSWORD)
+                user.save()
+            experts[username] = user
+        return experts
+
+    def _load_real_lamost(self) -> None:
+        paths = sorted(Path(SHARED_LAMOST).glob("*.fits*")) if SHARED_LAMOST.exists() else []
+        if not paths:
+            self.stdout.write(f"no real LAMOST examples at {SHARED_LAMOST}; skipped")
+            return
+        for path in paths:
+            try:
+                result = services.spectra_import_path(path=path, dataset="lamost-examples")
+            except SpectrumFormatError as error:
+                self.stderr.write(f"could not read {path.name}: {error}")
+                continue
+            self.stdout.write(f"{path.name}: {len(result.created)} real LAMOST spectra stored")
+
+    def _curation(self, experts: dict[str, Any]) -> None:
+        """Six rule-based drafts: four to screen, one in audit, one accepted and exported."""
+        cv = Task.objects.get(code="CV")
+        ids = list(
+            Spectrum.objects.filter(dataset="specvi-mini", task=cv, split="train")
+            .order_by("label", "id")
+            .values_list("pk", flat=True)
+        )
+        chosen = ids[:3] + ids[-3:]
+        job = services.job_create(
+            kind="draft",
+            params={"spectrum_ids": chosen, "task": "CV", "teacher": {"kind": "rule-based"}},
+            created_by=experts["cannon"],
+            total=len(chosen),
+        )
+        from annotation import jobs
+
+        if services.job_claim(job_id=job.pk):  # not run yet (a broker is configured): run here
+            jobs.run(job.pk)
+        curations = list(Curation.objects.order_by("id"))
+        payne, leavitt, cannon = experts["payne"], experts["leavitt"], experts["cannon"]
+        for curation, stage in zip(curations[-2:], ("audit", "accepted"), strict=False):
+            services.curation_screen(curation=curation, user=cannon, keep=True)
+            services.curation_claim_revision(curation=curation, user=payne)
+            head = selectors.head_version(curation)
+            base = selectors.version_trajectory(head)
+            steps, answer = edit_from_trajectory(base)
+            reviewed = replace(
+                answer,
+                justification=answer.justification
+                + " Reviewed: the line widths rule out an emission-line M dwarf.",
+            )
+            edited = apply_edit(
+                base, tool=selectors.spectrum_tool(curation.spectrum), steps=steps, answer=reviewed
+            )
+            services.curation_save_revision(
+                curation=curation, user=payne, base_number=head.number, trajectory=edited
+            )
+            services.curation_submit_for_audit(
+                curation=curation, user=payne, base_number=curation.head_number
+            )
+            if stage == "audit":
+                continue
+            services.curation_claim_audit(curation=curation, user=leavitt)
+            services.curation_claim_audit(curation=curation, user=cannon)
+            for auditor in (leavitt, cannon):
+                services.audit_submit(
+                    curation=curation,
+                    user=auditor,
+                    version_number=curation.head_number,
+                    verdict="approve",
+                    comment="Windows and measurements are right.",
+                )
+            curation.refresh_from_db()
+            if curation.state == "approved":  # standardization runs on commit; do it now
+                from agent.editing import standardize
+
+                services.curation_standardize(
+                    curation=curation,
+                    trajectory=standardize(
+                        selectors.version_trajectory(selectors.head_version(curation))
+                    ),
+                    standardizer={"name": "normalizer"},
+                )
+            for voter in (payne, leavitt, cannon):
+                services.vote_cast(curation=curation, user=voter, value="accept")
+        services.dataset_export_create(actor=cannon)
+        self.stdout.write(f"{len(curations)} curation drafts (CV) at several stages")
+
+    def _inspection_runs(self, experts: dict[str, Any]) -> None:
+        cv = Task.objects.get(code="CV")
+        ids = list(
+            Spectrum.objects.filter(dataset="specvi-mini", task=cv, split="test").values_list(
+                "pk", flat=True
+            )
+        )
+        from annotation import jobs
+
+        for name, calls in (("8 tool calls", 8), ("2 tool calls", 2)):
+            run = services.inspection_run_create(
+                task=cv,
+                spectrum_ids=ids,
+                policy_spec={"kind": "rule-based"},
+                created_by=experts["cannon"],
+                name=f"Demo: rule-based, {name}",
+                max_tool_calls=calls,
+                confidence_threshold=0.9,
+            )
+            for candidate_id in run.candidates.values_list("pk", flat=True):
+                if services.candidate_claim(candidate_id=candidate_id):
+                    jobs.run_candidate(candidate_id)
+            self.stdout.write(f"inspection run {run}: {len(ids)} candidates")
+
+    def _campaign(self, experts: dict[str, Any]) -> None:
+        runs = list(InspectionRun.objects.order_by("id")[:2])
+        rollouts = list(
+            Rollout.objects.filter(candidate__run=runs[0], index=0)
+            .select_related("candidate__run__task", "candidate__spectrum")
+            .order_by("candidate__spectrum_id")[:8]
+        )
+        spectra = [r.candidate.spectrum_id for r in rollouts]
+        others = list(
+            Rollout.objects.filter(
+                candidate__run=runs[1], index=0, candidate__spectrum_id__in=spectra
+            ).select_related("candidate__run__task", "candidate__spectrum")
+        )
+        campaign = services.campaign_create(
+            name="Demo: rule-based reasoning quality",
+            description="Rate each trajectory's coherence and physical consistency (0-5).",
+            raters=list(experts.values()),
+            raters_per_item=2,
+            sources=services.rating_sources_from_rollouts(rollouts + others),
+            created_by=experts["cannon"],
+            seed=2026,
+        )
+        items = {item.source: item for item in CampaignItem.objects.filter(campaign=campaign)}
+        pairs = [
+            (items[f"rollout:{a.pk}"], items[f"rollout:{b.pk}"])
+            for a in rollouts
+            for b in others
+            if a.candidate.spectrum_id == b.candidate.spectrum_id
+        ]
+        services.campaign_add_pairs(campaign=campaign, pairs=pairs, raters_per_pair=2)
+        rng = np.random.default_rng(7)
+        for assignment in RatingAssignment.objects.filter(item__campaign=campaign).select_related(
+            "item", "rater"
+        )[: 2 * len(items) - 4]:
+            base = 4 if "8 tool" in assignment.item.policy_name else 3
+            score = int(np.clip(base + rng.integers(-1, 2), 0, 5))
+            services.rating_submit(assignment=assignment, rater=assignment.rater, score=score)
+        self.stdout.write(f"rating campaign with {len(items)} items and {len(pairs)} pairs")

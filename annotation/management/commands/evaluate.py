@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agent import evaluation
+from agent.policies import build_policy
+from agent.trajectory import Trajectory
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a policy over a labelled benchmark split and print the paper Table 1 report "
+        "(per-task Acc and F1, macro averages, tool use). Results are written as JSON."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--policy",
+            default="rule-based",
+            choices=["rule-based", "transformers", "openai", "vllm"],
+        )
+        parser.add_argument("--model-path", help="checkpoint directory (transformers, vllm)")
+        parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://h:8000/v1")
+        parser.add_argument("--model", help="model name at the endpoint (openai)")
+        parser.add_argument("--benchmark", default="specvi-mini", choices=evaluation.BENCHMARKS)
+        parser.add_argument("--split", default="test")
+        parser.add_argument("--tasks", default="CV,CS,SS,MG,WD")
+        parser.add_argument("--seed", type=int, default=20260, help="SpecVI-mini seed")
+        parser.add_argument("--scale", type=float, default=1.0, help="SpecVI-mini size factor")
+        parser.add_argument("--data-dir", type=Path, help="SpecVI-Bench parquet folder")
+        parser.add_argument("--manifest", type=Path, help="a labelled set's manifest.json")
+        parser.add_argument("--max-tool-calls", type=int, default=8)
+        parser.add_argument("--no-tool", action="store_true", help="ablation: I0 only")
+        parser.add_argument("--out", type=Path, help="JSON report path")
+        parser.add_argument("--save-trajectories", type=Path, help="folder for trajectory JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tasks = [code.strip().upper() for code in options["tasks"].split(",") if code.strip()]
+        policy = build_policy(_policy_spec(options))
+        samples = _samples(options, tasks)
+        if not samples:
+            raise CommandError(f"no samples for split {options['split']!r} and tasks {tasks}")
+        trajectories_dir: Path | None = options["save_trajectories"]
+        if trajectories_dir:
+            trajectories_dir.mkdir(parents=True, exist_ok=True)
+
+        def progress(done: int, total: int, result: Any, trajectory: Trajectory) -> None:
+            if trajectories_dir:
+                (trajectories_dir / f"{result.sample_id}.json").write_text(trajectory.to_json())
+            if done % 10 == 0 or done == total:
+                sys.stderr.write(f"\r{done}/{total} spectra")
+                sys.stderr.flush()
+
+        report = evaluation.evaluate(
+            samples,
+            policy,
+            benchmark=options["benchmark"],
+            split=options["split"],
+            use_tool=not options["no_tool"],
+            max_tool_calls=options["max_tool_calls"],
+            on_result=progress,
+        )
+        sys.stderr.write("\n")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        out = options["out"] or (
+            settings.BASE_DIR
+            / "var"
+            / "evaluations"
+            / f"{options['policy']}-{options['benchmark']}-{options['split']}-{stamp}.json"
+        )
+        report.write_json(out)
+        self.stdout.write(evaluation.format_table(report))
+        self.stdout.write(f"\nreport: {out}")
+
+
+def _policy_spec(options: dict[str, Any]) -> dict[str, Any]:
+    kind = options["policy"]
+    if kind == "rule-based":
+        return {"kind": kind}
+    if kind in ("transformers", "vllm"):
+        if not options["model_path"]:
+            raise CommandError(f"--policy {kind} needs --model-path")
+        return {"kind": kind, "model_path": options["model_path"]}
+    base_url = options["base_url"] or settings.OPENAI_BASE_URL
+    model = options["model"] or settings.OPENAI_MODEL
+    if not base_url or not model:
+        raise CommandError("--policy openai needs --base-url and --model (or OPENAI_* settings)")
+    return {"kind": kind, "base_url": base_url, "model": model, "api_key": settings.OPENAI_API_KEY}
+
+
+def _samples(options: dict[str, Any], tasks: list[str]) -> list[evaluation.EvalSample]:
+    benchmark = options["benchmark"]
+    if benchmark == "specvi-mini":
+        return evaluation.specvi_mini_samples(
+            split=options["split"], tasks=tasks, seed=options["seed"], scale=options["scale"]
+        )
+    if benchmark == "specvi-bench":
+        if not options["data_dir"]:
+            raise CommandError("--benchmark specvi-bench needs --data-dir")
+        return evaluation.specvi_bench_samples(
+            data_dir=options["data_dir"], split=options["split"], tasks=tasks
+        )
+    if not options["manifest"]:
+        raise CommandError("--benchmark manifest needs --manifest")
+    return evaluation.manifest_samples(
+        manifest=options["manifest"], split=options["split"], tasks=tasks
+    )

@@ -1,0 +1,1593 @@
+"""Every write specvet makes. Keyword-only, atomic; views, APIs and tasks call these."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import re
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.base import ContentFile
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agent import tasks as agent_tasks
+from agent.spectra import Spectrum as SpectrumValue
+from agent.spectra import SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
+from agent.trajectory import Trajectory
+from annotation.models import (
+    Audit,
+    AuditLog,
+    AuditVerdict,
+    CampaignItem,
+    Candidate,
+    CandidateState,
+    CatalogEntry,
+    Curation,
+    CurationState,
+    DatasetExport,
+    ExpertDecision,
+    ExpertDecisionValue,
+    ImageBlob,
+    InspectionRun,
+    Job,
+    JobState,
+    Judge,
+    JudgeScore,
+    Label,
+    LiveStep,
+    PairItem,
+    PairJudgement,
+    PairOutcome,
+    RatingAssignment,
+    RatingCampaign,
+    RevisionDraft,
+    Rollout,
+    Spectrum,
+    Task,
+    TrajectoryVersion,
+    VersionKind,
+    Vote,
+    VoteValue,
+)
+
+
+class UploadRejected(ValueError):
+    """An upload refused before reading: too large, too many files, empty."""
+
+
+def audit_log_record(
+    *,
+    actor: AbstractBaseUser | None,
+    action: str,
+    obj: Any,
+    from_state: str = "",
+    to_state: str = "",
+    comment: str = "",
+    data: dict[str, Any] | None = None,
+) -> AuditLog:
+    return AuditLog.objects.create(
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        action=action,
+        object_type=type(obj).__name__,
+        object_pk=str(obj.pk),
+        from_state=from_state,
+        to_state=to_state,
+        comment=comment,
+        data=data or {},
+    )
+
+
+# --- tasks -----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def tasks_seed_builtin() -> list[Task]:
+    """Create or refresh the built-in tasks from agent/data/tasks.json."""
+    rows = []
+    for value in agent_tasks.all_tasks():
+        data = agent_tasks.task_to_dict(value)
+        row, _ = Task.objects.update_or_create(
+            code=value.code,
+            defaults={
+                "name": data["name"],
+                "question": data["question"],
+                "guideline": data["guideline"],
+                "windows": data["windows"],
+                "contaminants": data["contaminants"],
+                "builtin": True,
+            },
+        )
+        rows.append(row)
+    return rows
+
+
+# --- spectra ---------------------------------------------------------------------------------
+
+
+def spectrum_content_hash(value: SpectrumValue) -> str:
+    digest = hashlib.sha256()
+    for array in (value.wavelength, value.flux):
+        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    created: list[Spectrum]
+    duplicates: int
+
+
+def _spectrum_row(
+    value: SpectrumValue,
+    *,
+    dataset: str,
+    source_name: str,
+    uploaded_by: AbstractBaseUser | None,
+    task: Task | None,
+    label: str,
+    split: str,
+    synthetic: bool,
+) -> Spectrum:
+    good = value.good
+    finite_wave = value.wavelength[good] if good.any() else value.wavelength
+    return Spectrum(
+        object_id=value.object_id[:120] or source_name[:120],
+        survey=value.survey[:40],
+        ra=value.ra,
+        dec=value.dec,
+        snr=value.snr if value.snr is not None and np.isfinite(value.snr) else None,
+        redshift=float(value.redshift),
+        n_pixels=len(value),
+        wavelength_min=float(finite_wave[0]),
+        wavelength_max=float(finite_wave[-1]),
+        arrays=spectrum_to_npz_bytes(value),
+        content_hash=spectrum_content_hash(value),
+        meta=value.meta,
+        source_name=source_name[:255],
+        dataset=dataset,
+        split=split,
+        task=task,
+        label=label,
+        synthetic=synthetic or bool(value.meta.get("synthetic")),
+        uploaded_by=uploaded_by
+        if uploaded_by is not None and uploaded_by.is_authenticated
+        else None,
+    )
+
+
+@transaction.atomic
+def spectra_store(
+    *,
+    values: Iterable[SpectrumValue],
+    dataset: str,
+    source_name: str,
+    uploaded_by: AbstractBaseUser | None = None,
+    task: Task | None = None,
+    label: str = "",
+    split: str = "",
+    synthetic: bool = False,
+) -> ImportResult:
+    """Store already-validated spectra; one already in the dataset (same arrays) is skipped."""
+    created: list[Spectrum] = []
+    duplicates = 0
+    for value in values:
+        row = _spectrum_row(
+            value,
+            dataset=dataset,
+            source_name=source_name,
+            uploaded_by=uploaded_by,
+            task=task,
+            label=label,
+            split=split,
+            synthetic=synthetic,
+        )
+        if Spectrum.objects.filter(dataset=dataset, content_hash=row.content_hash).exists():
+            duplicates += 1
+            continue
+        try:
+            with transaction.atomic():
+                row.save()
+        except IntegrityError:
+            duplicates += 1  # a concurrent import stored the same spectrum first
+            continue
+        created.append(row)
+    if created:
+        audit_log_record(
+            actor=uploaded_by,
+            action="spectra_imported",
+            obj=created[0],
+            comment=f"{len(created)} spectra from {source_name} into {dataset}",
+            data={"ids": [row.pk for row in created], "duplicates": duplicates},
+        )
+    return ImportResult(created=created, duplicates=duplicates)
+
+
+def spectra_import_path(
+    *,
+    path: Path,
+    dataset: str = "uploads",
+    uploaded_by: AbstractBaseUser | None = None,
+    task: Task | None = None,
+    label: str = "",
+    split: str = "",
+    synthetic: bool = False,
+) -> ImportResult:
+    """Read a survey file (format detected from its content) and store every spectrum in it.
+
+    Raises SpectrumFormatError, naming the file and the reason, before anything is stored.
+    """
+    values = load_spectra(path)
+    return spectra_store(
+        values=values,
+        dataset=dataset,
+        source_name=Path(path).name,
+        uploaded_by=uploaded_by,
+        task=task,
+        label=label,
+        split=split,
+        synthetic=synthetic,
+    )
+
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_file_name(name: str) -> str:
+    cleaned = _UNSAFE_NAME.sub("_", Path(name).name).strip("._")
+    return (cleaned or "upload")[:120]
+
+
+def spectra_import_uploads(
+    *,
+    files: list[UploadedFile],
+    uploaded_by: AbstractBaseUser,
+    dataset: str = "uploads",
+    task: Task | None = None,
+    label: str = "",
+) -> ImportResult:
+    """Import uploaded files all-or-nothing: one bad file and nothing is stored."""
+    if not files:
+        raise UploadRejected("no file was uploaded")
+    if len(files) > settings.SPECTRUM_UPLOAD_MAX_FILES:
+        raise UploadRejected(
+            f"{len(files)} files uploaded; at most {settings.SPECTRUM_UPLOAD_MAX_FILES} at once"
+        )
+    for upload in files:
+        if upload.size is not None and upload.size > settings.SPECTRUM_UPLOAD_MAX_BYTES:
+            raise UploadRejected(
+                f"{safe_file_name(upload.name or '')}: {upload.size} bytes is over the limit of "
+                f"{settings.SPECTRUM_UPLOAD_MAX_BYTES} bytes"
+            )
+    parsed: list[tuple[str, list[SpectrumValue]]] = []
+    with tempfile.TemporaryDirectory(prefix="specvet-upload-") as tmp:
+        for number, upload in enumerate(files):
+            name = safe_file_name(upload.name or f"upload-{number}")
+            # A per-file folder keeps the user's file name, so errors name what they uploaded.
+            target = Path(tmp) / str(number) / name
+            target.parent.mkdir()
+            with target.open("wb") as handle:
+                for chunk in upload.chunks():
+                    handle.write(chunk)
+            try:
+                parsed.append((name, load_spectra(target)))
+            except SpectrumFormatError as error:
+                raise SpectrumFormatError(str(error).replace(str(target), name)) from None
+    created: list[Spectrum] = []
+    duplicates = 0
+    with transaction.atomic():
+        for name, values in parsed:
+            result = spectra_store(
+                values=values,
+                dataset=dataset,
+                source_name=name,
+                uploaded_by=uploaded_by,
+                task=task,
+                label=label,
+            )
+            created.extend(result.created)
+            duplicates += result.duplicates
+    return ImportResult(created=created, duplicates=duplicates)
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def job_create(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    created_by: AbstractBaseUser | None = None,
+    total: int = 0,
+) -> Job:
+    """Record a job and enqueue it once the transaction commits."""
+    from annotation import tasks
+
+    job = Job.objects.create(
+        kind=kind,
+        params=params,
+        total=total,
+        created_by=created_by if created_by is not None and created_by.is_authenticated else None,
+    )
+    audit_log_record(actor=created_by, action="job_created", obj=job, to_state=job.state)
+    transaction.on_commit(lambda: tasks.run_job.delay(job.pk))
+    return job
+
+
+def job_claim(*, job_id: int) -> bool:
+    """Move a queued job to running. Returns False when it is not queued (cancelled, or taken).
+
+    A job left "running" by a worker that died is claimable again: the redelivered task
+    (acks_late) finds it running and resumes; runners are idempotent per item.
+    """
+    now = timezone.now()
+    claimed = Job.objects.filter(pk=job_id, state__in=[JobState.QUEUED, JobState.RUNNING]).update(
+        state=JobState.RUNNING, started_at=now, attempts=F("attempts") + 1
+    )
+    return claimed == 1
+
+
+def job_progress(*, job_id: int, done: int = 0, failed: int = 0) -> None:
+    Job.objects.filter(pk=job_id).update(done=F("done") + done, failed=F("failed") + failed)
+
+
+def job_set_total(*, job_id: int, total: int) -> None:
+    Job.objects.filter(pk=job_id).update(total=total)
+
+
+def job_succeed(*, job_id: int, result: dict[str, Any]) -> None:
+    Job.objects.filter(pk=job_id, state=JobState.RUNNING).update(
+        state=JobState.SUCCEEDED, result=result, finished_at=timezone.now()
+    )
+
+
+def job_fail(*, job_id: int, error: str) -> None:
+    Job.objects.filter(pk=job_id).exclude(state=JobState.CANCELLED).update(
+        state=JobState.FAILED, error=error[:10000], finished_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def job_cancel(*, job: Job, actor: AbstractBaseUser) -> bool:
+    updated = Job.objects.filter(pk=job.pk, state__in=[JobState.QUEUED, JobState.RUNNING]).update(
+        state=JobState.CANCELLED, finished_at=timezone.now()
+    )
+    if updated:
+        audit_log_record(
+            actor=actor, action="job_cancelled", obj=job, from_state=job.state, to_state="cancelled"
+        )
+    return updated == 1
+
+
+def job_is_cancelled(*, job_id: int) -> bool:
+    return Job.objects.filter(pk=job_id, state=JobState.CANCELLED).exists()
+
+
+# --- curation: stored trajectories ------------------------------------------------------------
+
+
+class WorkflowError(Exception):
+    """A curation action that the rules refuse; the message says which rule."""
+
+
+class NotAllowed(WorkflowError):
+    """The user has no right to this action on this trajectory (role or separation of duties)."""
+
+
+class WrongState(WorkflowError):
+    """The trajectory is not in a state where this action applies (perhaps someone else moved it)."""
+
+
+class VersionConflict(WorkflowError):
+    """A save based on a version that is no longer the latest; nothing was saved."""
+
+    def __init__(self, *, base: int, head: int) -> None:
+        super().__init__(
+            f"this edit is based on version {base}, but version {head} has been saved since; "
+            "reload to see it, then apply your changes again (your text is kept in the form)"
+        )
+        self.base = base
+        self.head = head
+
+
+def image_blob_store(png: bytes) -> str:
+    digest = hashlib.sha256(png).hexdigest()
+    ImageBlob.objects.get_or_create(sha256=digest, defaults={"png": png})
+    return digest
+
+
+def _swap_images(node: Any, *, to_hash: bool) -> Any:
+    """Walk a trajectory dict, replacing inline base64 PNGs by blob hashes or back."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if to_hash and key == "png_base64":
+                out["png_sha256"] = image_blob_store(base64.b64decode(value))
+            elif not to_hash and key == "png_sha256":
+                blob = ImageBlob.objects.get(sha256=value)
+                out["png_base64"] = base64.b64encode(bytes(blob.png)).decode("ascii")
+            else:
+                out[key] = _swap_images(value, to_hash=to_hash)
+        return out
+    if isinstance(node, list):
+        return [_swap_images(item, to_hash=to_hash) for item in node]
+    return node
+
+
+def trajectory_to_stored(trajectory: Trajectory) -> dict[str, Any]:
+    return _swap_images(trajectory.to_dict(), to_hash=True)
+
+
+def trajectory_from_stored(data: dict[str, Any]) -> Trajectory:
+    return Trajectory.from_dict(_swap_images(data, to_hash=False))
+
+
+def _add_version(
+    *,
+    curation: Curation,
+    kind: str,
+    trajectory: Trajectory,
+    author: AbstractBaseUser | None,
+    comment: str = "",
+) -> TrajectoryVersion:
+    number = curation.head_number + 1
+    version = TrajectoryVersion.objects.create(
+        curation=curation,
+        number=number,
+        kind=kind,
+        data=trajectory_to_stored(trajectory),
+        author=author if author is not None and author.is_authenticated else None,
+        comment=comment,
+    )
+    curation.head_number = number
+    return version
+
+
+def _transition(
+    *,
+    curation: Curation,
+    allowed_from: Iterable[str],
+    to_state: str,
+    actor: AbstractBaseUser | None,
+    action: str,
+    comment: str = "",
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Move the curation to `to_state` if (and only if) it is still in an allowed state.
+
+    Race-safe: a conditional UPDATE; when another request moved it first, nothing changes and
+    WrongState is raised. Must be called inside the caller's transaction.
+    """
+    allowed = list(allowed_from)
+    from_state = curation.state
+    updates: dict[str, Any] = {"state": to_state, "updated_at": timezone.now(), **(extra or {})}
+    changed = Curation.objects.filter(pk=curation.pk, state__in=allowed).update(**updates)
+    if changed != 1:
+        current = Curation.objects.filter(pk=curation.pk).values_list("state", flat=True).first()
+        raise WrongState(
+            f"cannot {action.replace('_', ' ')}: the trajectory is {current}, "
+            f"not {' or '.join(allowed)}"
+        )
+    for field, value in updates.items():
+        setattr(curation, field, value)
+    audit_log_record(
+        actor=actor,
+        action=action,
+        obj=curation,
+        from_state=from_state,
+        to_state=to_state,
+        comment=comment,
+        data={"head": curation.head_number, "round": curation.audit_round},
+    )
+
+
+def _locked(curation: Curation) -> Curation:
+    """Lock the curation row (PostgreSQL) for a multi-step decision and refresh the caller's
+    instance from it, so the caller sees the outcome."""
+    Curation.objects.select_for_update().filter(pk=curation.pk).values_list("pk").get()
+    curation.refresh_from_db()
+    return curation
+
+
+def _is_staff(user: AbstractBaseUser) -> bool:
+    return bool(getattr(user, "is_staff", False))
+
+
+# --- curation: actions --------------------------------------------------------------------------
+
+
+@transaction.atomic
+def curation_create(
+    *,
+    spectrum: Spectrum,
+    task: Task,
+    trajectory: Trajectory,
+    ground_truth: str,
+    source: str = "draft",
+    teacher: dict[str, Any] | None = None,
+    draft_job: Job | None = None,
+    created_by: AbstractBaseUser | None = None,
+) -> Curation:
+    """Store a drafted or imported trajectory as version 1, ready for screening."""
+    if ground_truth not in Label.values:
+        raise WorkflowError(f"ground truth must be YES or NO, got {ground_truth!r}")
+    curation = Curation.objects.create(
+        task=task,
+        spectrum=spectrum,
+        ground_truth=ground_truth,
+        source=source,
+        teacher=teacher or trajectory.policy,
+        draft_job=draft_job,
+    )
+    kind = VersionKind.DRAFT if source == "draft" else VersionKind.IMPORT
+    _add_version(curation=curation, kind=kind, trajectory=trajectory, author=created_by)
+    curation.save(update_fields=["head_number"])
+    audit_log_record(
+        actor=created_by,
+        action="curation_created",
+        obj=curation,
+        to_state=curation.state,
+        comment=source,
+    )
+    _transition(
+        curation=curation,
+        allowed_from=[CurationState.DRAFTED],
+        to_state=CurationState.SCREENING,
+        actor=created_by,
+        action="screening_opened",
+    )
+    return curation
+
+
+@transaction.atomic
+def curation_screen(
+    *, curation: Curation, user: AbstractBaseUser, keep: bool, reason: str = ""
+) -> Curation:
+    """Any expert keeps a draft for revision or discards it (with a reason)."""
+    if not keep and not reason.strip():
+        raise WorkflowError("discarding a draft needs a reason")
+    _transition(
+        curation=curation,
+        allowed_from=[CurationState.SCREENING],
+        to_state=CurationState.IN_REVISION if keep else CurationState.DISCARDED,
+        actor=user,
+        action="screened_keep" if keep else "screened_discard",
+        comment=reason,
+    )
+    return curation
+
+
+def _claim_role(*, curation: Curation, role: str, user: AbstractBaseUser) -> bool:
+    """Take an empty role slot; True if this user now holds it."""
+    updated = Curation.objects.filter(pk=curation.pk, **{f"{role}__isnull": True}).update(
+        **{role: user}
+    )
+    curation.refresh_from_db()
+    return updated == 1 or getattr(curation, f"{role}_id") == user.pk
+
+
+@transaction.atomic
+def curation_claim_revision(*, curation: Curation, user: AbstractBaseUser) -> Curation:
+    """The first expert to claim a kept draft becomes its reviser (one reviser per trajectory)."""
+    if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
+        raise WrongState(f"cannot claim the revision: the trajectory is {curation.state}")
+    if user.pk in (curation.auditor_1_id, curation.auditor_2_id):
+        raise NotAllowed("an auditor of this trajectory cannot also revise it")
+    if not _claim_role(curation=curation, role="reviser", user=user):
+        raise NotAllowed("another expert is already revising this trajectory")
+    audit_log_record(actor=user, action="revision_claimed", obj=curation, to_state=curation.state)
+    return curation
+
+
+@transaction.atomic
+def curation_save_revision(
+    *,
+    curation: Curation,
+    user: AbstractBaseUser,
+    base_number: int,
+    trajectory: Trajectory,
+    comment: str = "",
+) -> TrajectoryVersion:
+    """Save the reviser's edit as a new immutable version, refusing a stale base (409)."""
+    curation = _locked(curation)
+    if curation.reviser_id != user.pk:
+        raise NotAllowed("only the reviser of this trajectory can save revisions")
+    if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
+        raise WrongState(f"cannot save a revision: the trajectory is {curation.state}")
+    if curation.head_number != base_number:
+        raise VersionConflict(base=base_number, head=curation.head_number)
+    updated = Curation.objects.filter(pk=curation.pk, head_number=base_number).update(
+        head_number=base_number + 1, updated_at=timezone.now()
+    )
+    if updated != 1:  # SQLite has no row locks: the conditional update is the guard there
+        raise VersionConflict(base=base_number, head=base_number + 1)
+    version = TrajectoryVersion.objects.create(
+        curation=curation,
+        number=base_number + 1,
+        kind=VersionKind.REVISION,
+        data=trajectory_to_stored(trajectory),
+        author=user,
+        comment=comment,
+    )
+    curation.head_number = base_number + 1
+    RevisionDraft.objects.filter(curation=curation).delete()
+    if curation.state == CurationState.CHANGES_REQUESTED:
+        _transition(
+            curation=curation,
+            allowed_from=[CurationState.CHANGES_REQUESTED],
+            to_state=CurationState.IN_REVISION,
+            actor=user,
+            action="revision_resumed",
+        )
+    audit_log_record(
+        actor=user,
+        action="revision_saved",
+        obj=curation,
+        from_state=curation.state,
+        to_state=curation.state,
+        comment=comment,
+        data={"version": version.number},
+    )
+    return version
+
+
+@transaction.atomic
+def curation_autosave(
+    *, curation: Curation, user: AbstractBaseUser, base_number: int, data: dict[str, Any]
+) -> RevisionDraft:
+    """Keep the reviser's unsaved editor state (not a version; replaced by the next autosave)."""
+    if curation.reviser_id != user.pk:
+        raise NotAllowed("only the reviser of this trajectory can autosave it")
+    draft, _ = RevisionDraft.objects.update_or_create(
+        curation=curation, defaults={"author": user, "base_number": base_number, "data": data}
+    )
+    return draft
+
+
+@transaction.atomic
+def curation_submit_for_audit(
+    *, curation: Curation, user: AbstractBaseUser, base_number: int
+) -> Curation:
+    """The reviser sends the latest version to the two auditors; a new audit round starts."""
+    curation = _locked(curation)
+    if curation.reviser_id != user.pk:
+        raise NotAllowed("only the reviser can submit this trajectory for audit")
+    if curation.head_number != base_number:
+        raise VersionConflict(base=base_number, head=curation.head_number)
+    _transition(
+        curation=curation,
+        allowed_from=[CurationState.IN_REVISION],
+        to_state=CurationState.IN_AUDIT,
+        actor=user,
+        action="submitted_for_audit",
+        extra={"audit_round": curation.audit_round + 1},
+    )
+    return curation
+
+
+@transaction.atomic
+def curation_claim_audit(*, curation: Curation, user: AbstractBaseUser) -> Curation:
+    """Take one of the two auditor slots. Nobody audits their own revision."""
+    if curation.state != CurationState.IN_AUDIT:
+        raise WrongState(f"cannot claim an audit: the trajectory is {curation.state}")
+    if curation.reviser_id == user.pk:
+        raise NotAllowed("nobody audits their own revision")
+    if user.pk in (curation.auditor_1_id, curation.auditor_2_id):
+        return curation
+    if not (
+        _claim_role(curation=curation, role="auditor_1", user=user)
+        or _claim_role(curation=curation, role="auditor_2", user=user)
+    ):
+        raise NotAllowed("this trajectory already has its two auditors")
+    audit_log_record(actor=user, action="audit_claimed", obj=curation, to_state=curation.state)
+    return curation
+
+
+@transaction.atomic
+def audit_submit(
+    *,
+    curation: Curation,
+    user: AbstractBaseUser,
+    version_number: int,
+    verdict: str,
+    comment: str = "",
+    step_comments: dict[str, str] | None = None,
+) -> Audit:
+    """Record one auditor's independent verdict on the current version.
+
+    When both verdicts of the round are in: both approve -> approved; otherwise the trajectory
+    goes back to the reviser (changes requested) and both audits start again on the next version.
+    """
+    curation = _locked(curation)
+    if curation.state != CurationState.IN_AUDIT:
+        raise WrongState(f"cannot audit: the trajectory is {curation.state}")
+    if user.pk not in (curation.auditor_1_id, curation.auditor_2_id):
+        raise NotAllowed("only the two assigned auditors can audit this trajectory")
+    if user.pk == curation.reviser_id:
+        raise NotAllowed("nobody audits their own revision")
+    if version_number != curation.head_number:
+        raise VersionConflict(base=version_number, head=curation.head_number)
+    if verdict not in AuditVerdict.values:
+        raise WorkflowError(f"verdict must be approve or request_changes, got {verdict!r}")
+    if verdict == AuditVerdict.REQUEST_CHANGES and not (comment.strip() or step_comments):
+        raise WorkflowError("requesting changes needs a comment saying what to change")
+    try:
+        with transaction.atomic():
+            audit = Audit.objects.create(
+                curation=curation,
+                round=curation.audit_round,
+                version_number=version_number,
+                auditor=user,
+                verdict=verdict,
+                comment=comment,
+                step_comments={str(k): v for k, v in (step_comments or {}).items() if v.strip()},
+            )
+    except IntegrityError:
+        raise WorkflowError("you have already audited this round") from None
+    audit_log_record(
+        actor=user,
+        action=f"audit_{verdict}",
+        obj=curation,
+        from_state=curation.state,
+        to_state=curation.state,
+        comment=comment,
+        data={"round": curation.audit_round, "version": version_number},
+    )
+    verdicts = list(
+        Audit.objects.filter(curation=curation, round=curation.audit_round).values_list(
+            "verdict", flat=True
+        )
+    )
+    if len(verdicts) == 2:
+        approved = all(v == AuditVerdict.APPROVE for v in verdicts)
+        _transition(
+            curation=curation,
+            allowed_from=[CurationState.IN_AUDIT],
+            to_state=CurationState.APPROVED if approved else CurationState.CHANGES_REQUESTED,
+            actor=user,
+            action="audit_round_approved" if approved else "audit_round_changes_requested",
+        )
+        if approved:
+            job_create(kind="standardize", params={"curation_ids": [curation.pk]}, created_by=user)
+    return audit
+
+
+@transaction.atomic
+def curation_standardize(
+    *,
+    curation: Curation,
+    trajectory: Trajectory,
+    standardizer: dict[str, Any],
+    actor: AbstractBaseUser | None = None,
+) -> TrajectoryVersion:
+    """Store the standardized (iMCoT) version after checking its tool actions are unchanged,
+    then open the final vote."""
+    from agent.editing import check_same_tool_actions
+
+    curation = _locked(curation)
+    if curation.state != CurationState.APPROVED:
+        raise WrongState(f"cannot standardize: the trajectory is {curation.state}")
+    approved = trajectory_from_stored(curation.versions.get(number=curation.head_number).data)
+    problems = check_same_tool_actions(approved, trajectory)
+    if problems:
+        raise WorkflowError("the standardized text changed tool actions: " + "; ".join(problems))
+    version = _add_version(
+        curation=curation,
+        kind=VersionKind.STANDARDIZED,
+        trajectory=trajectory,
+        author=actor,
+        comment=json.dumps(standardizer, sort_keys=True),
+    )
+    Curation.objects.filter(pk=curation.pk).update(head_number=curation.head_number)
+    _transition(
+        curation=curation,
+        allowed_from=[CurationState.APPROVED],
+        to_state=CurationState.STANDARDIZED,
+        actor=actor,
+        action="standardized",
+        comment=str(standardizer.get("name", "")),
+    )
+    _transition(
+        curation=curation,
+        allowed_from=[CurationState.STANDARDIZED],
+        to_state=CurationState.IN_VOTE,
+        actor=actor,
+        action="vote_opened",
+    )
+    return version
+
+
+def acceptance_rule() -> str:
+    rule = getattr(settings, "CURATION_ACCEPTANCE_RULE", "unanimous")
+    if rule not in ("unanimous", "majority"):
+        raise WorkflowError(f"CURATION_ACCEPTANCE_RULE must be unanimous or majority, got {rule!r}")
+    return rule
+
+
+@transaction.atomic
+def vote_cast(*, curation: Curation, user: AbstractBaseUser, value: str, comment: str = "") -> Vote:
+    """One vote per voter (the reviser and the two auditors). The last vote decides."""
+    curation = _locked(curation)
+    if curation.state != CurationState.IN_VOTE:
+        raise WrongState(f"cannot vote: the trajectory is {curation.state}")
+    if user.pk not in (curation.reviser_id, curation.auditor_1_id, curation.auditor_2_id):
+        raise NotAllowed("only the reviser and the two auditors vote on this trajectory")
+    if value not in VoteValue.values:
+        raise WorkflowError(f"vote must be accept or reject, got {value!r}")
+    try:
+        with transaction.atomic():
+            vote = Vote.objects.create(curation=curation, voter=user, value=value, comment=comment)
+    except IntegrityError:
+        raise WorkflowError("you have already voted on this trajectory") from None
+    audit_log_record(actor=user, action=f"vote_{value}", obj=curation, comment=comment)
+    values = list(curation.votes.values_list("value", flat=True))
+    if len(values) == 3:
+        accepts = values.count(VoteValue.ACCEPT)
+        accepted = accepts == 3 if acceptance_rule() == "unanimous" else accepts >= 2
+        _transition(
+            curation=curation,
+            allowed_from=[CurationState.IN_VOTE],
+            to_state=CurationState.ACCEPTED if accepted else CurationState.REJECTED,
+            actor=user,
+            action="vote_closed",
+            comment=f"{accepts} of 3 accept ({acceptance_rule()})",
+        )
+    return vote
+
+
+ROLES = ("reviser", "auditor_1", "auditor_2")
+
+
+@transaction.atomic
+def curation_reassign(
+    *, curation: Curation, role: str, user: AbstractBaseUser | None, actor: AbstractBaseUser
+) -> Curation:
+    """Staff hand a role to another expert (or free it), keeping the separation of duties."""
+    if not _is_staff(actor):
+        raise NotAllowed("only staff can reassign roles")
+    if role not in ROLES:
+        raise WorkflowError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+    curation = _locked(curation)
+    if user is not None:
+        others = {r: getattr(curation, f"{r}_id") for r in ROLES if r != role}
+        if user.pk in others.values():
+            raise NotAllowed("one expert cannot hold two roles on the same trajectory")
+        if (
+            role != "reviser"
+            and curation.audits.filter(round=curation.audit_round, auditor=user).exists()
+        ):
+            raise NotAllowed("this expert has already audited this round")
+    previous = getattr(curation, f"{role}_id")
+    Curation.objects.filter(pk=curation.pk).update(**{role: user})
+    setattr(curation, role, user)
+    audit_log_record(
+        actor=actor,
+        action="role_reassigned",
+        obj=curation,
+        from_state=curation.state,
+        to_state=curation.state,
+        comment=f"{role}: {previous} -> {user.pk if user else None}",
+    )
+    return curation
+
+
+# --- curation: imports ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CurationImportResult:
+    created: list[Curation]
+    skipped: list[str]  # one sentence per trajectory that could not be imported
+
+
+def _spectrum_for(trajectory: Trajectory) -> Spectrum | None:
+    from agent.formats import specvi_code
+
+    meta = trajectory.meta
+    if meta.get("sample_index") is not None:
+        rows = Spectrum.objects.filter(meta__index=meta["sample_index"])
+        by_task = rows.filter(meta__task__iexact=specvi_code(trajectory.task))
+        return (by_task if by_task.exists() else rows).order_by("id").first()
+    rows = Spectrum.objects.filter(object_id=trajectory.spectrum.object_id)
+    if trajectory.spectrum.survey not in ("", "unknown"):
+        rows = rows.filter(survey=trajectory.spectrum.survey)
+    return rows.order_by("id").first()
+
+
+def curation_import(
+    *,
+    trajectories: Iterable[Trajectory],
+    created_by: AbstractBaseUser | None,
+    source: str,
+) -> CurationImportResult:
+    """Import existing trajectories (ShareGPT cold-start rows or project JSON) for screening.
+
+    Each needs its spectrum in the database (so revisions can re-render the tool's views): a
+    ShareGPT row is matched to a SpecVI-Bench row by sample index, project JSON by object id.
+    """
+    created: list[Curation] = []
+    skipped: list[str] = []
+    tasks = {task.code: task for task in Task.objects.all()}
+    for position, trajectory in enumerate(trajectories):
+        where = f"trajectory {position + 1} ({trajectory.spectrum.object_id})"
+        task = tasks.get(trajectory.task)
+        if task is None:
+            skipped.append(f"{where}: unknown task {trajectory.task!r}")
+            continue
+        spectrum = _spectrum_for(trajectory)
+        if spectrum is None:
+            skipped.append(
+                f"{where}: its spectrum is not loaded; load the SpecVI-Bench parquet or the "
+                "survey file first"
+            )
+            continue
+        truth = trajectory.meta.get("ground_truth") or spectrum.label
+        if truth not in Label.values:
+            skipped.append(f"{where}: no YES/NO ground truth in the row or on the spectrum")
+            continue
+        created.append(
+            curation_create(
+                spectrum=spectrum,
+                task=task,
+                trajectory=trajectory,
+                ground_truth=truth,
+                source=source,
+                created_by=created_by,
+            )
+        )
+    return CurationImportResult(created=created, skipped=skipped)
+
+
+# --- datasets ------------------------------------------------------------------------------------
+
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def _zip_bytes(files: dict[str, bytes]) -> bytes:
+    """A zip whose bytes depend only on the file names and contents (sorted, fixed dates)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, files[name])
+    return buffer.getvalue()
+
+
+def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The SFT dataset's files (TRL jsonl, ShareGPT json, PNGs) and its manifest body."""
+    from agent.formats import to_sharegpt_row, to_trl_example
+
+    files: dict[str, bytes] = {}
+    trl_lines: list[str] = []
+    sharegpt_rows: list[dict[str, Any]] = []
+    counts: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory(prefix="specvet-export-") as tmp:
+        image_dir = Path(tmp) / "sharegpt_images"
+        for curation in curations:
+            version = curation.versions.get(number=curation.head_number)
+            trajectory = trajectory_from_stored(version.data)
+            example = to_trl_example(trajectory, images_as="png")
+            paths = []
+            for png in example["images"]:
+                name = f"images/{hashlib.sha256(png).hexdigest()}.png"
+                files[name] = png
+                paths.append(name)
+            trl_lines.append(
+                json.dumps(
+                    {
+                        "messages": example["messages"],
+                        "images": paths,
+                        "task": curation.task.code,
+                        "ground_truth": curation.ground_truth,
+                        "curation_id": curation.pk,
+                        "version": version.number,
+                        "trajectory_id": trajectory.id,
+                    },
+                    ensure_ascii=False,
+                    sort_keys=True,
+                )
+            )
+            sharegpt_rows.append(
+                to_sharegpt_row(
+                    trajectory,
+                    image_dir=image_dir,
+                    image_prefix="sharegpt_images",
+                    sample_index=curation.pk,
+                    ground_truth=curation.ground_truth,
+                )
+            )
+            per_task = counts.setdefault(curation.task.code, {"YES": 0, "NO": 0})
+            per_task[curation.ground_truth] += 1
+        for image in sorted(image_dir.glob("*.png")) if image_dir.exists() else []:
+            files[f"sharegpt_images/{image.name}"] = image.read_bytes()
+    files["trl.jsonl"] = ("\n".join(trl_lines) + "\n").encode() if trl_lines else b""
+    files["sharegpt.json"] = (
+        json.dumps(sharegpt_rows, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    ).encode()
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    body = {
+        "name": "specvet cold-start SFT dataset",
+        "n_trajectories": len(trl_lines),
+        "counts": counts,
+        "formats": {
+            "trl": "trl.jsonl (messages + images paths; tool results are user <tool_response> turns)",
+            "sharegpt": "sharegpt.json (LLaMA-Factory ShareGPT, images in sharegpt_images/)",
+        },
+        "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
+        "content_hash": digest.hexdigest(),
+    }
+    return files, body
+
+
+@transaction.atomic
+def dataset_export_create(*, actor: AbstractBaseUser | None, task: str = "") -> DatasetExport:
+    """Export the accepted trajectories as the next dataset version (or the latest, if equal)."""
+    from annotation.selectors import accepted_curations
+
+    curations = list(accepted_curations(task=task))
+    if not curations:
+        raise WorkflowError("there is no accepted trajectory to export yet")
+    files, body = dataset_files(curations)
+    latest = DatasetExport.objects.select_for_update().order_by("-version").first()
+    if latest is not None and latest.content_hash == body["content_hash"]:
+        return latest
+    version = (latest.version if latest else 0) + 1
+    manifest = {**body, "version": version, "task_filter": task or None}
+    files["manifest.json"] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    export = DatasetExport(
+        version=version,
+        content_hash=body["content_hash"],
+        manifest=manifest,
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+    export.archive.save(f"specvet-sft-v{version}.zip", ContentFile(_zip_bytes(files)), save=False)
+    export.save()
+    audit_log_record(
+        actor=actor,
+        action="dataset_exported",
+        obj=export,
+        comment=f"version {version}: {body['n_trajectories']} trajectories",
+        data={"content_hash": body["content_hash"]},
+    )
+    return export
+
+
+# --- inspection runs ------------------------------------------------------------------------------
+
+POLICY_KINDS = ("rule-based", "transformers", "openai")
+
+
+def _check_policy_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    kind = spec.get("kind")
+    if kind not in POLICY_KINDS:
+        raise WorkflowError(f"policy kind must be one of {', '.join(POLICY_KINDS)}; got {kind!r}")
+    if kind == "transformers" and not spec.get("model_path"):
+        raise WorkflowError("a local checkpoint policy needs model_path")
+    if kind == "openai" and not (
+        (spec.get("base_url") or settings.OPENAI_BASE_URL)
+        and (spec.get("model") or settings.OPENAI_MODEL)
+    ):
+        raise WorkflowError("an OpenAI-compatible policy needs base_url and model")
+    return {key: value for key, value in spec.items() if key != "api_key"}
+
+
+@transaction.atomic
+def inspection_run_create(
+    *,
+    task: Task,
+    spectrum_ids: list[int],
+    policy_spec: dict[str, Any],
+    created_by: AbstractBaseUser | None,
+    name: str = "",
+    sampling: dict[str, Any] | None = None,
+    rollouts: int = 1,
+    max_tool_calls: int = 8,
+    confidence_threshold: float = 0.0,
+) -> InspectionRun:
+    """Create a run with one candidate per spectrum; each candidate is enqueued on commit."""
+    from agent.policies.base import code_version
+    from annotation import tasks
+
+    if not spectrum_ids:
+        raise WorkflowError("an inspection run needs at least one candidate spectrum")
+    if not 1 <= rollouts <= 16:
+        raise WorkflowError(f"rollouts per candidate must be 1-16, got {rollouts}")
+    if not 0 <= max_tool_calls <= 16:
+        raise WorkflowError(f"max tool calls must be 0-16, got {max_tool_calls}")
+    if not 0.0 <= confidence_threshold <= 1.0:
+        raise WorkflowError(f"confidence threshold must be in [0, 1], got {confidence_threshold}")
+    unique_ids = sorted(set(spectrum_ids))
+    found = set(Spectrum.objects.filter(pk__in=unique_ids).values_list("pk", flat=True))
+    missing = [pk for pk in unique_ids if pk not in found]
+    if missing:
+        raise WorkflowError(f"unknown spectrum ids: {missing[:10]}")
+    run = InspectionRun.objects.create(
+        name=name[:120],
+        task=task,
+        policy_spec=_check_policy_spec(policy_spec),
+        sampling=sampling or {},
+        rollouts=rollouts,
+        max_tool_calls=max_tool_calls,
+        confidence_threshold=confidence_threshold,
+        code_version=code_version()[:80],
+        created_by=created_by if created_by is not None and created_by.is_authenticated else None,
+    )
+    Candidate.objects.bulk_create([Candidate(run=run, spectrum_id=pk) for pk in unique_ids])
+    audit_log_record(
+        actor=created_by,
+        action="inspection_run_created",
+        obj=run,
+        comment=f"{len(unique_ids)} candidates, {run.policy_spec.get('kind')}",
+    )
+    candidate_ids = list(run.candidates.values_list("pk", flat=True))
+    transaction.on_commit(lambda: [tasks.run_candidate.delay(pk) for pk in candidate_ids])
+    return run
+
+
+def candidate_claim(*, candidate_id: int) -> bool:
+    """pending -> running (or running again after a worker died: acks_late redelivery)."""
+    claimed = Candidate.objects.filter(
+        pk=candidate_id,
+        state__in=[CandidateState.PENDING, CandidateState.RUNNING],
+        run__cancelled=False,
+    ).update(
+        state=CandidateState.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=timezone.now(),
+        error="",
+    )
+    return claimed == 1
+
+
+def _stored_step(step: Any) -> dict[str, Any]:
+    from agent.trajectory import step_to_dict
+
+    return _swap_images(step_to_dict(step), to_hash=True)
+
+
+@transaction.atomic
+def live_steps_reset(*, candidate: Candidate, rollout_index: int) -> None:
+    """Forget the live steps of an unfinished rollout before it is run again (no duplicates)."""
+    if not Rollout.objects.filter(candidate=candidate, index=rollout_index).exists():
+        LiveStep.objects.filter(candidate=candidate, rollout_index=rollout_index).delete()
+
+
+def live_step_record(*, candidate: Candidate, rollout_index: int, step: Any) -> None:
+    LiveStep.objects.update_or_create(
+        candidate=candidate,
+        rollout_index=rollout_index,
+        step_index=step.index,
+        defaults={"data": _stored_step(step)},
+    )
+
+
+@transaction.atomic
+def rollout_record(
+    *,
+    candidate: Candidate,
+    index: int,
+    trajectory: Trajectory,
+    confidence: float | None,
+    seconds: float,
+) -> Rollout:
+    rollout, _ = Rollout.objects.get_or_create(
+        candidate=candidate,
+        index=index,
+        defaults={
+            "data": trajectory_to_stored(trajectory),
+            "prediction": (trajectory.answer.prediction or "") if trajectory.answer else "",
+            "confidence": confidence,
+            "n_tool_calls": trajectory.n_tool_calls,
+            "format_ok": bool(trajectory.format_ok),
+            "stop_reason": trajectory.stop_reason or "",
+            "seconds": seconds,
+        },
+    )
+    return rollout
+
+
+def candidate_verdict(rollouts: list[Rollout]) -> tuple[str, float | None, float]:
+    """(verdict, confidence, vote share) of a candidate from its rollouts.
+
+    The verdict is the majority answer. The confidence is the policy's own probability of that
+    answer averaged over rollouts when the policy reports one, else the vote share.
+    """
+    from agent.calibration import majority_verdict
+
+    verdict, share = majority_verdict([r.prediction or None for r in rollouts])
+    if verdict is None:
+        return "", 0.5 if share else 0.0, share
+    reported = [r for r in rollouts if r.confidence is not None and r.prediction]
+    if reported and len(reported) == len(rollouts):
+        probabilities = [
+            r.confidence if r.prediction == verdict else 1.0 - r.confidence for r in reported
+        ]
+        return verdict, sum(probabilities) / len(probabilities), share
+    return verdict, share, share
+
+
+@transaction.atomic
+def candidate_finish(*, candidate: Candidate) -> Candidate:
+    """Aggregate the rollouts, route uncertain verdicts to experts, and update the catalog."""
+    run = candidate.run
+    rollouts = list(candidate.rollouts.order_by("index"))
+    verdict, confidence, share = candidate_verdict(rollouts)
+    needs_expert = not verdict or (confidence or 0.0) < run.confidence_threshold
+    Candidate.objects.filter(pk=candidate.pk).update(
+        state=CandidateState.DONE,
+        verdict=verdict,
+        confidence=confidence,
+        vote_share=share,
+        needs_expert=needs_expert,
+        finished_at=timezone.now(),
+    )
+    candidate.refresh_from_db()
+    spectrum = candidate.spectrum
+    CatalogEntry.objects.update_or_create(
+        candidate=candidate,
+        defaults={
+            "run": run,
+            "object_id": spectrum.object_id,
+            "survey": spectrum.survey,
+            "ra": spectrum.ra,
+            "dec": spectrum.dec,
+            "task_code": run.task.code,
+            "verdict": verdict,
+            "confidence": confidence,
+            "snr": spectrum.snr,
+            "policy_name": str(run.policy_info.get("name") or run.policy_spec.get("kind"))[:120],
+            "synthetic": spectrum.synthetic,
+        },
+    )
+    return candidate
+
+
+def candidate_fail(*, candidate_id: int, error: str) -> None:
+    Candidate.objects.filter(pk=candidate_id).exclude(state=CandidateState.CANCELLED).update(
+        state=CandidateState.FAILED, error=error[:10000], finished_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def candidate_retry(*, candidate: Candidate, actor: AbstractBaseUser) -> Candidate:
+    from annotation import tasks
+
+    updated = Candidate.objects.filter(
+        pk=candidate.pk, state__in=[CandidateState.FAILED, CandidateState.CANCELLED]
+    ).update(state=CandidateState.PENDING, error="", finished_at=None)
+    if updated != 1:
+        raise WrongState("only failed or cancelled candidates can be retried")
+    InspectionRun.objects.filter(pk=candidate.run_id).update(cancelled=False)
+    audit_log_record(actor=actor, action="candidate_retried", obj=candidate)
+    transaction.on_commit(lambda: tasks.run_candidate.delay(candidate.pk))
+    candidate.refresh_from_db()
+    return candidate
+
+
+@transaction.atomic
+def inspection_run_cancel(*, run: InspectionRun, actor: AbstractBaseUser) -> int:
+    """Stop a run: pending candidates are cancelled; running ones stop after their episode."""
+    InspectionRun.objects.filter(pk=run.pk).update(cancelled=True)
+    cancelled = Candidate.objects.filter(run=run, state=CandidateState.PENDING).update(
+        state=CandidateState.CANCELLED, finished_at=timezone.now()
+    )
+    audit_log_record(
+        actor=actor, action="inspection_run_cancelled", obj=run, comment=f"{cancelled} cancelled"
+    )
+    run.cancelled = True
+    return cancelled
+
+
+def inspection_run_set_policy_info(*, run: InspectionRun, info: dict[str, Any]) -> None:
+    if not run.policy_info:
+        InspectionRun.objects.filter(pk=run.pk).update(policy_info=info)
+        run.policy_info = info
+
+
+@transaction.atomic
+def expert_decision_record(
+    *, candidate: Candidate, expert: AbstractBaseUser, decision: str, comment: str = ""
+) -> ExpertDecision:
+    """An expert's YES / NO / unsure beside the agent's verdict; shown in the catalog."""
+    if decision not in ExpertDecisionValue.values:
+        raise WorkflowError(f"decision must be YES, NO or unsure, got {decision!r}")
+    if candidate.state != CandidateState.DONE:
+        raise WrongState(f"the candidate is {candidate.state}; vet it once the agent has finished")
+    record, created = ExpertDecision.objects.update_or_create(
+        candidate=candidate, expert=expert, defaults={"decision": decision, "comment": comment}
+    )
+    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=decision)
+    audit_log_record(
+        actor=expert,
+        action="expert_decision",
+        obj=candidate,
+        to_state=decision,
+        comment=comment,
+        data={"changed": not created},
+    )
+    return record
+
+
+# --- rating campaigns ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RatingSource:
+    """One trajectory to put in a campaign, with what raters must not see kept apart."""
+
+    source: str
+    data: dict[str, Any]  # stored trajectory dict (blob hashes)
+    policy_name: str
+    task: Task
+    spectrum: Spectrum | None
+    dataset: str = ""
+
+
+def balanced_assignment(
+    n_items: int, n_raters: int, per_item: int, rng: np.random.Generator
+) -> list[list[int]]:
+    """For each item, `per_item` distinct raters; loads differ by at most one between raters."""
+    if not 1 <= per_item <= n_raters:
+        raise WorkflowError(
+            f"raters per item must be between 1 and the number of raters ({n_raters}); "
+            f"got {per_item}"
+        )
+    load = [0] * n_raters
+    chosen: list[list[int]] = []
+    for _ in range(n_items):
+        tie_break = rng.permutation(n_raters)
+        order = sorted(range(n_raters), key=lambda r: (load[r], tie_break[r]))
+        picked = sorted(order[:per_item])
+        for rater in picked:
+            load[rater] += 1
+        chosen.append(picked)
+    return chosen
+
+
+def _blind_id(rng: np.random.Generator) -> str:
+    return "".join(f"{v:02x}" for v in rng.integers(0, 256, size=5))
+
+
+@transaction.atomic
+def campaign_create(
+    *,
+    name: str,
+    raters: list[AbstractBaseUser],
+    raters_per_item: int,
+    sources: list[RatingSource],
+    created_by: AbstractBaseUser | None,
+    description: str = "",
+    seed: int | None = None,
+) -> RatingCampaign:
+    """A rating campaign: items in random order, assigned to raters at random and balanced."""
+    if not sources:
+        raise WorkflowError("a campaign needs at least one trajectory to rate")
+    unique_raters = list({rater.pk: rater for rater in raters}.values())
+    seed = int(seed if seed is not None else np.random.SeedSequence().entropy % (2**62))
+    rng = np.random.default_rng(seed)
+    campaign = RatingCampaign.objects.create(
+        name=name[:120],
+        description=description,
+        raters_per_item=raters_per_item,
+        seed=seed,
+        created_by=created_by if created_by is not None and created_by.is_authenticated else None,
+    )
+    campaign.raters.set(unique_raters)
+    order = rng.permutation(len(sources))
+    items = []
+    used: set[str] = set()
+    for index in order:
+        source = sources[int(index)]
+        blind = _blind_id(rng)
+        while blind in used:
+            blind = _blind_id(rng)
+        used.add(blind)
+        items.append(
+            CampaignItem.objects.create(
+                campaign=campaign,
+                blind_id=blind,
+                data=source.data,
+                policy_name=source.policy_name[:120],
+                source=source.source[:80],
+                dataset=source.dataset[:80],
+                task=source.task,
+                spectrum=source.spectrum,
+            )
+        )
+    plan = balanced_assignment(len(items), len(unique_raters), raters_per_item, rng)
+    per_rater: dict[int, list[CampaignItem]] = {r: [] for r in range(len(unique_raters))}
+    for item, rater_indexes in zip(items, plan, strict=True):
+        for rater_index in rater_indexes:
+            per_rater[rater_index].append(item)
+    assignments = []
+    for rater_index, rater_items in per_rater.items():
+        for position, item_index in enumerate(rng.permutation(len(rater_items))):
+            assignments.append(
+                RatingAssignment(
+                    item=rater_items[int(item_index)],
+                    rater=unique_raters[rater_index],
+                    position=position,
+                )
+            )
+    RatingAssignment.objects.bulk_create(assignments)
+    audit_log_record(
+        actor=created_by,
+        action="campaign_created",
+        obj=campaign,
+        comment=f"{len(items)} items x {raters_per_item} raters, seed {seed}",
+    )
+    return campaign
+
+
+def rating_sources_from_rollouts(rollouts: Iterable[Rollout]) -> list[RatingSource]:
+    sources = []
+    for rollout in rollouts:
+        run = rollout.candidate.run
+        spectrum = rollout.candidate.spectrum
+        policy = str(run.policy_info.get("name") or run.policy_spec.get("kind"))
+        sources.append(
+            RatingSource(
+                source=f"rollout:{rollout.pk}",
+                data=rollout.data,
+                # A run is one "model" for rating: the policy plus its run configuration.
+                policy_name=f"{policy} · {run.name}" if run.name else policy,
+                task=run.task,
+                spectrum=spectrum,
+                dataset=spectrum.survey,
+            )
+        )
+    return sources
+
+
+def rating_sources_from_curations(curations: Iterable[Curation]) -> list[RatingSource]:
+    sources = []
+    for curation in curations:
+        version = curation.versions.get(number=curation.head_number)
+        sources.append(
+            RatingSource(
+                source=f"curation:{curation.pk}@v{version.number}",
+                data=version.data,
+                policy_name=str(curation.teacher.get("name") or "teacher"),
+                task=curation.task,
+                spectrum=curation.spectrum,
+                dataset=curation.spectrum.survey,
+            )
+        )
+    return sources
+
+
+@transaction.atomic
+def campaign_add_pairs(
+    *,
+    campaign: RatingCampaign,
+    pairs: list[tuple[CampaignItem, CampaignItem]],
+    raters_per_pair: int,
+) -> list[PairItem]:
+    """Pairwise comparisons of two items for the same spectrum; which side is which is random
+    per pair (and recorded, so outcomes map back to policies)."""
+    rng = np.random.default_rng(campaign.seed + 1 + campaign.pairs.count())
+    raters = list(campaign.raters.all())
+    created = []
+    for first, second in pairs:
+        if first.spectrum_id is None or first.spectrum_id != second.spectrum_id:
+            raise WorkflowError("a pair compares two trajectories of the same spectrum")
+        if first.policy_name == second.policy_name:
+            raise WorkflowError("a pair compares two different policies")
+        left, right = (first, second) if rng.random() < 0.5 else (second, first)
+        created.append(
+            PairItem.objects.create(
+                campaign=campaign, left=left, right=right, dataset=first.dataset
+            )
+        )
+    plan = balanced_assignment(len(created), len(raters), raters_per_pair, rng)
+    positions: dict[int, int] = {}
+    judgements = []
+    for pair, rater_indexes in zip(created, plan, strict=True):
+        for rater_index in rater_indexes:
+            rater = raters[rater_index]
+            positions[rater.pk] = positions.get(rater.pk, -1) + 1
+            judgements.append(PairJudgement(pair=pair, rater=rater, position=positions[rater.pk]))
+    PairJudgement.objects.bulk_create(judgements)
+    return created
+
+
+@transaction.atomic
+def rating_submit(
+    *, assignment: RatingAssignment, rater: AbstractBaseUser, score: int, comment: str = ""
+) -> RatingAssignment:
+    if assignment.rater_id != rater.pk:
+        raise NotAllowed("this item is assigned to another rater")
+    if assignment.item.campaign.closed:
+        raise WrongState("the campaign is closed; ratings can no longer change")
+    if isinstance(score, bool) or not isinstance(score, int) or not 0 <= score <= 5:
+        raise WorkflowError(f"a score is a whole number from 0 to 5; got {score!r}")
+    assignment.score = score
+    assignment.comment = comment
+    assignment.rated_at = timezone.now()
+    assignment.save(update_fields=["score", "comment", "rated_at"])
+    return assignment
+
+
+@transaction.atomic
+def pair_judgement_submit(
+    *, judgement: PairJudgement, rater: AbstractBaseUser, outcome: str
+) -> PairJudgement:
+    if judgement.rater_id != rater.pk:
+        raise NotAllowed("this pair is assigned to another rater")
+    if judgement.pair.campaign.closed:
+        raise WrongState("the campaign is closed; judgements can no longer change")
+    if outcome not in PairOutcome.values:
+        raise WorkflowError(f"outcome must be left, tie or right; got {outcome!r}")
+    judgement.outcome = outcome
+    judgement.judged_at = timezone.now()
+    judgement.save(update_fields=["outcome", "judged_at"])
+    return judgement
+
+
+@transaction.atomic
+def campaign_close(*, campaign: RatingCampaign, actor: AbstractBaseUser) -> RatingCampaign:
+    if not (_is_staff(actor) or campaign.created_by_id == actor.pk):
+        raise NotAllowed("only staff or the campaign's creator can close it")
+    updated = RatingCampaign.objects.filter(pk=campaign.pk, closed=False).update(
+        closed=True, closed_at=timezone.now()
+    )
+    if updated != 1:
+        raise WrongState("the campaign is already closed")
+    campaign.refresh_from_db()
+    audit_log_record(actor=actor, action="campaign_closed", obj=campaign)
+    return campaign
+
+
+@transaction.atomic
+def judge_create(
+    *,
+    name: str,
+    base_url: str,
+    model: str,
+    actor: AbstractBaseUser,
+    prompt: str = "",
+    include_images: bool = True,
+) -> Judge:
+    from agent.judges import JUDGE_RUBRIC_PROMPT
+
+    if not _is_staff(actor):
+        raise NotAllowed("only staff can add LLM judges")
+    judge = Judge.objects.create(
+        name=name,
+        base_url=base_url,
+        model=model,
+        prompt=prompt or JUDGE_RUBRIC_PROMPT,
+        include_images=include_images,
+    )
+    audit_log_record(
+        actor=actor, action="judge_created", obj=judge, comment=f"{model} @ {base_url}"
+    )
+    return judge
+
+
+def judge_score_record(
+    *, judge: Judge, item: CampaignItem, score: int | None, reason: str, raw: str, error: str = ""
+) -> JudgeScore:
+    record, _ = JudgeScore.objects.update_or_create(
+        judge=judge,
+        item=item,
+        defaults={"score": score, "reason": reason, "raw": raw, "error": error[:5000]},
+    )
+    return record

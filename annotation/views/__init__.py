@@ -1,0 +1,3 @@
+"""HTML pages, one module per area. Function views; htmx requests get the page's partial."""
+
+from __future__ import annotations

@@ -1,0 +1,308 @@
+"""Catalog and vetting pages. Function views; htmx requests get the list's partial."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    QueryDict,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import catalog, selectors, services
+from annotation.models import (
+    Candidate,
+    CandidateState,
+    CatalogEntry,
+    ExpertDecision,
+    ExpertDecisionValue,
+    ImageBlob,
+    LiveStep,
+    Rollout,
+    Task,
+)
+
+# The list's columns, with the sort key of those that sort.
+HEADERS = (
+    ("Object", "object_id"),
+    ("Survey", ""),
+    ("RA (°)", "ra"),
+    ("Dec (°)", "dec"),
+    ("Task", ""),
+    ("Verdict", ""),
+    ("Confidence", "confidence"),
+    ("S/N", "snr"),
+    ("Policy", ""),
+    ("Expert", ""),
+    ("Run", ""),
+    ("Created", "created_at"),
+)
+
+
+def _query_without(request: HttpRequest, *names: str) -> str:
+    query: QueryDict = request.GET.copy()
+    for name in names:
+        query.pop(name, None)
+    return query.urlencode()
+
+
+def _headers(request: HttpRequest, sort: str) -> list[dict[str, str]]:
+    """Each column header: its label, the query of its sort link, and the current direction.
+
+    A first click sorts in the column's natural direction, a second click flips it.
+    """
+    base = _query_without(request, "sort", "page")
+    headers = []
+    for label, key in HEADERS:
+        state = query = ""
+        if key:
+            if sort.lstrip("-") == key:
+                state = "desc" if sort.startswith("-") else "asc"
+                target = key if state == "desc" else f"-{key}"
+            else:
+                target = f"{catalog.SORT_KEYS[key]}{key}"
+            query = f"{base}&sort={target}" if base else f"sort={target}"
+        headers.append({"label": label, "query": query, "state": state})
+    return headers
+
+
+@require_GET
+def catalog_list(request: HttpRequest) -> HttpResponse:
+    sort = catalog.normalize_sort(request.GET.get("sort"))
+    context: dict[str, Any] = {"sort": sort, "error": ""}
+    status = 200
+    try:
+        filters = catalog.filters_from_query(request.GET)
+    except catalog.CatalogQueryError as error:
+        filters, context["error"] = catalog.CatalogFilters(), str(error)
+        # htmx leaves the page as it is on a 4xx answer; the message must replace the results.
+        status = 200 if request.htmx else 400
+    else:
+        rows = catalog.catalog_rows(filters, sort)
+        context["page"] = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
+    context.update(
+        filters=filters,
+        query=_query_without(request, "page"),
+        export_query=_query_without(request, "page", "limit"),
+        headers=_headers(request, sort),
+        tasks=list(Task.objects.values_list("code", flat=True)),
+        surveys=catalog.survey_choices(),
+        verdicts=catalog.VERDICT_CHOICES,
+        decisions=catalog.EXPERT_DECISION_CHOICES,
+        columns=catalog.CATALOG_COLUMNS,
+        count_cap=catalog.COUNT_CAP,
+        export_limit=catalog.EXPORT_ROW_LIMIT,
+    )
+    template = "catalog/catalog_list.html"
+    if request.htmx:
+        template += "#results"
+    return render(request, template, context, status=status)
+
+
+def _entry_rollouts(candidate: Candidate | None) -> list[dict[str, Any]]:
+    if candidate is None:
+        return []
+    rollouts = list(candidate.rollouts.order_by("index"))
+    ratings = catalog.rollout_ratings(rollout.pk for rollout in rollouts)
+    return [
+        {
+            "rollout": rollout,
+            "view": catalog.trajectory_view(rollout.data),
+            "ratings": ratings[rollout.pk],
+        }
+        for rollout in rollouts
+    ]
+
+
+def _provenance(entry: CatalogEntry) -> dict[str, Any]:
+    run = entry.run
+    return {
+        "run": run,
+        "policy_spec": json.dumps(catalog.public_policy_spec(run.policy_spec), indent=2),
+        "policy_info": json.dumps(catalog.public_policy_spec(run.policy_info), indent=2),
+        "sampling": json.dumps(catalog.public_policy_spec(run.sampling), indent=2),
+    }
+
+
+@require_GET
+def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
+    entry = get_object_or_404(
+        CatalogEntry.objects.select_related("run__task", "run__created_by", "candidate"),
+        pk=entry_id,
+    )
+    candidate = entry.candidate
+    decisions = (
+        list(candidate.expert_decisions.select_related("expert").order_by("created_at", "id"))
+        if candidate
+        else []
+    )
+    return render(
+        request,
+        "catalog/catalog_detail.html",
+        {
+            "entry": entry,
+            "candidate": candidate,
+            "rollouts": _entry_rollouts(candidate),
+            "decisions": decisions,
+            "provenance": _provenance(entry),
+        },
+    )
+
+
+def _image_is_in_a_trajectory(sha256: str, candidate_id: str | None) -> bool:
+    """True when a rollout or live step refers to this image (so only tool images are
+    served here, not every stored blob). A candidate id narrows the search to its rows."""
+    scope = Q()
+    if candidate_id is not None:
+        if not candidate_id.isdigit():
+            return False
+        scope = Q(candidate_id=int(candidate_id))
+    for model in (Rollout, LiveStep):
+        rows = model.objects.filter(scope).annotate(text=Cast("data", TextField()))
+        if rows.filter(text__contains=sha256).exists():
+            return True
+    return False
+
+
+@require_GET
+@cache_control(private=True, max_age=31536000, immutable=True)
+def catalog_image(request: HttpRequest, sha256: str) -> HttpResponse:
+    if not catalog.is_sha256(sha256):
+        raise Http404("not an image hash")
+    if not _image_is_in_a_trajectory(sha256, request.GET.get("candidate")):
+        raise Http404("no trajectory shows this image")
+    blob = get_object_or_404(ImageBlob, sha256=sha256)
+    return HttpResponse(bytes(blob.png), content_type="image/png")
+
+
+# --- exports ----------------------------------------------------------------------------------
+
+
+def _export_rows(request: HttpRequest) -> tuple[QuerySet[CatalogEntry], int | None]:
+    """The filtered rows and the requested row limit; raises CatalogQueryError."""
+    filters = catalog.filters_from_query(request.GET)
+    limit = catalog.limit_from_query(request.GET)
+    sort = catalog.normalize_sort(request.GET.get("sort"), default="id")
+    return catalog.catalog_rows(filters, sort), limit
+
+
+def _file_name(extension: str) -> str:
+    return f"specvet-catalog-{timezone.now():%Y%m%dT%H%M%SZ}.{extension}"
+
+
+@require_GET
+def catalog_export_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    try:
+        rows, limit = _export_rows(request)
+    except catalog.CatalogQueryError as error:
+        return HttpResponseBadRequest(str(error), content_type="text/plain")
+    response = StreamingHttpResponse(
+        catalog.catalog_csv_chunks(rows, limit=limit), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{_file_name("csv")}"'
+    return response
+
+
+def _table_export(request: HttpRequest, extension: str, content_type: str) -> HttpResponse:
+    try:
+        rows, limit = _export_rows(request)
+    except catalog.CatalogQueryError as error:
+        return HttpResponseBadRequest(str(error), content_type="text/plain")
+    cap = min(limit or catalog.EXPORT_ROW_LIMIT, catalog.EXPORT_ROW_LIMIT)
+    result = catalog.catalog_table(rows, cap)
+    query = _query_without(request, "limit")
+    writer = catalog.votable_bytes if extension == "vot" else catalog.fits_bytes
+    response = HttpResponse(writer(result, query=query), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{_file_name(extension)}"'
+    response["X-Catalog-Row-Limit"] = str(catalog.EXPORT_ROW_LIMIT)
+    response["X-Catalog-Rows"] = str(len(result.table))
+    response["X-Catalog-Truncated"] = "true" if result.truncated else "false"
+    return response
+
+
+@require_GET
+def catalog_export_votable(request: HttpRequest) -> HttpResponse:
+    return _table_export(request, "vot", "application/x-votable+xml")
+
+
+@require_GET
+def catalog_export_fits(request: HttpRequest) -> HttpResponse:
+    return _table_export(request, "fits", "application/fits")
+
+
+# --- vetting ----------------------------------------------------------------------------------
+
+
+def _vetting_candidate(request: HttpRequest) -> Candidate | None:
+    """The candidate asked for by ?candidate= (any finished one), else the user's next."""
+    wanted = request.GET.get("candidate", "")
+    if wanted:
+        if not wanted.isdigit():
+            raise Http404("no such candidate")
+        return get_object_or_404(
+            Candidate.objects.select_related("run__task", "spectrum"),
+            pk=int(wanted),
+            state=CandidateState.DONE,
+        )
+    return catalog.vetting_queue(request.user).first()
+
+
+def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str, Any]:
+    data = selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
+    data["inspected"] = [span for item in rollouts for span in item["view"].inspected]
+    return data
+
+
+@require_GET
+def vetting_queue(request: HttpRequest) -> HttpResponse:
+    candidate = _vetting_candidate(request)
+    context: dict[str, Any] = {
+        "candidate": candidate,
+        "remaining": catalog.vetting_queue(request.user).count(),
+        "choices": ExpertDecisionValue.choices,
+    }
+    if candidate is not None:
+        rollouts = _entry_rollouts(candidate)
+        context.update(
+            rollouts=rollouts,
+            plot_data=_plot_data(candidate, rollouts),
+            mine=ExpertDecision.objects.filter(candidate=candidate, expert=request.user).first(),
+            entry=CatalogEntry.objects.filter(candidate=candidate).first(),
+        )
+    return render(request, "catalog/vetting.html", context)
+
+
+@require_POST
+def vetting_decide(request: HttpRequest) -> HttpResponse:
+    candidate_id = request.POST.get("candidate", "")
+    if not candidate_id.isdigit():
+        return HttpResponseBadRequest("candidate must be a candidate id", content_type="text/plain")
+    rows = Candidate.objects.select_related("spectrum").defer("spectrum__arrays", "spectrum__meta")
+    candidate = get_object_or_404(rows, pk=candidate_id)
+    try:
+        services.expert_decision_record(
+            candidate=candidate,
+            expert=request.user,  # type: ignore[arg-type]
+            decision=request.POST.get("decision", ""),
+            comment=request.POST.get("comment", "").strip(),
+        )
+    except services.WorkflowError as error:
+        messages.error(request, str(error))
+        return redirect(f"{reverse('vetting_queue')}?candidate={candidate.pk}")
+    messages.success(
+        request, f"Recorded {request.POST['decision']} for {candidate.spectrum.object_id}."
+    )
+    return redirect("vetting_queue")

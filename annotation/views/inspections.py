@@ -1,0 +1,191 @@
+"""Inspection runs: start, follow progress, watch a candidate live, retry, cancel."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from annotation import selectors, services
+from annotation.forms_inspections import InspectionRunForm
+from annotation.models import Candidate, CandidateState, InspectionRun, Spectrum
+
+PAGE_SIZE = 50
+
+
+def _candidate_spectra(form: InspectionRunForm) -> list[int]:
+    data = form.cleaned_data
+    rows = Spectrum.objects.order_by("id")
+    if data["labelled_for_task"]:
+        rows = rows.filter(task=data["task"])
+    for field in ("dataset", "split", "survey", "label"):
+        if data.get(field):
+            rows = rows.filter(**{field: data[field]})
+    return list(rows.values_list("pk", flat=True)[: data["limit"]])
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    runs = InspectionRun.objects.select_related("task", "created_by")
+    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "inspections/run_list.html", {"page": page})
+
+
+@require_http_methods(["GET", "POST"])
+def run_create(request: HttpRequest) -> HttpResponse:
+    form = InspectionRunForm(request.POST or None, initial=request.GET or None)
+    if request.method == "POST" and form.is_valid():
+        spectrum_ids = _candidate_spectra(form)
+        try:
+            run = services.inspection_run_create(
+                task=form.cleaned_data["task"],
+                spectrum_ids=spectrum_ids,
+                policy_spec=form.policy_spec(),
+                sampling=form.sampling(),
+                rollouts=form.cleaned_data["rollouts"],
+                max_tool_calls=form.cleaned_data["max_tool_calls"],
+                confidence_threshold=form.cleaned_data["confidence_threshold"],
+                name=form.cleaned_data["name"],
+                created_by=request.user,  # type: ignore[arg-type]
+            )
+        except services.WorkflowError as error:
+            form.add_error(None, str(error))
+        else:
+            return redirect("run_detail", run_id=run.pk)
+    return render(request, "inspections/run_create.html", {"form": form})
+
+
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(InspectionRun.objects.select_related("task"), pk=run_id)
+    progress = selectors.run_progress(run=run)
+    if request.htmx and request.GET.get("part") == "progress":
+        response = render(
+            request, "inspections/run_detail.html#progress", {"run": run, "progress": progress}
+        )
+        if progress["finished"]:
+            # One last full refresh brings the metrics and the final table.
+            response = HttpResponseStopPolling(response.content)
+            response["HX-Refresh"] = "true"
+        return response
+    candidates = run.candidates.select_related("spectrum").order_by("id")
+    state = request.GET.get("state", "")
+    if state == "expert":
+        candidates = candidates.filter(needs_expert=True)
+    elif state:
+        candidates = candidates.filter(state=state)
+    page = Paginator(candidates, PAGE_SIZE).get_page(request.GET.get("page"))
+    metrics = selectors.run_metrics(run=run) if progress["done"] else None
+    return render(
+        request,
+        "inspections/run_detail.html",
+        {
+            "run": run,
+            "progress": progress,
+            "page": page,
+            "state": state,
+            "metrics": metrics,
+            "policy_spec": {k: v for k, v in run.policy_spec.items() if k != "api_key"},
+        },
+    )
+
+
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(InspectionRun, pk=run_id)
+    cancelled = services.inspection_run_cancel(run=run, actor=request.user)  # type: ignore[arg-type]
+    messages.info(request, f"Run cancelled: {cancelled} pending candidates will not run.")
+    return redirect("run_detail", run_id=run.pk)
+
+
+@require_POST
+def candidate_retry(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    candidate = get_object_or_404(Candidate, pk=candidate_id)
+    try:
+        services.candidate_retry(candidate=candidate, actor=request.user)  # type: ignore[arg-type]
+    except services.WorkflowError as error:
+        messages.error(request, str(error))
+    return redirect("candidate_live", candidate_id=candidate.pk)
+
+
+def _step_context(live: list) -> list[dict]:
+    return [
+        {"pk": step.pk, "rollout": step.rollout_index, "index": step.step_index, "data": step.data}
+        for step in live
+    ]
+
+
+@require_GET
+def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    candidate = get_object_or_404(
+        Candidate.objects.select_related("run__task", "spectrum"), pk=candidate_id
+    )
+    steps = selectors.live_steps_after(candidate=candidate, after=0)
+    plot = selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
+    plot["inspected"] = selectors.inspected_ranges([s.data for s in steps])
+    return render(
+        request,
+        "inspections/candidate_live.html",
+        {
+            "candidate": candidate,
+            "run": candidate.run,
+            "steps": _step_context(steps),
+            "last_pk": steps[-1].pk if steps else 0,
+            "plot_data": plot,
+            "finished": candidate.state
+            in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED),
+        },
+    )
+
+
+@require_GET
+def candidate_steps(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    """New steps since `after` (htmx polling); stops polling once the candidate is finished."""
+    candidate = get_object_or_404(Candidate.objects.select_related("run"), pk=candidate_id)
+    try:
+        after = int(request.GET.get("after", "0"))
+    except ValueError:
+        after = 0
+    finished = candidate.state in (
+        CandidateState.DONE,
+        CandidateState.FAILED,
+        CandidateState.CANCELLED,
+    )
+    steps = selectors.live_steps_after(candidate=candidate, after=after)
+    if finished and not steps:
+        # The chain of pollers ends here; the page refreshes the outcome panel on this event.
+        done = HttpResponse("")
+        done["HX-Trigger"] = json.dumps({"candidate-finished": candidate.pk})
+        return done
+    return render(
+        request,
+        "inspections/candidate_live.html#new-steps",
+        {
+            "candidate": candidate,
+            "steps": _step_context(steps),
+            "last_pk": steps[-1].pk if steps else after,
+            "finished": finished,
+        },
+    )
+
+
+@require_GET
+def candidate_outcome(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    candidate = get_object_or_404(Candidate.objects.select_related("run"), pk=candidate_id)
+    return render(request, "inspections/candidate_live.html#outcome", {"candidate": candidate})
+
+
+@require_GET
+def image_blob(request: HttpRequest, sha256: str) -> HttpResponse:
+    """A stored tool image (content-addressed, immutable: cache it for a long time)."""
+    from annotation.models import ImageBlob
+
+    blob = get_object_or_404(ImageBlob, sha256=sha256)
+    response = HttpResponse(bytes(blob.png), content_type="image/png")
+    response["Cache-Control"] = "private, max-age=31536000, immutable"
+    return response

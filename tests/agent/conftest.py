@@ -1,0 +1,15 @@
+"""Fixtures shared by the agent tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.agent.tiny_qwen import build_tiny_qwen25vl
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen2.5-VL checkpoint, built once per test session."""
+    return build_tiny_qwen25vl(tmp_path_factory.mktemp("tiny_qwen25vl"))

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+
+from agent.calibration import (
+    expected_calibration_error,
+    f1_coverage_curve,
+    majority_verdict,
+    reliability_bins,
+)
+
+
+@pytest.mark.parametrize(
+    ("predictions", "expected"),
+    [
+        (["YES", "YES", "NO"], ("YES", 2 / 3)),
+        (["NO", None, "NO", "YES"], ("NO", 0.5)),
+        (["YES", "NO"], (None, 0.5)),
+        ([None, None], (None, 0.0)),
+        ([], (None, 0.0)),
+        (["YES"], ("YES", 1.0)),
+    ],
+)
+def test_it_takes_the_majority_over_rollouts(predictions, expected):
+    assert majority_verdict(predictions) == expected
+
+
+def test_it_bins_confidences_by_hand():
+    bins = reliability_bins([0.55, 0.65, 0.95, 1.0], [True, False, True, False], n_bins=5, low=0.5)
+    counts = [b.count for b in bins]
+    assert counts == [1, 1, 0, 0, 2]
+    assert bins[4].accuracy == 0.5
+    assert bins[4].mean_confidence == pytest.approx(0.975)
+    assert bins[2].accuracy is None
+
+
+def test_it_computes_the_expected_calibration_error():
+    bins = reliability_bins([0.55, 0.65, 0.95, 1.0], [True, False, True, False], n_bins=5, low=0.5)
+    # |1-.55|*1/4 + |0-.65|*1/4 + |.5-.975|*2/4
+    assert expected_calibration_error(bins) == pytest.approx(0.45 / 4 + 0.65 / 4 + 0.475 / 2)
+
+
+def test_it_refuses_a_confidence_outside_the_range():
+    with pytest.raises(ValueError, match="outside"):
+        reliability_bins([1.2], [True])
+
+
+def test_it_traces_f1_against_coverage():
+    labels = ["YES", "NO", "YES", "NO"]
+    predictions = ["YES", "NO", "NO", "YES"]
+    confidences = [0.9, 0.8, 0.6, 0.55]
+    curve = f1_coverage_curve(labels, predictions, confidences)
+    assert [p.n_automatic for p in curve] == [1, 2, 3, 4]
+    assert curve[1].f1 == 1.0  # the two most confident are right
+    assert curve[2].f1 == pytest.approx(2 / 3)  # tp 1, fn 1
+    assert curve[3].f1 == pytest.approx(0.5)  # tp 1, fn 1, fp 1
+    assert curve[3].coverage == 1.0 and curve[3].threshold == 0.55
+
+
+def test_it_keeps_tied_confidences_together():
+    curve = f1_coverage_curve(["YES", "NO", "YES"], ["YES", "NO", "YES"], [0.9, 0.7, 0.7])
+    assert [p.n_automatic for p in curve] == [1, 3]

@@ -1,0 +1,166 @@
+"""Property tests of load_spectra: round trips, sorting, masking, and garbage in -> clear error."""
+
+from __future__ import annotations
+
+import gzip
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from agent.spectra import Spectrum, SpectrumFormatError, load_spectra
+from tests.agent.survey_fixtures import (
+    write_lamost_new,
+    write_table_ascii,
+    write_table_csv,
+    write_table_npz,
+)
+
+PROPERTY_SETTINGS = settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+wavelength_grids = st.lists(
+    st.floats(min_value=100.0, max_value=1e5, allow_nan=False), min_size=2, max_size=40, unique=True
+).map(sorted)
+finite_flux = st.floats(min_value=-1e30, max_value=1e30, allow_nan=False, allow_infinity=False)
+errors = st.floats(min_value=1e-3, max_value=1e3)
+any_flux = st.one_of(finite_flux, st.sampled_from([float("nan"), float("inf"), float("-inf")]))
+
+
+@contextmanager
+def scratch_file(name: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder) / name
+
+
+def load_one(path: Path) -> Spectrum:
+    spectra = load_spectra(path)
+    assert len(spectra) == 1
+    return spectra[0]
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[list[float], list[float], list[float]]:
+    wavelength = draw(wavelength_grids)
+    size = len(wavelength)
+    flux = draw(st.lists(finite_flux, min_size=size, max_size=size))
+    error = draw(st.lists(errors, min_size=size, max_size=size))
+    return wavelength, flux, error
+
+
+@PROPERTY_SETTINGS
+@given(table=tables(), writer=st.sampled_from([write_table_csv, write_table_ascii]))
+def test_it_round_trips_random_text_tables_exactly(table, writer) -> None:
+    wavelength, flux, error = table
+    with scratch_file("table.txt") as path:
+        spectrum = load_one(writer(path, wavelength, flux, error))
+    np.testing.assert_array_equal(spectrum.wavelength, wavelength)
+    np.testing.assert_array_equal(spectrum.flux, flux)
+    np.testing.assert_array_equal(spectrum.ivar, 1.0 / np.array(error) ** 2)
+    assert not spectrum.mask.any()
+
+
+@PROPERTY_SETTINGS
+@given(table=tables())
+def test_it_round_trips_random_npz_tables_exactly(table) -> None:
+    wavelength, flux, error = table
+    with scratch_file("table.npz") as path:
+        spectrum = load_one(write_table_npz(path, wavelength=wavelength, flux=flux, error=error))
+    np.testing.assert_array_equal(spectrum.wavelength, wavelength)
+    np.testing.assert_array_equal(spectrum.flux, flux)
+    np.testing.assert_array_equal(spectrum.ivar, 1.0 / np.array(error) ** 2)
+
+
+@PROPERTY_SETTINGS
+@given(table=tables(), data=st.data())
+def test_it_sorts_random_permutations_keeping_each_flux_on_its_wavelength(table, data) -> None:
+    wavelength, flux, _ = table
+    order = data.draw(st.permutations(range(len(wavelength))))
+    with scratch_file("shuffled.csv") as path:
+        write_table_csv(path, [wavelength[i] for i in order], [flux[i] for i in order])
+        spectrum = load_one(path)
+    np.testing.assert_array_equal(spectrum.wavelength, wavelength)
+    np.testing.assert_array_equal(spectrum.flux, flux)
+
+
+@PROPERTY_SETTINGS
+@given(wavelength=wavelength_grids, data=st.data())
+def test_it_masks_every_non_finite_flux_and_keeps_the_length(wavelength, data) -> None:
+    size = len(wavelength)
+    flux = data.draw(st.lists(any_flux, min_size=size, max_size=size))
+    assume(any(np.isfinite(flux)))
+    with scratch_file("holes.csv") as path:
+        spectrum = load_one(write_table_csv(path, wavelength, flux))
+    assert len(spectrum) == size
+    np.testing.assert_array_equal(spectrum.mask, ~np.isfinite(flux))
+    np.testing.assert_array_equal(spectrum.flux, flux)  # NaN compares equal here
+
+
+def load_or_format_error(content: bytes) -> list[Spectrum] | None:
+    """Load bytes; a SpectrumFormatError is fine, any other exception fails the test."""
+    with scratch_file("garbage") as path:
+        path.write_bytes(content)
+        try:
+            return load_spectra(path)
+        except SpectrumFormatError as error:
+            assert str(path) in str(error)
+            return None
+
+
+def assert_valid(spectra: list[Spectrum]) -> None:
+    for spectrum in spectra:
+        assert len(spectrum) >= 2
+        assert np.all(np.diff(spectrum.wavelength) > 0)
+        assert spectrum.mask.shape == spectrum.flux.shape
+
+
+@PROPERTY_SETTINGS
+@given(content=st.binary(max_size=2000))
+def test_it_answers_random_bytes_with_a_format_error_or_a_valid_spectrum(content: bytes) -> None:
+    spectra = load_or_format_error(content)
+    if spectra is not None:
+        assert_valid(spectra)
+
+
+@PROPERTY_SETTINGS
+@given(text=st.text(max_size=500))
+def test_it_answers_random_text_with_a_format_error_or_a_valid_spectrum(text: str) -> None:
+    spectra = load_or_format_error(text.encode("utf-8"))
+    if spectra is not None:
+        assert_valid(spectra)
+
+
+@PROPERTY_SETTINGS
+@given(
+    magic=st.sampled_from([b"SIMPLE  =", b"\x1f\x8b", b"PAR1", b"PK\x03\x04"]),
+    tail=st.binary(max_size=3000),
+)
+def test_it_refuses_garbage_behind_a_known_magic_number(magic: bytes, tail: bytes) -> None:
+    assert load_or_format_error(magic + tail) is None
+
+
+@PROPERTY_SETTINGS
+@given(content=st.binary(max_size=2000))
+def test_it_refuses_or_validates_gzipped_garbage(content: bytes) -> None:
+    spectra = load_or_format_error(gzip.compress(content, mtime=0))
+    if spectra is not None:
+        assert_valid(spectra)
+
+
+@pytest.fixture(scope="module")
+def lamost_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("lamost") / "full.fits"
+    write_lamost_new(path, n_pixels=400)
+    return path.read_bytes()
+
+
+@PROPERTY_SETTINGS
+@given(fraction=st.floats(min_value=0.0, max_value=1.0, exclude_max=True))
+def test_it_refuses_every_truncation_of_a_fits_file(lamost_bytes: bytes, fraction: float) -> None:
+    assert load_or_format_error(lamost_bytes[: int(len(lamost_bytes) * fraction)]) is None

@@ -1,0 +1,120 @@
+"""A tiny random Qwen2.5-VL checkpoint written fully offline (ml_path.md section 4).
+
+Byte-level tokenizer (256 symbols, no merges, so any text encodes) plus the Qwen special tokens,
+the PIL image processor with a small pixel budget, the project chat template, and a 2-layer
+model with random weights. The configs name the stock ``Qwen2_5_VLProcessor``, like a real
+checkpoint, so loading exercises the same no-torchvision fallback as a downloaded model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent.chat_template import load_chat_template
+
+MIN_PIXELS = 28 * 28 * 4
+MAX_PIXELS = 28 * 28 * 16
+SEED = 0
+SPECIAL_TOKENS = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+PLAIN_ADDED_TOKENS = ("<tool_call>", "</tool_call>")
+
+
+def build_tiny_qwen25vl(path: str | Path) -> Path:
+    """Write the tiny checkpoint into ``path`` (created if needed) and return it."""
+    import torch
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2VLImageProcessorPil,
+    )
+
+    from agent.policies.qwen_processor import STOCK_PROCESSOR_CLASS, build_image_only_processor
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _byte_level_tokenizer()
+    tokenizer.chat_template = load_chat_template()
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    processor = build_image_only_processor(image_processor, tokenizer, load_chat_template())
+    config = Qwen2_5_VLConfig(
+        text_config=_text_config(tokenizer),
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 4,
+            "out_hidden_size": 32,
+            "fullatt_block_indexes": [1],
+        },
+        **{
+            f"{name}_token_id": tokenizer.convert_tokens_to_ids(token)
+            for name, token in (
+                ("image", "<|image_pad|>"),
+                ("video", "<|video_pad|>"),
+                ("vision_start", "<|vision_start|>"),
+                ("vision_end", "<|vision_end|>"),
+            )
+        },
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        model = Qwen2_5_VLForConditionalGeneration(config)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    for config_name in ("processor_config.json", "tokenizer_config.json"):
+        _set_processor_class(out / config_name, STOCK_PROCESSOR_CLASS)
+    return out
+
+
+def _byte_level_tokenizer():
+    from tokenizers import AddedToken
+    from transformers import Qwen2Tokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    vocab = {symbol: i for i, symbol in enumerate(sorted(bytes_to_unicode().values()))}
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=[],
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+    tokenizer.add_tokens(
+        [AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS]
+    )
+    tokenizer.add_tokens(
+        [AddedToken(token, special=False, normalized=False) for token in PLAIN_ADDED_TOKENS]
+    )
+    return tokenizer
+
+
+def _text_config(tokenizer) -> dict:
+    # mrope_section must sum to head_dim / 2 = (32 / 4) / 2.
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "rope_scaling": {"type": "default", "mrope_section": [2, 1, 1], "rope_type": "default"},
+        "eos_token_id": tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        "pad_token_id": tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        "bos_token_id": None,
+    }
+
+
+def _set_processor_class(config_path: Path, processor_class: str) -> None:
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["processor_class"] = processor_class
+    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,115 @@
+"""Factories and named actors for the web tests."""
+
+from __future__ import annotations
+
+import factory
+import numpy as np
+from django.contrib.auth import get_user_model
+
+from agent.spectra import Spectrum as SpectrumValue
+from annotation import services
+from annotation.models import Spectrum, Task
+
+PASSWORD = "a-long-test-password"
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"expert{n}")
+    password = factory.PostGenerationMethodCall("set_password", PASSWORD)
+
+    @factory.post_generation
+    def saved(self, create: bool, extracted: object, **kwargs: object) -> None:
+        if create:
+            self.save()
+
+
+def make_spectrum_value(
+    *,
+    object_id: str = "TEST-0001",
+    line_center: float = 6564.61,
+    line_amplitude: float = 2.0,
+    n_pixels: int = 3900,
+    seed: int = 0,
+) -> SpectrumValue:
+    """A LAMOST-like spectrum: log grid 3700-9100 Å, flat continuum, one Gaussian line."""
+    rng = np.random.default_rng(seed)
+    wave = np.logspace(np.log10(3700.0), np.log10(9100.0), n_pixels)
+    flux = 1.0 + line_amplitude * np.exp(-0.5 * ((wave - line_center) / 8.0) ** 2)
+    flux = flux + rng.normal(0.0, 0.02, n_pixels)
+    ivar = np.full(n_pixels, 1.0 / 0.02**2)
+    return SpectrumValue(
+        wavelength=wave, flux=flux, ivar=ivar, survey="TEST", object_id=object_id, snr=50.0
+    )
+
+
+def make_spectrum(
+    *,
+    object_id: str = "TEST-0001",
+    dataset: str = "tests",
+    task: Task | None = None,
+    label: str = "",
+    seed: int = 0,
+    **value_kwargs: object,
+) -> Spectrum:
+    value = make_spectrum_value(object_id=object_id, seed=seed, **value_kwargs)  # type: ignore[arg-type]
+    result = services.spectra_store(
+        values=[value], dataset=dataset, source_name=f"{object_id}.fits", task=task, label=label
+    )
+    if result.created:
+        return result.created[0]
+    return Spectrum.objects.get(
+        dataset=dataset, content_hash=services.spectrum_content_hash(value)
+    )
+
+
+class ScriptedPolicy:
+    """A policy that replays canned turns (for drafts in tests)."""
+
+    name = "scripted"
+
+    def __init__(self, turns: list[str]) -> None:
+        self.turns = list(turns)
+
+    def info(self) -> dict[str, str]:
+        return {"name": self.name, "model": "scripted/v1"}
+
+    def generate(self, messages: list[dict]) -> str:
+        return self.turns.pop(0)
+
+
+def tool_call_turn(lo: float, hi: float, label: str, think: str = "Check the line.") -> str:
+    from agent.editing import step_text
+
+    return step_text(think, (lo, hi), label)
+
+
+def answer_turn(prediction: str = "YES", think: str = "Broad emission.") -> str:
+    from agent.editing import answer_text
+
+    return answer_text(think, prediction, "Broad Balmer emission with He I.")
+
+
+def make_trajectory(row: Spectrum, task_code: str = "CV", turns: list[str] | None = None):
+    from agent.rollout import inspect
+    from agent.tasks import get_task
+    from annotation.selectors import spectrum_value
+
+    turns = turns or [tool_call_turn(6500, 6630, "H-alpha"), answer_turn()]
+    return inspect(spectrum_value(row), get_task(task_code), ScriptedPolicy(turns))
+
+
+def make_curation(*, label: str = "YES", object_id: str = "CUR-1", seed: int = 0):
+    task = Task.objects.get(code="CV")
+    row = make_spectrum(object_id=object_id, task=task, label=label, seed=seed)
+    return services.curation_create(
+        spectrum=row,
+        task=task,
+        trajectory=make_trajectory(row),
+        ground_truth=label,
+        teacher={"name": "scripted"},
+    )

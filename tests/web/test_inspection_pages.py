@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import Candidate, InspectionRun, Task
+from tests.factories import make_spectrum
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def labelled(db):
+    cv = Task.objects.get(code="CV")
+    return [
+        make_spectrum(object_id="POS", task=cv, label="YES", seed=1, line_amplitude=3.0),
+        make_spectrum(object_id="NEG", task=cv, label="NO", seed=2, line_amplitude=0.0),
+    ]
+
+
+def start(expert_client, django_capture_on_commit_callbacks, **overrides):
+    data = {
+        "task": "CV",
+        "labelled_for_task": "on",
+        "limit": 10,
+        "policy": "rule-based",
+        "temperature": 0,
+        "rollouts": 1,
+        "max_tool_calls": 8,
+        "confidence_threshold": 0.99,
+    } | overrides
+    with django_capture_on_commit_callbacks(execute=True):
+        return expert_client.post(reverse("run_create"), data)
+
+
+def test_it_starts_a_run_on_the_filtered_candidates(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    response = start(expert_client, django_capture_on_commit_callbacks)
+    run = InspectionRun.objects.get()
+    assert response["Location"] == reverse("run_detail", args=[run.pk])
+    assert set(run.candidates.values_list("spectrum__object_id", flat=True)) == {"POS", "NEG"}
+    assert set(run.candidates.values_list("state", flat=True)) == {"done"}
+
+
+def test_it_refuses_several_rollouts_of_a_deterministic_policy(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    response = start(expert_client, django_capture_on_commit_callbacks, rollouts=3)
+    assert response.status_code == 200
+    assert "deterministic" in response.content.decode()
+    assert not InspectionRun.objects.exists()
+
+
+def test_it_shows_progress_metrics_and_calibration_on_a_labelled_run(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    start(expert_client, django_capture_on_commit_callbacks)
+    run = InspectionRun.objects.get()
+    response = expert_client.get(reverse("run_detail", args=[run.pk]))
+    body = response.content.decode()
+    assert response.context["progress"]["finished"] is True
+    assert response.context["metrics"]["n"] == 2
+    assert 'id="run-metrics"' in body
+    assert "2 for experts" in body  # threshold 0.99 sends both to experts
+
+
+def test_it_stops_progress_polling_when_the_run_is_finished(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    start(expert_client, django_capture_on_commit_callbacks)
+    run = InspectionRun.objects.get()
+    response = expert_client.get(
+        reverse("run_detail", args=[run.pk]), {"part": "progress"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 286
+
+
+def test_it_shows_the_live_steps_with_images_and_the_inspected_windows(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    start(expert_client, django_capture_on_commit_callbacks)
+    candidate = Candidate.objects.get(spectrum__object_id="POS")
+    response = expert_client.get(reverse("candidate_live", args=[candidate.pk]))
+    body = response.content.decode()
+    assert response.context["plot_data"]["inspected"]
+    assert "/images/" in body
+    assert "Verdict" in body
+
+
+def test_it_ends_the_step_polling_with_an_event_once_finished(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    start(expert_client, django_capture_on_commit_callbacks)
+    candidate = Candidate.objects.get(spectrum__object_id="POS")
+    last = candidate.live_steps.order_by("-id").first().pk
+    response = expert_client.get(
+        reverse("candidate_steps", args=[candidate.pk]), {"after": last}, HTTP_HX_REQUEST="true"
+    )
+    assert response.content == b""
+    assert "candidate-finished" in response["HX-Trigger"]
+
+
+def test_it_returns_new_steps_after_a_given_one(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    start(expert_client, django_capture_on_commit_callbacks)
+    candidate = Candidate.objects.get(spectrum__object_id="POS")
+    first = candidate.live_steps.order_by("id").first().pk
+    response = expert_client.get(
+        reverse("candidate_steps", args=[candidate.pk]), {"after": first}, HTTP_HX_REQUEST="true"
+    )
+    assert response.content.count(b'class="step card"') == candidate.live_steps.count() - 1
+
+
+def test_it_serves_stored_tool_images(expert_client, labelled, django_capture_on_commit_callbacks):
+    start(expert_client, django_capture_on_commit_callbacks)
+    step = (
+        Candidate.objects.get(spectrum__object_id="POS")
+        .live_steps.exclude(data__tool_result=None)
+        .first()
+    )
+    sha = step.data["tool_result"]["image"]["png_sha256"]
+    response = expert_client.get(reverse("image_blob", args=[sha]))
+    assert response["Content-Type"] == "image/png"
+    assert response.content.startswith(b"\x89PNG")
+
+
+def test_it_runs_and_reports_through_the_api(
+    api_client, labelled, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        created = api_client.post(
+            reverse("api_run_create"),
+            {
+                "task": "CV",
+                "spectrum_ids": [s.pk for s in labelled],
+                "policy": {"kind": "rule-based"},
+            },
+            format="json",
+        )
+    assert created.status_code == 201, created.data
+    detail = api_client.get(reverse("api_run_detail", args=[created.data["id"]]))
+    assert detail.data["progress"]["done"] == 2
+    assert detail.data["metrics"]["n"] == 2
+    candidate_id = detail.data["candidates"][0]["id"]
+    steps = api_client.get(reverse("api_candidate_steps", args=[candidate_id]))
+    assert steps.data["state"] == "done" and steps.data["steps"]
+
+
+def test_it_rejects_a_bad_policy_through_the_api(api_client, labelled):
+    response = api_client.post(
+        reverse("api_run_create"),
+        {"task": "CV", "spectrum_ids": [labelled[0].pk], "policy": {"kind": "oracle"}},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "policy kind" in response.data["detail"]

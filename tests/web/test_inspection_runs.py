@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import pytest
+
+from annotation import jobs, services
+from annotation.models import (
+    Candidate,
+    CandidateState,
+    CatalogEntry,
+    LiveStep,
+    Rollout,
+    Task,
+)
+from tests.factories import ScriptedPolicy, UserFactory, answer_turn, make_spectrum, tool_call_turn
+
+pytestmark = pytest.mark.django_db
+
+
+class ConfidentPolicy(ScriptedPolicy):
+    """Scripted turns plus a reported confidence, like the rule-based inspector."""
+
+    def __init__(self, turns, confidence):
+        super().__init__(turns)
+        self.last_decision = {"confidence": confidence}
+
+
+@pytest.fixture
+def expert(db):
+    return UserFactory(username="vetter")
+
+
+@pytest.fixture
+def cv(db):
+    return Task.objects.get(code="CV")
+
+
+def use_policy(monkeypatch, factory):
+    monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: factory())
+
+
+def start_run(cv, expert, spectra, **kwargs):
+    return services.inspection_run_create(
+        task=cv,
+        spectrum_ids=[s.pk for s in spectra],
+        policy_spec={"kind": "rule-based"},
+        created_by=expert,
+        **kwargs,
+    )
+
+
+def test_it_runs_each_candidate_and_stores_steps_verdict_and_catalog(
+    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+):
+    use_policy(
+        monkeypatch,
+        lambda: ConfidentPolicy([tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")], 0.9),
+    )
+    spectra = [make_spectrum(object_id=f"C{i}", seed=i) for i in range(2)]
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start_run(cv, expert, spectra)
+    candidates = list(run.candidates.all())
+    assert {c.state for c in candidates} == {CandidateState.DONE}
+    assert {c.verdict for c in candidates} == {"YES"}
+    assert candidates[0].confidence == pytest.approx(0.9)
+    assert LiveStep.objects.filter(candidate=candidates[0]).count() == 2
+    entry = CatalogEntry.objects.get(candidate=candidates[0])
+    assert (entry.object_id, entry.task_code, entry.verdict) == ("C0", "CV", "YES")
+
+
+def test_it_sends_uncertain_candidates_to_the_expert_queue(
+    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+):
+    use_policy(monkeypatch, lambda: ConfidentPolicy([answer_turn("NO")], 0.6))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start_run(cv, expert, [make_spectrum()], confidence_threshold=0.75)
+    candidate = run.candidates.get()
+    assert candidate.needs_expert is True
+    services.expert_decision_record(candidate=candidate, expert=expert, decision="YES")
+    assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "YES"
+
+
+def test_it_takes_the_majority_over_rollouts(
+    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+):
+    turns = [answer_turn("YES"), answer_turn("NO"), answer_turn("YES")]
+    use_policy(monkeypatch, lambda: ScriptedPolicy(turns))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start_run(cv, expert, [make_spectrum()], rollouts=3)
+    candidate = run.candidates.get()
+    assert candidate.verdict == "YES"
+    assert candidate.vote_share == pytest.approx(2 / 3)
+    assert Rollout.objects.filter(candidate=candidate).count() == 3
+
+
+def test_it_fails_a_candidate_with_the_reason_and_retries_it(
+    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+):
+    class Down(ScriptedPolicy):
+        def generate(self, messages):
+            raise RuntimeError("endpoint http://127.0.0.1:9/v1 unreachable after 3 attempts")
+
+    use_policy(monkeypatch, lambda: Down([]))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start_run(cv, expert, [make_spectrum()])
+    candidate = run.candidates.get()
+    assert candidate.state == CandidateState.FAILED
+    assert "unreachable" in candidate.error
+    use_policy(monkeypatch, lambda: ScriptedPolicy([answer_turn("NO")]))
+    with django_capture_on_commit_callbacks(execute=True):
+        services.candidate_retry(candidate=candidate, actor=expert)
+    candidate.refresh_from_db()
+    assert (candidate.state, candidate.verdict) == (CandidateState.DONE, "NO")
+
+
+def test_it_resumes_without_duplicating_finished_rollouts(monkeypatch, cv, expert):
+    use_policy(monkeypatch, lambda: ScriptedPolicy([answer_turn("YES")] * 2))
+    run = start_run(cv, expert, [make_spectrum()], rollouts=2)
+    candidate = run.candidates.get()
+    assert services.candidate_claim(candidate_id=candidate.pk)
+    # A first worker finished rollout 0 and wrote one live step of rollout 1, then died.
+    jobs.run_candidate(candidate.pk)
+    Rollout.objects.filter(candidate=candidate, index=1).delete()
+    Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.RUNNING)
+    assert services.candidate_claim(candidate_id=candidate.pk)
+    jobs.run_candidate(candidate.pk)
+    assert Rollout.objects.filter(candidate=candidate).count() == 2
+    assert LiveStep.objects.filter(candidate=candidate, rollout_index=1).count() == 1
+
+
+def test_it_cancels_pending_candidates(monkeypatch, cv, expert):
+    run = start_run(
+        cv, expert, [make_spectrum(object_id="A"), make_spectrum(object_id="B", seed=1)]
+    )
+    assert services.inspection_run_cancel(run=run, actor=expert) == 2
+    assert not services.candidate_claim(candidate_id=run.candidates.first().pk)
+
+
+def test_it_refuses_an_unknown_policy_kind(cv, expert):
+    with pytest.raises(services.WorkflowError, match="policy kind"):
+        services.inspection_run_create(
+            task=cv,
+            spectrum_ids=[make_spectrum().pk],
+            policy_spec={"kind": "magic"},
+            created_by=expert,
+        )

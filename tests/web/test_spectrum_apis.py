@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation.models import Spectrum, Task
+from tests.factories import make_spectrum
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_refuses_anonymous_api_calls():
+    response = APIClient().get(reverse("api_spectrum_list"))
+    assert response.status_code in (401, 403)
+
+
+def test_it_lists_spectra_with_filters(api_client):
+    cv = Task.objects.get(code="CV")
+    make_spectrum(object_id="A", task=cv, label="YES", seed=1)
+    make_spectrum(object_id="B", task=cv, label="NO", seed=2)
+    response = api_client.get(reverse("api_spectrum_list"), {"task": "cv", "label": "NO"})
+    assert response.status_code == 200
+    assert [row["object_id"] for row in response.data["results"]] == ["B"]
+    assert response.data["count"] == 1
+
+
+def test_it_rejects_an_unknown_label_filter(api_client):
+    response = api_client.get(reverse("api_spectrum_list"), {"label": "MAYBE"})
+    assert response.status_code == 400
+    assert "label" in response.data
+
+
+def test_it_returns_arrays_on_request(api_client):
+    row = make_spectrum()
+    response = api_client.get(reverse("api_spectrum_detail", args=[row.pk]), {"arrays": "1"})
+    assert len(response.data["arrays"]["wavelength"]) == row.n_pixels
+    assert response.data["arrays"]["ivar"] is not None
+
+
+def test_it_renders_through_the_api(api_client):
+    row = make_spectrum()
+    response = api_client.post(
+        reverse("api_spectrum_render", args=[row.pk]),
+        {"wavelength_range": [6500, 6630], "label": "H-alpha"},
+        format="json",
+    )
+    assert response.data["ok"] is True
+    assert base64.b64decode(response.data["png_base64"])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_it_says_why_a_render_failed(api_client):
+    row = make_spectrum()
+    response = api_client.post(
+        reverse("api_spectrum_render", args=[row.pk]),
+        {"wavelength_range": [20000, 21000]},
+        format="json",
+    )
+    assert response.data["ok"] is False
+    assert response.data["png_base64"] is None
+    assert response.data["text"]
+
+
+def test_it_uploads_through_the_api(api_client):
+    wave = np.linspace(4000, 7000, 50)
+    text = "wavelength flux\n" + "\n".join(f"{w} 1.0" for w in wave)
+    upload = SimpleUploadedFile("star.txt", text.encode())
+    response = api_client.post(
+        reverse("api_spectrum_upload"), {"files": [upload], "dataset": "api"}, format="multipart"
+    )
+    assert response.status_code == 201, response.data
+    assert Spectrum.objects.filter(dataset="api").count() == 1
+
+
+def test_it_answers_400_with_the_reason_for_a_bad_upload(api_client):
+    upload = SimpleUploadedFile("junk.fits", b"not a spectrum at all")
+    response = api_client.post(
+        reverse("api_spectrum_upload"), {"files": [upload], "dataset": "api"}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert "junk.fits" in response.data["detail"]
+    assert not Spectrum.objects.exists()
+
+
+def test_it_lists_the_builtin_tasks(api_client):
+    codes = {row["code"] for row in api_client.get(reverse("api_task_list")).data}
+    assert {"CV", "CS", "SS", "MG", "WD", "O", "B", "A"} <= codes
+
+
+def test_it_serves_the_openapi_schema(api_client):
+    response = api_client.get(reverse("api_schema"))
+    assert response.status_code == 200
+    assert b"/api/spectra/" in response.content

@@ -1,0 +1,238 @@
+"""The expert vetting queue: uncertain candidates, one key per decision, stored beside the
+agent's verdict and shown in the catalog."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from annotation import catalog, jobs, services
+from annotation.models import Candidate, CandidateState, CatalogEntry, ExpertDecision, Task
+from tests.factories import ScriptedPolicy, answer_turn, make_spectrum, tool_call_turn
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = '<script>alert("x")</script>'
+
+
+class ConfidentPolicy(ScriptedPolicy):
+    def __init__(self, turns, confidence):
+        super().__init__(turns)
+        self.last_decision = {"confidence": confidence}
+
+
+@pytest.fixture
+def run_candidates(monkeypatch, expert, django_capture_on_commit_callbacks):
+    """Run the agent over new spectra with the given confidences (threshold 0.75)."""
+
+    def run(confidences: list[float], *, with_tool_call: bool = False) -> list[Candidate]:
+        queue = list(confidences)
+        turns = [tool_call_turn(6500, 6630, "H-alpha")] if with_tool_call else []
+
+        def policy_for(spec, sampling=None):
+            return ConfidentPolicy([*turns, answer_turn("NO")], queue.pop(0))
+
+        monkeypatch.setattr(jobs, "policy_for", policy_for)
+        first = Candidate.objects.count()
+        spectra = [
+            make_spectrum(object_id=f"VET-{first + i}", seed=first + i)
+            for i in range(len(confidences))
+        ]
+        with django_capture_on_commit_callbacks(execute=True):
+            inspection = services.inspection_run_create(
+                task=Task.objects.get(code="CV"),
+                spectrum_ids=[s.pk for s in spectra],
+                policy_spec={"kind": "rule-based"},
+                created_by=expert,
+                confidence_threshold=0.75,
+            )
+        return list(inspection.candidates.order_by("id"))
+
+    return run
+
+
+def decide(client, candidate, decision, comment=""):
+    return client.post(
+        reverse("vetting_decide"),
+        {"candidate": candidate.pk, "decision": decision, "comment": comment},
+    )
+
+
+def test_it_queues_only_uncertain_candidates_oldest_first(run_candidates, expert):
+    late, confident, early = run_candidates([0.6, 0.95, 0.5])
+    now = timezone.now()
+    Candidate.objects.filter(pk=late.pk).update(finished_at=now)
+    Candidate.objects.filter(pk=early.pk).update(finished_at=now - timedelta(hours=1))
+    assert list(catalog.vetting_queue(expert)) == [early, late]
+    assert confident.needs_expert is False
+
+
+def test_it_leaves_out_what_this_expert_decided_but_not_what_others_did(
+    run_candidates, expert, outsider
+):
+    first, second = run_candidates([0.6, 0.6])
+    services.expert_decision_record(candidate=first, expert=outsider, decision="NO")
+    assert list(catalog.vetting_queue(expert)) == [first, second]
+    services.expert_decision_record(candidate=first, expert=expert, decision="YES")
+    assert list(catalog.vetting_queue(expert)) == [second]
+
+
+def test_it_shows_the_next_candidate_with_plot_trajectory_and_keys(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6], with_tool_call=True)
+    response = expert_client.get(reverse("vetting_queue"))
+    body = response.content.decode()
+    assert response.context["candidate"] == candidate
+    assert response.context["remaining"] == 1
+    assert response.context["plot_data"]["inspected"] == [[6500.0, 6630.0]]
+    assert 'id="plot-data"' in body and "js/spectrum_plot.js" in body and "js/keys.js" in body
+    for key, value in (("y", "YES"), ("n", "NO"), ("u", "unsure")):
+        assert f'value="{value}" class="vet-{value.lower()}" data-key="{key}"' in body
+    assert "Broad Balmer emission with He I." in body
+
+
+def test_it_says_when_nothing_waits(expert_client, run_candidates):
+    run_candidates([0.99])
+    response = expert_client.get(reverse("vetting_queue"))
+    assert response.context["candidate"] is None
+    assert "Nothing waits for you" in response.content.decode()
+
+
+def test_it_stores_a_decision_shows_it_in_the_catalog_and_moves_on(
+    expert_client, run_candidates, expert
+):
+    first, second = run_candidates([0.6, 0.7])
+    response = decide(expert_client, first, "YES", "broad H-alpha")
+    assert response.status_code == 302
+    assert response["Location"] == reverse("vetting_queue")
+    record = ExpertDecision.objects.get(candidate=first)
+    assert (record.expert, record.decision, record.comment) == (expert, "YES", "broad H-alpha")
+    entry = CatalogEntry.objects.get(candidate=first)
+    assert entry.expert_decision == "YES"
+    listed = expert_client.get(reverse("catalog_list"), {"expert_decision": "YES"})
+    assert [e.object_id for e in listed.context["page"].entries] == [entry.object_id]
+    detail = expert_client.get(reverse("catalog_detail", args=[entry.pk])).content.decode()
+    assert "broad H-alpha" in detail and "payne" in detail
+    assert expert_client.get(reverse("vetting_queue")).context["candidate"] == second
+
+
+def test_it_keeps_one_decision_per_expert_and_updates_it(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    decide(expert_client, candidate, "YES")
+    decide(expert_client, candidate, "unsure", "second look")
+    record = ExpertDecision.objects.get(candidate=candidate)
+    assert (record.decision, record.comment) == ("unsure", "second look")
+    assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "unsure"
+
+
+def test_it_keeps_each_experts_decision_apart(expert_client, run_candidates, expert, outsider):
+    (candidate,) = run_candidates([0.6])
+    decide(expert_client, candidate, "YES")
+    other = expert_client.__class__()
+    other.force_login(outsider)
+    decide(other, candidate, "NO")
+    decisions = dict(
+        ExpertDecision.objects.filter(candidate=candidate).values_list(
+            "expert__username", "decision"
+        )
+    )
+    assert decisions == {"payne": "YES", "outsider": "NO"}
+
+
+def test_it_refuses_an_unknown_decision_and_stores_nothing(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    response = decide(expert_client, candidate, "MAYBE")
+    assert response.status_code == 302
+    assert f"candidate={candidate.pk}" in response["Location"]
+    assert not ExpertDecision.objects.exists()
+    page = expert_client.get(response["Location"]).content.decode()
+    assert "decision must be YES, NO or unsure" in page
+
+
+def test_it_refuses_a_decision_before_the_agent_finished(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.RUNNING)
+    decide(expert_client, candidate, "YES")
+    assert not ExpertDecision.objects.exists()
+
+
+def test_it_sends_anonymous_experts_to_the_login_page(client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    assert reverse("login") in client.get(reverse("vetting_queue"))["Location"]
+    response = decide(client, candidate, "YES")
+    assert response.status_code == 302 and reverse("login") in response["Location"]
+    assert not ExpertDecision.objects.exists()
+
+
+def test_it_escapes_a_hostile_comment(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    decide(expert_client, candidate, "NO", HOSTILE)
+    entry = CatalogEntry.objects.get(candidate=candidate)
+    pages = [
+        expert_client.get(reverse("catalog_detail", args=[entry.pk])),
+        expert_client.get(reverse("vetting_queue"), {"candidate": candidate.pk}),
+    ]
+    for page in pages:
+        body = page.content.decode()
+        assert HOSTILE not in body
+        assert "&lt;script&gt;" in body
+
+
+# --- API --------------------------------------------------------------------------------------
+
+
+def test_it_gives_the_next_candidate_through_the_api(api_client, run_candidates):
+    first, _second = run_candidates([0.6, 0.7], with_tool_call=True)
+    response = api_client.get(reverse("api_vetting_next"))
+    assert response.status_code == 200
+    assert response.data["remaining"] == 2
+    candidate = response.data["candidate"]
+    assert (candidate["id"], candidate["verdict"], candidate["task"]) == (first.pk, "NO", "CV")
+    assert candidate["rollouts"][0]["steps"][0]["tool_name"] == "spectral_visualization_tool"
+
+
+def test_it_gives_no_candidate_when_the_api_queue_is_empty(api_client, db):
+    response = api_client.get(reverse("api_vetting_next"))
+    assert response.data == {"remaining": 0, "candidate": None}
+
+
+def test_it_records_then_updates_a_decision_through_the_api(api_client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    url = reverse("api_expert_decision_create")
+    created = api_client.post(url, {"candidate": candidate.pk, "decision": "NO"}, format="json")
+    changed = api_client.post(
+        url, {"candidate": candidate.pk, "decision": "YES", "comment": "on reflection"}
+    )
+    assert (created.status_code, changed.status_code) == (201, 200)
+    assert changed.data["decision"] == "YES" and changed.data["expert"] == "payne"
+    assert ExpertDecision.objects.get(candidate=candidate).comment == "on reflection"
+
+
+@pytest.mark.parametrize(
+    ("payload", "status"),
+    [
+        ({"decision": "MAYBE"}, 400),
+        ({"decision": "YES", "candidate": 999999}, 404),
+        ({"decision": "YES", "running": True}, 409),
+    ],
+)
+def test_it_refuses_bad_api_decisions(api_client, run_candidates, payload, status):
+    (candidate,) = run_candidates([0.6])
+    if payload.pop("running", False):
+        Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.RUNNING)
+    body = {"candidate": candidate.pk, **payload}
+    response = api_client.post(reverse("api_expert_decision_create"), body, format="json")
+    assert response.status_code == status
+    assert not ExpertDecision.objects.exists()
+
+
+def test_it_refuses_anonymous_vetting_api_calls(db):
+    client = APIClient()
+    assert client.get(reverse("api_vetting_next")).status_code in (401, 403)
+    response = client.post(
+        reverse("api_expert_decision_create"), {"candidate": 1, "decision": "NO"}
+    )
+    assert response.status_code in (401, 403)

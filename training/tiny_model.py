@@ -1,0 +1,33 @@
+"""Write the tiny random Qwen2.5-VL checkpoint used by CPU smoke runs and tests.
+
+```bash
+python -m training.tiny_model /tmp/specvet-tiny-qwen25vl
+```
+
+The builder lives with the agent tests (``tests/agent/tiny_qwen.py``, ml_path.md section 4) and
+is reused here rather than copied, so the CPU configs and the tests train the same model.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def build_tiny_model(path: str | Path) -> Path:
+    """The tiny byte-level-tokenizer Qwen2.5-VL (2 layers, hidden 32) written into ``path``."""
+    from tests.agent.tiny_qwen import build_tiny_qwen25vl
+
+    return build_tiny_qwen25vl(path)
+
+
+def main(args: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output_dir", type=Path, help="directory to write the checkpoint into")
+    path = build_tiny_model(parser.parse_args(args).output_dir)
+    print(f"tiny Qwen2.5-VL written to {path}")
+    return path
+
+
+if __name__ == "__main__":
+    main()
