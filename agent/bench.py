@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from agent.parsing import parse_turn
 from agent.spectra import Spectrum
 from agent.tool import IMAGE_SIZE, SpectralVisualizationTool
 
@@ -388,6 +389,61 @@ def format_loop_report(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# --- parser ------------------------------------------------------------------------------------
+
+PARSE_SIZE = 1_000_000
+
+
+def pathological_turns(size: int = PARSE_SIZE) -> dict[str, str]:
+    """Turns a broken or hostile model could emit, each about `size` characters long."""
+    return {
+        "long think": "<think>" + "a" * size + "</think><answer>\\boxed{YES}</answer>",
+        "many blocks with text": "<think></think>x" * (size // 16),
+        "unclosed boxes": "<think>t</think><answer>" + "\\boxed{" * (size // 7),
+        "open tags": "<think>" * (size // 7),
+        "angle brackets": "<" * size,
+        "huge call": "<think>t</think><tool_call>" + "[" * size + "</tool_call>",
+        "quotes in call": "<think>t</think><tool_call>" + '"\\' * (size // 2) + "</tool_call>",
+    }
+
+
+def run_parse_benchmark(repeats: int = 3) -> dict[str, Any]:
+    """Median parse time per pathological turn, against one pass of `str.count` over it.
+
+    The reference is the cheapest possible linear scan, so the ratio shows how far from linear
+    the parser is on each shape (a backtracking regex would show ratios in the thousands).
+    """
+    rows = []
+    for name, text in pathological_turns().items():
+        parse_seconds = [
+            _time_call(lambda t=text: parse_turn(t) and None)[0] for _ in range(repeats)
+        ]
+        scan_seconds = [_time_call(lambda t=text: t.count("<") and None)[0] for _ in range(repeats)]
+        parse_median = statistics.median(parse_seconds)
+        scan_median = statistics.median(scan_seconds)
+        rows.append(
+            {
+                "turn": name,
+                "chars": len(text),
+                "parse_ms": parse_median * 1000,
+                "scan_ms": scan_median * 1000,
+                "ratio": parse_median / max(scan_median, 1e-9),
+            }
+        )
+    return {"repeats": repeats, "rows": rows}
+
+
+def format_parse_report(summary: dict[str, Any]) -> str:
+    lines = [f"parse_turn on pathological turns (median of {summary['repeats']})"]
+    lines.append(f"{'turn':<24}{'chars':>10}{'parse ms':>12}{'str.count ms':>14}{'ratio':>10}")
+    for row in summary["rows"]:
+        lines.append(
+            f"{row['turn']:<24}{row['chars']:>10}{row['parse_ms']:>12.1f}"
+            f"{row['scan_ms']:>14.2f}{row['ratio']:>10.0f}"
+        )
+    return "\n".join(lines)
+
+
 # --- CLI ----------------------------------------------------------------------------------------
 
 
@@ -404,6 +460,8 @@ def make_parser() -> argparse.ArgumentParser:
     loop.add_argument("--episodes", type=int, default=20)
     loop.add_argument("--model-ms", type=float, default=200.0, help="model time per step")
     loop.add_argument("--rule-based-spectra", type=int, default=60)
+    parse = commands.add_parser("parse", help="the parser on megabyte-sized pathological turns")
+    parse.add_argument("--repeats", type=int, default=3)
     return parser
 
 
@@ -417,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             arguments.episodes, arguments.model_ms, arguments.rule_based_spectra
         )
         print(format_loop_report(summary))
+    elif arguments.command == "parse":
+        print(format_parse_report(run_parse_benchmark(arguments.repeats)))
     return 0
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from agent.bench import pathological_turns
 from agent.parsing import (
+    MAX_ERRORS_PER_TURN,
     TOOL_NAME,
     extract_prediction,
     format_ok,
@@ -399,23 +400,15 @@ def test_it_caps_the_error_list_of_a_garbage_turn() -> None:
     assert parsed.errors[-1].startswith("... and ")
 
 
-HUGE = 1_000_000
-PATHOLOGICAL = {
-    "long think": "<think>" + "a" * HUGE + "</think><answer>\\boxed{YES}</answer>",
-    "many blocks with text": "<think></think>x" * (HUGE // 16),
-    "unclosed boxes": "<think>t</think><answer>" + "\\boxed{" * (HUGE // 7),
-    "open tags": "<think>" * (HUGE // 7),
-    "angle brackets": "<" * HUGE,
-    "huge call": "<think>t</think><tool_call>" + "[" * HUGE + "</tool_call>",
-    "quotes in call": "<think>t</think><tool_call>" + '"\\' * (HUGE // 2) + "</tool_call>",
-}
+PATHOLOGICAL = pathological_turns()
 
 
 @pytest.mark.parametrize("text", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
-def test_it_parses_a_megabyte_quickly(text: str) -> None:
-    start = time.perf_counter()
-    parse_turn(text)
-    assert time.perf_counter() - start < 1.0
+def test_it_parses_a_megabyte_of_pathological_text_into_bounded_errors(text: str) -> None:
+    # Speed is measured by `python -m agent.bench parse`; here: it finishes and stays bounded.
+    parsed = parse_turn(text)
+    assert len(parsed.errors) <= MAX_ERRORS_PER_TURN
+    assert parsed.tool_call is None or not parsed.tool_call.executable
 
 
 def test_it_refuses_an_oversized_call_body() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,6 @@ from astropy.io import fits
 
 from agent.spectra import Spectrum
 from agent.synthetic import (
-    BENCH_TASKS,
     N_PIXELS,
     SyntheticSample,
     bench_code,
@@ -352,14 +350,6 @@ def test_it_puts_quasar_lines_away_from_rest_balmer_wavelengths() -> None:
 
 
 # --- sampling, splits and reproducibility --------------------------------------------------------
-
-
-def test_it_generates_a_hundred_spectra_within_two_seconds() -> None:
-    rng = np.random.default_rng(3)
-    start = time.perf_counter()
-    for index in range(100):
-        generate_sample(BENCH_TASKS[index % 5], index % 2 == 0, rng=rng, index=index)
-    assert time.perf_counter() - start < 2.0
 
 
 def test_it_uses_balanced_train_and_one_to_five_test_sizes() -> None:
