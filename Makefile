@@ -6,8 +6,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install install-dev demo serve test lint format bench migrate clean
+.PHONY: install install-dev chromium demo serve test lint format bench migrate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +36,16 @@ demo: migrate
 serve: migrate
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
-test: install-dev
+# The browser tests (tests/e2e) drive Debian's Chromium; Playwright's own browser download fails
+# here. Installed once (apt-get, as root); if it cannot be, the browser tests fail saying so.
+chromium:
+ifneq ($(SPECVET_SKIP_E2E),1)
+	@test -x $(CHROMIUM) || DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
+		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \
+		|| echo "warning: could not install Debian's chromium; the browser tests will fail"
+endif
+
+test: install-dev chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest
 

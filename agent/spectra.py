@@ -225,6 +225,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _FITS_MAGIC = b"SIMPLE  ="
 _PARQUET_MAGIC = b"PAR1"
 _ZIP_MAGIC = b"PK\x03\x04"
+# Markup where a spectrum should be: a web or error page saved under a spectrum's name.
+_HTML_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html)\b", re.IGNORECASE)
+_XML_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*<\?xml\b", re.IGNORECASE)
 
 
 def load_spectra(path: str | os.PathLike[str]) -> list[Spectrum]:
@@ -241,6 +244,12 @@ def load_spectra(path: str | os.PathLike[str]) -> list[Spectrum]:
         return _load_parquet(raw, source)
     if raw.startswith(_ZIP_MAGIC):
         return _load_npz(raw, source)
+    if _HTML_START.match(raw[:4096]):
+        raise SpectrumFormatError(
+            f"{source}: not a spectrum file: an HTML page (a web or error page saved as a file?)"
+        )
+    if _XML_START.match(raw[:4096]):
+        raise SpectrumFormatError(f"{source}: not a spectrum file: XML (VOTable is not supported)")
     return _load_text(raw, source)
 
 

@@ -5,10 +5,12 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from annotation.models import Label, Task
+from annotation.forms_training import CheckpointChoiceField
+from annotation.models import Label, PolicyCheckpoint, Task
 
 POLICY_CHOICES = [
     ("rule-based", "Rule-based inspector (measures the arrays)"),
+    ("checkpoint", "Registered checkpoint (trained in specvet; lineage shown)"),
     ("transformers", "Local checkpoint (Hugging Face Qwen2.5-VL)"),
     ("openai", "OpenAI-compatible endpoint (vLLM, SGLang, hosted)"),
 ]
@@ -28,6 +30,12 @@ class InspectionRunForm(forms.Form):
     limit = forms.IntegerField(min_value=1, max_value=100000, initial=60)
     # Policy and sampling.
     policy = forms.ChoiceField(choices=POLICY_CHOICES, initial="rule-based")
+    checkpoint = CheckpointChoiceField(
+        queryset=PolicyCheckpoint.objects.order_by("-id"),
+        required=False,
+        empty_label="choose a registered checkpoint",
+        help_text="name · stage · dataset version · base model · settings",
+    )
     model_path = forms.CharField(max_length=500, required=False, help_text="checkpoint folder")
     base_url = forms.URLField(required=False, assume_scheme="http")
     model = forms.CharField(max_length=200, required=False)
@@ -39,6 +47,8 @@ class InspectionRunForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         policy = data.get("policy")
+        if policy == "checkpoint" and not data.get("checkpoint"):
+            self.add_error("checkpoint", "choose one of the registered checkpoints")
         if policy == "transformers" and not data.get("model_path"):
             self.add_error("model_path", "a local checkpoint needs its folder")
         if policy == "openai" and not (data.get("base_url") or settings.OPENAI_BASE_URL):
@@ -51,6 +61,8 @@ class InspectionRunForm(forms.Form):
 
     def policy_spec(self) -> dict[str, Any]:
         data = self.cleaned_data
+        if data["policy"] == "checkpoint":
+            return data["checkpoint"].policy_spec()
         spec: dict[str, Any] = {"kind": data["policy"]}
         if data["policy"] == "transformers":
             spec["model_path"] = data["model_path"]

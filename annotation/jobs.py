@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from agent.policies.base import EndpointUnavailable
 from annotation import services
 from annotation.models import Job
 
@@ -28,22 +29,76 @@ def runner(kind: str) -> Callable[[Runner], Runner]:
     return register
 
 
-def run(job_id: int) -> None:
+def run(job_id: int, *, can_wait: bool = False) -> int | None:
+    """Run a claimed job. Returns the seconds to wait before retrying it, or None when done.
+
+    Only a caller that can retry later (``can_wait``: a Celery worker) is asked to wait, after
+    a model endpoint outage with attempts left; otherwise the outage fails the job.
+    """
     job = Job.objects.get(pk=job_id)
     function = RUNNERS.get(job.kind)
     if function is None:
         services.job_fail(job_id=job_id, error=f"no runner for job kind {job.kind!r}")
-        return
+        return None
     try:
         result = function(job)
+    except EndpointUnavailable as error:
+        delay = retry_delay(job.attempts) if can_wait else None
+        if delay is not None and services.job_wait(
+            job_id=job_id, error=waiting_reason(error, delay=delay, attempt=job.attempts)
+        ):
+            return delay
+        services.job_fail(job_id=job_id, error=f"{type(error).__name__}: {error}")
+        return None
     except Exception as error:  # a job's failure is data for the user, not a crash
         logger.exception("job %s (%s) failed", job_id, job.kind)
         services.job_fail(
             job_id=job_id,
             error=f"{type(error).__name__}: {error}\n\n{traceback.format_exc(limit=5)}",
         )
-        return
+        return None
     services.job_succeed(job_id=job_id, result=result)
+    return None
+
+
+def retry_delay(attempt: int) -> int | None:
+    """Seconds before the next attempt after a model endpoint outage; None when none is left."""
+    from django.conf import settings
+
+    if attempt >= settings.JOB_MAX_ATTEMPTS:
+        return None
+    return int(settings.JOB_RETRY_BACKOFF * 2 ** (attempt - 1))
+
+
+def waiting_reason(error: Exception, *, delay: int, attempt: int) -> str:
+    from django.conf import settings
+
+    return (
+        f"waiting {delay} s to retry (attempt {attempt} of {settings.JOB_MAX_ATTEMPTS} failed): "
+        f"{type(error).__name__}: {error}"
+    )
+
+
+class OutageWatch:
+    """A policy passed through, remembering an endpoint outage.
+
+    The rollout loop records a policy's exception in the trajectory instead of raising it; the
+    job needs the exception itself to tell an outage worth retrying from a bad reply.
+    """
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.outage: EndpointUnavailable | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+    def generate(self, messages: list[dict[str, Any]]) -> str:
+        try:
+            return str(self.policy.generate(messages))
+        except EndpointUnavailable as error:
+            self.outage = error
+            raise
 
 
 # --- drafts ------------------------------------------------------------------------------------
@@ -59,6 +114,7 @@ def teacher_policy(spec: dict[str, Any]) -> Any:
     if kind == "openai":
         return build_policy(
             {
+                **spec,  # timeout, max_retries, backoff, sampling when the job sets them
                 "kind": "openai",
                 "base_url": spec.get("base_url") or settings.OPENAI_BASE_URL,
                 "model": spec.get("model") or settings.OPENAI_MODEL,
@@ -82,7 +138,7 @@ def run_draft(job: Job) -> dict[str, Any]:
     params = job.params
     task_row = Task.objects.get(code=params["task"])
     task = task_value(task_row)
-    policy = teacher_policy(params.get("teacher", {}))
+    policy = OutageWatch(teacher_policy(params.get("teacher", {})))
     spectrum_ids = list(params["spectrum_ids"])
     services.job_set_total(job_id=job.pk, total=len(spectrum_ids))
     failures: list[dict[str, Any]] = []
@@ -91,6 +147,8 @@ def run_draft(job: Job) -> dict[str, Any]:
         if services.job_is_cancelled(job_id=job.pk):
             break
         if Curation.objects.filter(draft_job=job, spectrum_id=spectrum_id).exists():
+            created += 1  # by an earlier attempt of this job
+            services.job_progress(job_id=job.pk, done=1)
             continue
         row = Spectrum.objects.filter(pk=spectrum_id).first()
         reason = None
@@ -110,7 +168,7 @@ def run_draft(job: Job) -> dict[str, Any]:
                 max_tool_calls=int(params.get("max_tool_calls", 8)),
             )
             if trajectory.stop_reason == "policy_error":
-                raise RuntimeError("; ".join(trajectory.errors))
+                raise policy.outage or RuntimeError("; ".join(trajectory.errors))
             services.curation_create(
                 spectrum=row,
                 task=task_row,
@@ -120,6 +178,8 @@ def run_draft(job: Job) -> dict[str, Any]:
                 draft_job=job,
                 created_by=job.created_by,
             )
+        except EndpointUnavailable:
+            raise  # down for every spectrum alike: the job waits and resumes here
         except Exception as error:  # one bad spectrum must not sink the batch
             logger.warning("draft for spectrum %s failed: %s", spectrum_id, error)
             failures.append(
@@ -200,6 +260,7 @@ def run_standardize(job: Job) -> dict[str, Any]:
     for curation_id in ids:
         curation = Curation.objects.get(pk=curation_id)
         if curation.state != CurationState.APPROVED:
+            services.job_progress(job_id=job.pk, done=1)
             continue  # already standardized (a redelivered job) or moved on
         approved = services.trajectory_from_stored(
             curation.versions.get(number=curation.head_number).data
@@ -261,11 +322,12 @@ def _policy_confidence(policy: Any) -> float | None:
     return None
 
 
-def run_candidate(candidate_id: int) -> None:
-    """Run the candidate's remaining rollouts, then record its verdict.
+def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
+    """Run the claimed candidate's remaining rollouts, then record its verdict.
 
     Resumable: finished rollouts are kept; an unfinished one is started over with its live steps
     cleared, so a worker killed mid-episode leaves no duplicate or half-written step behind.
+    Returns the seconds to wait before retrying after a model endpoint outage (see ``run``).
     """
     import time
 
@@ -276,7 +338,7 @@ def run_candidate(candidate_id: int) -> None:
     candidate = Candidate.objects.select_related("run__task", "spectrum").get(pk=candidate_id)
     run = candidate.run
     try:
-        policy = policy_for(run.policy_spec, run.sampling)
+        policy = OutageWatch(policy_for(run.policy_spec, run.sampling))
         services.inspection_run_set_policy_info(run=run, info=policy.info())
         task = task_value(run.task)
         spectrum = spectrum_value(candidate.spectrum)
@@ -285,7 +347,7 @@ def run_candidate(candidate_id: int) -> None:
                 continue
             if InspectionRun.objects.filter(pk=run.pk, cancelled=True).exists():
                 Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.CANCELLED)
-                return
+                return None
             services.live_steps_reset(candidate=candidate, rollout_index=index)
             started = time.perf_counter()
             trajectory = inspect(
@@ -299,7 +361,7 @@ def run_candidate(candidate_id: int) -> None:
                 meta={"run": run.pk, "candidate": candidate.pk, "rollout": index},
             )
             if trajectory.stop_reason == "policy_error":
-                raise RuntimeError("; ".join(trajectory.errors))
+                raise policy.outage or RuntimeError("; ".join(trajectory.errors))
             services.rollout_record(
                 candidate=candidate,
                 index=index,
@@ -308,9 +370,18 @@ def run_candidate(candidate_id: int) -> None:
                 seconds=time.perf_counter() - started,
             )
         services.candidate_finish(candidate=candidate)
+    except EndpointUnavailable as error:
+        delay = retry_delay(candidate.attempts) if can_wait else None
+        if delay is not None and services.candidate_wait(
+            candidate_id=candidate_id,
+            error=waiting_reason(error, delay=delay, attempt=candidate.attempts),
+        ):
+            return delay
+        services.candidate_fail(candidate_id=candidate_id, error=f"{type(error).__name__}: {error}")
     except Exception as error:  # the reason is shown on the run page; retry is one click
         logger.warning("candidate %s failed: %s", candidate_id, error)
         services.candidate_fail(candidate_id=candidate_id, error=f"{type(error).__name__}: {error}")
+    return None
 
 
 # --- LLM judges ---------------------------------------------------------------------------------
@@ -363,6 +434,8 @@ def run_judge(job: Job) -> dict[str, Any]:
             messages = build_judge_messages(trajectory, task, include_images=judge.include_images)
             messages[0] = {"role": "system", "content": [{"type": "text", "text": judge.prompt}]}
             raw = policy.generate(messages)
+        except EndpointUnavailable:
+            raise  # down for every item alike: the job waits and resumes here
         except Exception as error:  # the endpoint's failure is recorded per item
             failed += 1
             services.judge_score_record(

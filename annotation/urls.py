@@ -39,4 +39,5 @@ urlpatterns = [
     path("", include("annotation.urls_inspections")),
     path("", include("annotation.urls_catalog")),
     path("", include("annotation.urls_rating")),
+    path("", include("annotation.urls_training")),
 ]

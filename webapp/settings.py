@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -128,6 +129,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.getenv("STATIC_ROOT", BASE_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.getenv("MEDIA_ROOT", BASE_DIR / "media"))
+# Training runs write datasets, metrics and checkpoints here; the web, training and inspection
+# workers must all see this path (shared storage when they run on several machines).
+TRAINING_OUTPUT_ROOT = Path(os.getenv("TRAINING_OUTPUT_ROOT", BASE_DIR / "var" / "training"))
 MEDIA_URL = "media/"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -162,6 +166,7 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "specvet API",
     "DESCRIPTION": "Spectral inspection, curation, rating and vetting.",
     "VERSION": "0.1.0",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],  # the schema too
     "ENUM_NAME_OVERRIDES": {
         "LabelEnum": "annotation.models.Label",
         "CandidateStateEnum": "annotation.models.CandidateState",
@@ -187,11 +192,38 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 6 * 60 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 6 * 60 * 60 - 60)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# acks_late: a task whose broker connection dropped is redelivered, so stop it rather than
+# finish it twice.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # A message taken by a worker that died (SIGKILL, lost machine) goes back to its queue
+    # this long after delivery. A live worker's task that runs longer is delivered again too;
+    # the job lease (annotation/leases.py) keeps the second copy waiting, never running twice.
+    "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 60 * 60),
+    "unacked_restore_interval": envint("CELERY_RESTORE_INTERVAL", 10),
+    "unacked_restore_throttle": 1,
+    # Several deployments (or a staging copy) can share one Redis.
+    "global_keyprefix": os.getenv("CELERY_REDIS_KEY_PREFIX", ""),
+}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {
+    "global_keyprefix": os.getenv("CELERY_REDIS_KEY_PREFIX", "")
+}
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# default: drafts, judges, standardization; inspection: one task per candidate; gpu: training.
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name) for name in ("default", "inspection", "gpu")
+]
 CELERY_TASK_ROUTES = {
     "annotation.tasks.run_candidate": {"queue": "inspection"},
     "annotation.tasks.run_training": {"queue": "gpu"},
 }
+# A job or candidate is tried at most this often, whatever ends an attempt (a lost worker, an
+# unreachable model endpoint); endpoint outages wait JOB_RETRY_BACKOFF * 2**(attempt - 1) s.
+JOB_MAX_ATTEMPTS = envint("JOB_MAX_ATTEMPTS", 4)
+JOB_RETRY_BACKOFF = envint("JOB_RETRY_BACKOFF", 30)
+# How long a second delivery of a job that a live worker still runs waits before looking again.
+JOB_LEASE_RETRY_DELAY = envint("JOB_LEASE_RETRY_DELAY", 60)
 CURATION_ACCEPTANCE_RULE = os.getenv("CURATION_ACCEPTANCE_RULE", "unanimous")
 
 # Optional integrations: off until configured.

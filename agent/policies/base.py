@@ -27,6 +27,14 @@ class PolicyError(RuntimeError):
     """A policy could not produce an answer: endpoint down, model missing, nonsense response."""
 
 
+class EndpointUnavailable(PolicyError):
+    """The model server was unreachable or kept failing (5xx, 429) through every retry.
+
+    Unlike a rejected request or a nonsense reply, this is worth trying again later (a vLLM
+    server restarting takes minutes): jobs wait and retry on it.
+    """
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Decoding settings shared by every model-backed policy.

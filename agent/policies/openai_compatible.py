@@ -19,7 +19,13 @@ from typing import Any
 
 import httpx
 
-from agent.policies.base import PolicyError, SamplingParams, code_version, to_openai_messages
+from agent.policies.base import (
+    EndpointUnavailable,
+    PolicyError,
+    SamplingParams,
+    code_version,
+    to_openai_messages,
+)
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_SECONDS = 60.0
@@ -31,9 +37,9 @@ class OpenAICompatiblePolicy:
 
     ``max_retries`` is the number of attempts in all (at least 1). Connection errors, timeouts,
     HTTP 429 and 5xx are retried with exponential backoff (``backoff * 2**k`` seconds, or the
-    server's ``Retry-After`` when longer); other 4xx fail at once. ``client`` (a ready
-    ``httpx.Client``, whose own timeout then applies) or ``transport`` can be injected, and
-    ``sleep`` replaced, for tests.
+    server's ``Retry-After`` when longer), then raise EndpointUnavailable; other 4xx raise
+    PolicyError at once. ``client`` (a ready ``httpx.Client``, whose own timeout then applies)
+    or ``transport`` can be injected, and ``sleep`` replaced, for tests.
     """
 
     def __init__(
@@ -126,7 +132,7 @@ class OpenAICompatiblePolicy:
                 retry_after = _retry_after_seconds(response)
             if attempt < self.max_retries:
                 self._sleep(max(self.backoff * 2 ** (attempt - 1), retry_after))
-        raise PolicyError(
+        raise EndpointUnavailable(
             f"endpoint {self.base_url} {outcome} after {self.max_retries} attempts: {last_reason}"
         )
 

@@ -33,6 +33,7 @@ from annotation.views.rating import (
     analysis_figure,
     campaign_create_from_choices,
     campaign_summary,
+    get_campaign_for_user,
     is_manager,
     is_rater,
     judge_run_start,
@@ -218,11 +219,9 @@ class CampaignDetailApi(APIView):
 
     @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, campaign_id: int) -> Response:
-        campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+        campaign = get_campaign_for_user(request, campaign_id)
         user = request.user
         manager, rater = is_manager(campaign, user), is_rater(campaign, user)
-        if not (manager or rater):
-            return _forbidden("this campaign is open to its raters, its creator and staff")
         raters = None
         if manager:
             raters = {
@@ -244,7 +243,7 @@ class CampaignDetailApi(APIView):
 class CampaignCloseApi(APIView):
     @extend_schema(request=None, responses=RatingCampaignSerializer)
     def post(self, request: Request, campaign_id: int) -> Response:
-        campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+        campaign = get_campaign_for_user(request, campaign_id)
         try:
             campaign = services.campaign_close(campaign=campaign, actor=request.user)
         except services.WorkflowError as error:
@@ -256,7 +255,7 @@ class CampaignCloseApi(APIView):
 
 
 def _rater_campaign(request: Request, campaign_id: int) -> RatingCampaign | Response:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     if not is_rater(campaign, request.user):
         return _forbidden("you are not a rater of this campaign")
     return campaign
@@ -402,7 +401,7 @@ class CampaignAnalysisApi(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT, operation_id="rating_campaign_analysis")
     def get(self, request: Request, campaign_id: int) -> Response:
-        campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+        campaign = get_campaign_for_user(request, campaign_id)
         if not selectors.can_see_analysis(campaign=campaign, user=request.user):
             return _forbidden(ANALYSIS_HIDDEN)
         return Response(selectors.campaign_analysis(campaign=campaign))
@@ -422,7 +421,7 @@ class CampaignAnalysisFigureApi(APIView):
         operation_id="rating_campaign_analysis_figure",
     )
     def get(self, request: Request, campaign_id: int, figure: str) -> Response:
-        campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+        campaign = get_campaign_for_user(request, campaign_id)
         if figure not in FIGURES:
             return Response(
                 {"detail": f"unknown figure {figure!r}; one of {', '.join(FIGURES)}"},
@@ -490,7 +489,7 @@ class JudgeRunApi(APIView):
 
     @extend_schema(request=None, responses=OutputSerializer)
     def post(self, request: Request, campaign_id: int, judge_id: int) -> Response:
-        campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+        campaign = get_campaign_for_user(request, campaign_id)
         judge = get_object_or_404(Judge, pk=judge_id)
         try:
             job = judge_run_start(campaign=campaign, judge=judge, user=request.user)

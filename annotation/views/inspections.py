@@ -81,6 +81,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         candidates = candidates.filter(state=state)
     page = Paginator(candidates, PAGE_SIZE).get_page(request.GET.get("page"))
     metrics = selectors.run_metrics(run=run) if progress["done"] else None
+    checkpoint = selectors.checkpoint_for_policy_spec(run.policy_spec)
     return render(
         request,
         "inspections/run_detail.html",
@@ -91,6 +92,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "state": state,
             "metrics": metrics,
             "policy_spec": {k: v for k, v in run.policy_spec.items() if k != "api_key"},
+            "checkpoint": checkpoint,
+            "lineage": selectors.lineage_summary(checkpoint.lineage) if checkpoint else None,
         },
     )
 

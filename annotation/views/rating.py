@@ -24,6 +24,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
+from rest_framework.request import Request
 
 from agent.agreement import RUBRIC
 from annotation import selectors, services
@@ -77,6 +78,15 @@ def is_manager(campaign: RatingCampaign, user: Any) -> bool:
 
 def is_rater(campaign: RatingCampaign, user: Any) -> bool:
     return campaign.raters.filter(pk=user.pk).exists()
+
+
+def get_campaign_for_user(request: HttpRequest | Request, campaign_id: int) -> RatingCampaign:
+    """The campaign, for its raters, its creator and staff. To anyone else it does not exist
+    (404): an outsider learns nothing of it, open or closed."""
+    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    if not (is_manager(campaign, request.user) or is_rater(campaign, request.user)):
+        raise Http404("no such campaign")
+    return campaign
 
 
 def _forbidden(request: HttpRequest, reason: str) -> HttpResponse:
@@ -449,11 +459,9 @@ def _judge_rows(campaign: RatingCampaign) -> list[dict[str, Any]]:
 
 @require_GET
 def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     user = request.user
     manager, rater = is_manager(campaign, user), is_rater(campaign, user)
-    if not (manager or rater):
-        return _forbidden(request, "This campaign is open to its raters, its creator and staff.")
     context: dict[str, Any] = {
         "campaign": campaign,
         "manager": manager,
@@ -473,7 +481,7 @@ def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
 
 @require_POST
 def campaign_close(request: HttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     try:
         services.campaign_close(campaign=campaign, actor=request.user)  # type: ignore[arg-type]
     except services.NotAllowed as error:
@@ -557,7 +565,7 @@ def _rate_submit(request: HtmxHttpRequest, campaign: RatingCampaign) -> HttpResp
 
 @require_http_methods(["GET", "POST"])
 def rate(request: HtmxHttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     if not is_rater(campaign, request.user):
         return _forbidden(request, "You are not a rater of this campaign.")
     if request.method == "POST":
@@ -626,7 +634,7 @@ def _pair_submit(request: HtmxHttpRequest, campaign: RatingCampaign) -> HttpResp
 
 @require_http_methods(["GET", "POST"])
 def pairs(request: HtmxHttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     if not is_rater(campaign, request.user):
         return _forbidden(request, "You are not a rater of this campaign.")
     if request.method == "POST":
@@ -646,7 +654,7 @@ def pairs(request: HtmxHttpRequest, campaign_id: int) -> HttpResponse:
 
 @require_GET
 def analysis(request: HttpRequest, campaign_id: int) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     if not selectors.can_see_analysis(campaign=campaign, user=request.user):
         return _forbidden(request, ANALYSIS_HIDDEN)
     data = selectors.campaign_analysis(campaign=campaign)
@@ -664,7 +672,7 @@ def analysis(request: HttpRequest, campaign_id: int) -> HttpResponse:
 
 @require_GET
 def analysis_csv(request: HttpRequest, campaign_id: int, figure: str) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     if figure not in FIGURES:
         raise Http404(f"unknown figure {figure!r}")
     if not selectors.can_see_analysis(campaign=campaign, user=request.user):
@@ -679,7 +687,7 @@ def analysis_csv(request: HttpRequest, campaign_id: int, figure: str) -> HttpRes
 
 @require_GET
 def item_detail(request: HttpRequest, campaign_id: int, blind_id: str) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     if not selectors.can_see_analysis(campaign=campaign, user=request.user):
         return _forbidden(request, ANALYSIS_HIDDEN)
     item = get_object_or_404(
@@ -723,7 +731,7 @@ def judge_list(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def judge_run(request: HttpRequest, campaign_id: int, judge_id: int) -> HttpResponse:
-    campaign = get_object_or_404(RatingCampaign, pk=campaign_id)
+    campaign = get_campaign_for_user(request, campaign_id)
     judge = get_object_or_404(Judge, pk=judge_id)
     try:
         job = judge_run_start(campaign=campaign, judge=judge, user=request.user)

@@ -123,3 +123,43 @@ def test_it_parses_a_generated_answer_back_to_its_values(
     assert parsed.answer.prediction == decision
     assert parsed.answer.justification == justification.strip()
     assert extract_prediction(text) == decision
+
+
+# --- malformed around well-formed turns: always caught, never silently accepted ------------------
+
+CALL_TURN = (
+    "<think>Zoom on H-alpha.</think><tool_call>"
+    + json.dumps({"name": TOOL_NAME, "arguments": {"wavelength_range": [6500, 6650]}})
+    + "</tool_call>"
+)
+ANSWER_TURN = "<think>Broad lines.</think><answer>\\boxed{YES} Broad Balmer lines.</answer>"
+stray_text = plain_text.filter(lambda text: text.strip() != "")
+
+
+@given(prefix=stray_text, turn=st.sampled_from([CALL_TURN, ANSWER_TURN]))
+def test_it_names_stray_text_before_a_turn(prefix: str, turn: str) -> None:
+    parsed = parse_turn(prefix + turn)
+    assert any(error.startswith("text before <think>") for error in parsed.errors)
+
+
+@given(suffix=stray_text, turn=st.sampled_from([CALL_TURN, ANSWER_TURN]))
+def test_it_names_stray_text_after_a_turn(suffix: str, turn: str) -> None:
+    closing = "</tool_call>" if turn == CALL_TURN else "</answer>"
+    parsed = parse_turn(turn + suffix)
+    assert any(error.startswith(f"text after {closing}") for error in parsed.errors)
+
+
+@given(cut=st.integers(min_value=1, max_value=len(CALL_TURN) - 1))
+def test_it_never_accepts_a_call_cut_short(cut: int) -> None:
+    """A turn cut off mid-way (the token limit) is an error, never a call with other values."""
+    parsed = parse_turn(CALL_TURN[:cut])
+    assert parsed.errors
+    assert parsed.kind != "tool_call" or parsed.tool_call.wavelength_range == (6500.0, 6650.0)
+
+
+@given(calls=st.integers(min_value=0, max_value=12), limit=st.integers(min_value=0, max_value=10))
+def test_it_allows_a_trajectory_exactly_up_to_the_call_limit(calls: int, limit: int) -> None:
+    check = format_ok([CALL_TURN] * calls + [ANSWER_TURN], max_tool_calls=limit)
+    assert check.ok == (calls <= limit)
+    if calls > limit:
+        assert f"{calls} tool calls; at most {limit} are allowed" in check.reasons

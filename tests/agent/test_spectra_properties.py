@@ -15,7 +15,10 @@ from hypothesis import strategies as st
 
 from agent.spectra import Spectrum, SpectrumFormatError, load_spectra
 from tests.agent.survey_fixtures import (
+    write_desi_coadd,
     write_lamost_new,
+    write_lamost_old,
+    write_sdss_spec,
     write_table_ascii,
     write_table_csv,
     write_table_npz,
@@ -164,3 +167,115 @@ def lamost_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 @given(fraction=st.floats(min_value=0.0, max_value=1.0, exclude_max=True))
 def test_it_refuses_every_truncation_of_a_fits_file(lamost_bytes: bytes, fraction: float) -> None:
     assert load_or_format_error(lamost_bytes[: int(len(lamost_bytes) * fraction)]) is None
+
+
+# --- corrupted survey files and edited tables: a format error or a valid spectrum ---------------
+
+
+@pytest.fixture(scope="module")
+def survey_bytes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    folder = tmp_path_factory.mktemp("surveys")
+    write_lamost_new(folder / "lamost_new.fits", n_pixels=200)
+    write_lamost_old(folder / "lamost_old.fits", n_pixels=200)
+    write_sdss_spec(folder / "sdss.fits")
+    write_desi_coadd(folder / "desi.fits", n_targets=2)
+    return {path.stem: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+edits = st.lists(
+    st.tuples(st.floats(min_value=0.0, max_value=1.0, exclude_max=True), st.integers(0, 255)),
+    min_size=1,
+    max_size=8,
+)
+
+
+def overwrite(raw: bytes, changes: list[tuple[float, int]]) -> bytes:
+    corrupted = bytearray(raw)
+    for where, value in changes:
+        corrupted[int(where * len(corrupted))] = value
+    return bytes(corrupted)
+
+
+@PROPERTY_SETTINGS
+@given(layout=st.sampled_from(["lamost_new", "lamost_old", "sdss", "desi"]), changes=edits)
+def test_it_refuses_or_validates_every_corruption_of_a_survey_file(
+    survey_bytes: dict[str, bytes], layout: str, changes: list[tuple[float, int]]
+) -> None:
+    spectra = load_or_format_error(overwrite(survey_bytes[layout], changes))
+    if spectra is not None:
+        assert_valid(spectra)
+
+
+@PROPERTY_SETTINGS
+@given(
+    layout=st.sampled_from(["lamost_new", "sdss"]),
+    fraction=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+)
+def test_it_refuses_every_truncation_of_a_gzipped_file(
+    survey_bytes: dict[str, bytes], layout: str, fraction: float
+) -> None:
+    packed = gzip.compress(survey_bytes[layout], mtime=0)
+    assert load_or_format_error(packed[: int(len(packed) * fraction)]) is None
+
+
+TABLE_ALPHABET = list("0123456789.,-+eE \t\n#:=[]abnNaIf\"'") + ["nan", "inf", "\x00", "é"]
+
+
+@PROPERTY_SETTINGS
+@given(
+    table=tables(),
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(["insert", "delete", "replace"]),
+            st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+            st.sampled_from(TABLE_ALPHABET),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_it_refuses_or_validates_every_edit_of_a_text_table(table, changes) -> None:
+    wavelength, flux, error = table
+    with scratch_file("table.csv") as path:
+        text = write_table_csv(path, wavelength, flux, error).read_text()
+    for action, where, token in changes:
+        at = int(where * len(text))
+        if action == "insert":
+            text = text[:at] + token + text[at:]
+        elif action == "delete":
+            text = text[:at] + text[at + 1 :]
+        else:
+            text = text[:at] + token + text[at + 1 :]
+    spectra = load_or_format_error(text.encode("utf-8"))
+    if spectra is not None:
+        assert_valid(spectra)
+
+
+float32_flux = st.floats(allow_nan=False, allow_infinity=False, width=32)
+float32_ivar = st.floats(min_value=2.0**-10, max_value=2.0**10, width=32)
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data(), size=st.integers(min_value=2, max_value=60))
+def test_it_round_trips_random_lamost_pixels(data, size: int) -> None:
+    flux = np.array(data.draw(st.lists(float32_flux, min_size=size, max_size=size)))
+    ivar = np.array(data.draw(st.lists(float32_ivar, min_size=size, max_size=size)))
+    with scratch_file("lamost.fits") as path:
+        written = write_lamost_new(path, n_pixels=size, columns={"FLUX": flux, "IVAR": ivar})
+        spectrum = load_one(path)
+    np.testing.assert_array_equal(spectrum.wavelength, written.wavelength)
+    np.testing.assert_array_equal(spectrum.flux, written.flux)
+    np.testing.assert_array_equal(spectrum.ivar, written.ivar)
+
+
+@PROPERTY_SETTINGS
+@given(n_wave=st.integers(2, 30), n_flux=st.integers(2, 30))
+def test_it_names_both_lengths_when_npz_arrays_differ(n_wave: int, n_flux: int) -> None:
+    assume(n_wave != n_flux)
+    with scratch_file("t.npz") as path:
+        write_table_npz(path, wavelength=4000.0 + np.arange(n_wave), flux=np.ones(n_flux))
+        with pytest.raises(SpectrumFormatError) as raised:
+            load_spectra(path)
+    message = str(raised.value)
+    assert "length mismatch" in message
+    assert f"wavelength has {n_wave}" in message and f"flux has {n_flux}" in message

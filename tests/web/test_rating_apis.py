@@ -207,7 +207,7 @@ def test_it_refuses_closing_to_a_rater(runs, alice, stella):
 def test_it_refuses_the_next_item_to_someone_not_rating(runs, alice, bob, stella):
     campaign_id = create_campaign(stella, runs, [alice]).json()["id"]
     response = token_client(bob).get(reverse("api_rating_next_item", args=[campaign_id]))
-    assert response.status_code == 403
+    assert response.status_code == 404
 
 
 @pytest.mark.parametrize(("username", "expected"), [("stella", 201), ("alice", 403)])

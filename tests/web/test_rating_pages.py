@@ -238,7 +238,7 @@ def test_it_refuses_the_campaign_to_outsiders(cv, alice, stella):
     campaign = make_campaign(cv, [alice], stella)
     outsider = UserFactory(username="outsider")
     response = logged_in(outsider).get(reverse("rating_campaign", args=[campaign.pk]))
-    assert response.status_code == 403
+    assert response.status_code == 404
 
 
 # --- the rating page ----------------------------------------------------------------------------

@@ -26,6 +26,11 @@ class Command(BaseCommand):
             choices=["rule-based", "transformers", "openai", "vllm"],
         )
         parser.add_argument("--model-path", help="checkpoint directory (transformers, vllm)")
+        parser.add_argument(
+            "--checkpoint",
+            help="name of a checkpoint registered as a policy (Training page); implies "
+            "--policy transformers with its folder, or --policy vllm when given",
+        )
         parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://h:8000/v1")
         parser.add_argument("--model", help="model name at the endpoint (openai)")
         parser.add_argument("--benchmark", default="specvi-mini", choices=evaluation.BENCHMARKS)
@@ -81,6 +86,17 @@ class Command(BaseCommand):
 
 def _policy_spec(options: dict[str, Any]) -> dict[str, Any]:
     kind = options["policy"]
+    if options.get("checkpoint"):
+        from annotation.models import PolicyCheckpoint
+
+        checkpoint = PolicyCheckpoint.objects.filter(name=options["checkpoint"]).first()
+        if checkpoint is None:
+            names = ", ".join(PolicyCheckpoint.objects.values_list("name", flat=True)[:20])
+            raise CommandError(
+                f"no checkpoint named {options['checkpoint']!r} is registered "
+                f"(registered: {names or 'none'})"
+            )
+        return {"kind": "vllm" if kind == "vllm" else "transformers", "model_path": checkpoint.path}
     if kind == "rule-based":
         return {"kind": kind}
     if kind in ("transformers", "vllm"):

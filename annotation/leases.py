@@ -1,0 +1,45 @@
+"""Leases: at most one live worker runs a given job or candidate, however often it is delivered.
+
+With late acknowledgement a task's message can be delivered again while a worker still runs it
+(Redis hands it out again after the visibility timeout). The lease is a PostgreSQL session
+advisory lock: the server drops it when the holder's connection ends, so the lease of a killed
+worker ends with the worker and a redelivered task takes over at once, with no heartbeat and no
+stale "running" flag to expire. It needs a direct or session-pooled connection (not pgbouncer's
+transaction pooling). On SQLite (one machine, the embedded default) the lease is always granted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import DatabaseError, connection
+
+
+def lease_key(kind: str, pk: int) -> int:
+    """A signed 64-bit advisory-lock key for (kind, pk), stable across processes."""
+    digest = hashlib.blake2b(f"specvet:{kind}:{pk}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextmanager
+def lease(kind: str, pk: int) -> Iterator[bool]:
+    """Hold the lease on (kind, pk) while the block runs; yield False if another worker holds it."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    key = lease_key(kind, pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        held = bool(cursor.fetchone()[0])
+    try:
+        yield held
+    finally:
+        if held:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+            except DatabaseError:
+                # A broken connection has already dropped the lock with its session.
+                pass

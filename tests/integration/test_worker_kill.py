@@ -1,0 +1,128 @@
+"""A worker SIGKILLed in the middle of a job: the next worker finishes it exactly once.
+
+Late acknowledgement hands the killed worker's message to the second worker (after the
+visibility timeout, 3 s here); the lease and the claim let it run again; the runners resume
+after the items already done and start the interrupted one over. The model is a scripted
+OpenAI-compatible server that holds one request open, so the kill lands at a known step.
+
+Run with: DATABASE_URL=postgres://postgres@127.0.0.1:5432/specvet \
+    .venv/bin/pytest tests/integration/test_worker_kill.py -q
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from annotation import services
+from annotation.models import (
+    Candidate,
+    CandidateState,
+    CatalogEntry,
+    Curation,
+    InspectionRun,
+    Job,
+    JobState,
+    LiveStep,
+    Rollout,
+    Task,
+    TrajectoryVersion,
+)
+from tests.factories import make_spectrum
+from tests.integration.conftest import wait_until
+
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason="the worker processes must see the test database: needs PostgreSQL (DATABASE_URL)",
+    ),
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
+
+
+@pytest.fixture
+def cv(db) -> Task:
+    services.tasks_seed_builtin()  # a transactional test may start from a flushed database
+    return Task.objects.get(code="CV")
+
+
+def test_it_finishes_a_killed_inspection_candidate_once(cv, broker, start_worker, chat_script):
+    # Two rollouts of two turns: request 4 is the answer of rollout 1, after rollout 0 is stored.
+    chat_script.hold = 4
+    run = InspectionRun.objects.create(
+        task=cv,
+        policy_spec={"kind": "openai", "base_url": chat_script.base_url, "model": "scripted"},
+        rollouts=2,
+        max_tool_calls=1,
+    )
+    candidate = Candidate.objects.create(run=run, spectrum=make_spectrum())
+    broker.enqueue("annotation.tasks.run_candidate", candidate.pk)
+    first = start_worker("first")
+    wait_until(chat_script.held.is_set, workers=[first], what="the held model request")
+    assert Rollout.objects.filter(candidate=candidate).count() == 1
+    assert LiveStep.objects.filter(candidate=candidate, rollout_index=1).count() == 1
+
+    first.kill()
+    chat_script.release.set()
+    second = start_worker("second")
+    wait_until(
+        lambda: Candidate.objects.get(pk=candidate.pk).state == CandidateState.DONE,
+        workers=[first, second],
+        what="the candidate to finish",
+    )
+
+    candidate.refresh_from_db()
+    assert (candidate.verdict, candidate.attempts) == ("YES", 2)
+    assert chat_script.requests == 6  # rollout 0 was not run again
+    rollouts = list(Rollout.objects.filter(candidate=candidate).order_by("index"))
+    assert [r.index for r in rollouts] == [0, 1]
+    steps = LiveStep.objects.filter(candidate=candidate).order_by("rollout_index", "step_index")
+    assert [(s.rollout_index, s.step_index, s.data["think"]) for s in steps] == [
+        (0, 0, "request 1"),
+        (0, 1, "request 2"),
+        (1, 0, "request 5"),
+        (1, 1, "request 6"),
+    ]
+    assert [step["think"] for step in rollouts[1].data["steps"]] == ["request 5", "request 6"]
+    assert CatalogEntry.objects.filter(candidate=candidate).count() == 1
+
+
+def test_it_finishes_a_killed_draft_job_once(cv, broker, start_worker, chat_script):
+    # Three spectra of two turns each: request 4 is the answer for the second spectrum.
+    chat_script.hold = 4
+    spectra = [make_spectrum(object_id=f"KILL-{i}", task=cv, label="YES", seed=i) for i in range(3)]
+    job = Job.objects.create(
+        kind="draft",
+        params={
+            "task": "CV",
+            "spectrum_ids": [s.pk for s in spectra],
+            "teacher": {"kind": "openai", "base_url": chat_script.base_url, "model": "scripted"},
+            "max_tool_calls": 1,
+        },
+    )
+    broker.enqueue("annotation.tasks.run_job", job.pk)
+    first = start_worker("first")
+    wait_until(chat_script.held.is_set, workers=[first], what="the held model request")
+    assert list(Curation.objects.values_list("spectrum_id", flat=True)) == [spectra[0].pk]
+
+    first.kill()
+    chat_script.release.set()
+    second = start_worker("second")
+    wait_until(
+        lambda: Job.objects.get(pk=job.pk).finished,
+        workers=[first, second],
+        what="the draft job to finish",
+    )
+
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED, job.error
+    assert (job.attempts, job.done, job.failed, job.result["created"]) == (2, 3, 0, 3)
+    assert chat_script.requests == 8  # the first spectrum was not drafted again
+    drafted = Curation.objects.filter(draft_job=job).order_by("spectrum_id")
+    assert [c.spectrum_id for c in drafted] == [s.pk for s in spectra]
+    assert TrajectoryVersion.objects.filter(curation__draft_job=job).count() == 3
+    redrafted = TrajectoryVersion.objects.get(curation__spectrum=spectra[1])
+    assert [step["think"] for step in redrafted.data["steps"]] == ["request 5", "request 6"]
