@@ -9,6 +9,7 @@ command `loadtest` ties them together.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import re
@@ -401,6 +402,7 @@ def run_load(
 ) -> LoadReport:
     """Log every expert in, then let each act (a think time before every action) for
     `seconds`; requests started before the deadline are counted, logins are not."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a log line per request
     users = len(plan.usernames)
     states = [
         ExpertState(username=name, pending_audits=list(plan.audits.get(name, [])))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +144,20 @@ def _finite_or_none(values: np.ndarray) -> list[float | None]:
     return out
 
 
+PLOT_DIGITS = 7  # float32 precision, what surveys store; more digits only lengthen the page
+
+
+def _plot_values(values: np.ndarray) -> list[float | None]:
+    """Rounded to PLOT_DIGITS significant digits of the largest value, far below what a plot
+    can show: the flux, error band and hover text need no more, and the page halves in size."""
+    finite = np.isfinite(values)
+    scale = float(np.max(np.abs(values[finite]))) if finite.any() else 0.0
+    decimals = PLOT_DIGITS - 1 - math.floor(math.log10(scale)) if scale > 0 else 0
+    if scale > 0 and abs(decimals) < 300:
+        values = np.round(values, decimals)
+    return _finite_or_none(values)
+
+
 def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
     """What the interactive plot needs: rest-frame arrays with gaps, error band, markers."""
     value = spectrum_value(row)
@@ -158,9 +173,9 @@ def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
         "rest_frame": bool(row.redshift),
         "redshift": row.redshift,
         "wavelength": [round(w, 3) for w in np.asarray(wave, dtype=float).tolist()],
-        "flux": _finite_or_none(flux),
-        "lower": _finite_or_none(flux - error) if error is not None else None,
-        "upper": _finite_or_none(flux + error) if error is not None else None,
+        "flux": _plot_values(flux),
+        "lower": _plot_values(flux - error) if error is not None else None,
+        "upper": _plot_values(flux + error) if error is not None else None,
         "windows": [
             {
                 "name": window["name"],

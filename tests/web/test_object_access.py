@@ -189,7 +189,9 @@ def test_it_hides_a_verdict_from_an_outsider_until_both_are_in(people, outsider,
 @pytest.mark.parametrize("name", ["curation_vote", "curation_detail"])
 def test_it_hides_votes_from_an_outsider_until_the_vote_closes(people, outsider, name):
     curation = in_vote(make_curation(), *people.values())
-    services.vote_cast(curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9")
+    services.vote_cast(
+        curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9"
+    )
     body = logged_in(outsider).get(reverse(name, args=[curation.pk])).content.decode()
     assert "VOTE-NOTE-9" not in body
     assert "reviser</strong>: reject" not in body
@@ -197,7 +199,9 @@ def test_it_hides_votes_from_an_outsider_until_the_vote_closes(people, outsider,
 
 def test_it_hides_votes_from_an_outsider_in_the_api_until_the_vote_closes(people, outsider):
     curation = in_vote(make_curation(), *people.values())
-    services.vote_cast(curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9")
+    services.vote_cast(
+        curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9"
+    )
     response = api_for(outsider).get(reverse("api_curation_detail", args=[curation.pk]))
     assert response.json()["votes"] == []
     assert "VOTE-NOTE-9" not in response.content.decode()

@@ -70,6 +70,20 @@ def test_it_gives_the_plot_the_task_windows_and_the_error_band(expert_client):
     assert 'id="plot-data"' in response.content.decode()
 
 
+def test_it_gives_the_plot_seven_significant_digits_and_gaps_for_bad_pixels():
+    from agent.spectra import Spectrum as SpectrumValue
+    from annotation import selectors, services
+
+    value = SpectrumValue(
+        wavelength=[4000.0, 4001.0, 4002.0, 4003.0],
+        flux=[1234.56789123, 0.001234567, float("nan"), -12.3456789],
+        object_id="DIGITS",
+    )
+    row = services.spectra_store(values=[value], dataset="d", source_name="d.csv").created[0]
+    data = selectors.spectrum_plot_data(row=row, task=None)
+    assert data["flux"] == [1234.568, 0.001, None, -12.346]
+
+
 def test_it_renders_the_agent_png_for_a_window(expert_client):
     row = make_spectrum()
     response = expert_client.get(

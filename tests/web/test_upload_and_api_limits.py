@@ -48,7 +48,9 @@ def test_it_reads_the_type_from_the_content_not_the_name(expert_client, api_clie
     if channel == "api":
         detail = str(api_upload(api_client, [upload]).data["detail"])
     else:
-        response = expert_client.post(reverse("spectrum_upload"), {"files": [upload]})
+        response = expert_client.post(
+            reverse("spectrum_upload"), {"files": [upload], "dataset": "page"}
+        )
         detail = response.content.decode()
     assert "spec-1234-56789-0123.fits" in detail
     assert "HTML" in detail
