@@ -162,6 +162,16 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": os.getenv("API_THROTTLE_USER", "6000/hour")},
 }
+# API throttle counters (and the survey-choice cache) live here: set CACHE_URL to a shared
+# Redis when several app processes serve, or each process counts its own requests.
+CACHE_URL = os.getenv("CACHE_URL", "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 SPECTACULAR_SETTINGS = {
     "TITLE": "specvet API",
     "DESCRIPTION": "Spectral inspection, curation, rating and vetting.",

@@ -122,3 +122,12 @@ def test_it_redirects_plain_http_to_https_in_production(gunicorn):
     response = httpx.get(f"{gunicorn}/accounts/login/", headers={"Host": HOST})
     assert response.status_code == 301
     assert response.headers["Location"] == f"https://{HOST}/accounts/login/"
+
+
+def test_it_shares_the_throttle_cache_through_redis_when_configured(tmp_path):
+    env = production_env(tmp_path, CACHE_URL="redis://redis.internal:6379/2")
+    result = manage(
+        env, "shell", "-c", "from django.conf import settings; print(settings.CACHES['default'])"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "RedisCache" in result.stdout and "redis://redis.internal:6379/2" in result.stdout

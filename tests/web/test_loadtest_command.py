@@ -8,8 +8,14 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 
+@pytest.mark.postgres
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="concurrent writers: SQLite's shared in-memory test database refuses them",
+)
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_it_plays_experts_against_a_live_server_without_errors(live_server):
     out = io.StringIO()
