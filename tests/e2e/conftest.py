@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.conf import settings
+from django.db import connections
 from django.test import Client
 
 from annotation import services
@@ -103,8 +104,18 @@ def browser(django_db_setup: None) -> Iterator[Browser]:
     # force_login) are plain synchronous code, so turn the guard off for that time. Module scope:
     # the loop must be gone before the rest of the suite runs (asyncio.run refuses a running one),
     # and the test database is set up before it starts (this fixture depends on it).
+    # While Playwright's loop runs, Django hands this thread other connection objects, which
+    # lack the serialized test database: without it, each test would end with a flush that
+    # re-creates content types under new ids and breaks the next serialized rollback.
+    serialized = {
+        alias: connections[alias]._test_serialized_contents
+        for alias in connections
+        if hasattr(connections[alias], "_test_serialized_contents")
+    }
     with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        for alias, contents in serialized.items():
+            connections[alias]._test_serialized_contents = contents
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
