@@ -154,6 +154,11 @@ def candidate_steps(request: HttpRequest, candidate_id: int) -> HttpResponse:
         after = int(request.GET.get("after", "0"))
     except ValueError:
         after = 0
+    if request.GET.get("attempt", str(candidate.attempts)) != str(candidate.attempts):
+        # A worker was lost and another attempt replaced the steps shown: reload them all.
+        refresh = HttpResponse("")
+        refresh["HX-Refresh"] = "true"
+        return refresh
     finished = candidate.state in (
         CandidateState.DONE,
         CandidateState.FAILED,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from annotation.models import Candidate, InspectionRun, Task
+from annotation.models import Candidate, CandidateState, InspectionRun, Task
 from tests.factories import make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -111,6 +111,30 @@ def test_it_returns_new_steps_after_a_given_one(
         reverse("candidate_steps", args=[candidate.pk]), {"after": first}, HTTP_HX_REQUEST="true"
     )
     assert response.content.count(b'class="step card"') == candidate.live_steps.count() - 1
+
+
+def test_it_reloads_the_live_page_when_another_attempt_replaced_the_steps(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    start(expert_client, django_capture_on_commit_callbacks)
+    candidate = Candidate.objects.get(spectrum__object_id="POS")
+    shown_attempt = candidate.attempts - 1  # the page was opened before a worker was lost
+    response = expert_client.get(
+        reverse("candidate_steps", args=[candidate.pk]),
+        {"after": 0, "attempt": shown_attempt},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response["HX-Refresh"] == "true"
+
+
+def test_it_polls_with_the_attempt_it_shows(
+    expert_client, labelled, django_capture_on_commit_callbacks
+):
+    start(expert_client, django_capture_on_commit_callbacks)
+    candidate = Candidate.objects.get(spectrum__object_id="POS")
+    Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.RUNNING)  # still going
+    page = expert_client.get(reverse("candidate_live", args=[candidate.pk])).content.decode()
+    assert f"attempt={candidate.attempts}" in page
 
 
 def test_it_serves_stored_tool_images(expert_client, labelled, django_capture_on_commit_callbacks):
