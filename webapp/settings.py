@@ -149,6 +149,11 @@ SPECTRUM_UPLOAD_MAX_BYTES = envint("SPECTRUM_UPLOAD_MAX_BYTES", 50 * 1024 * 1024
 SPECTRUM_UPLOAD_MAX_FILES = envint("SPECTRUM_UPLOAD_MAX_FILES", 20)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "annotation.uploads.SizeCappedUploadHandler",  # stops keeping a file past the upload limit
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -1,0 +1,66 @@
+"""The upload handler keeps nothing of a file past the limit, yet the limit's message stands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from annotation.models import Spectrum
+from annotation.uploads import OversizedUpload, SizeCappedUploadHandler
+
+
+def receive(handler: SizeCappedUploadHandler, chunks: list[bytes]) -> list[bytes | None]:
+    handler.new_file("files", "big.csv", "text/csv", sum(map(len, chunks)))
+    passed, start = [], 0
+    for chunk in chunks:
+        passed.append(handler.receive_data_chunk(chunk, start))
+        start += len(chunk)
+    return passed
+
+
+def test_it_stops_passing_bytes_on_once_a_file_is_over_the_limit(settings):
+    settings.SPECTRUM_UPLOAD_MAX_BYTES = 10
+    passed = receive(SizeCappedUploadHandler(), [b"a" * 6, b"b" * 6, b"c" * 6])
+    assert passed == [b"a" * 6, None, None]
+
+
+def test_it_hands_over_an_empty_file_that_reports_the_real_size(settings):
+    settings.SPECTRUM_UPLOAD_MAX_BYTES = 10
+    handler = SizeCappedUploadHandler()
+    receive(handler, [b"a" * 6, b"b" * 6])
+    upload = handler.file_complete(12)
+    assert isinstance(upload, OversizedUpload)
+    assert (upload.name, upload.size, upload.read()) == ("big.csv", 12, b"")
+
+
+def test_it_leaves_a_file_within_the_limit_to_the_usual_handlers(settings):
+    settings.SPECTRUM_UPLOAD_MAX_BYTES = 10
+    handler = SizeCappedUploadHandler()
+    assert receive(handler, [b"a" * 10]) == [b"a" * 10]
+    assert handler.file_complete(10) is None
+
+
+@pytest.mark.django_db
+def test_it_refuses_an_oversized_page_upload_without_keeping_its_content(
+    expert_client, settings, monkeypatch
+):
+    settings.SPECTRUM_UPLOAD_MAX_BYTES = 100
+    seen: list[Any] = []
+    from annotation import services
+
+    real_import = services.spectra_import_uploads
+
+    def spy(**kwargs: Any) -> Any:
+        seen.extend(kwargs["files"])
+        return real_import(**kwargs)
+
+    monkeypatch.setattr(services, "spectra_import_uploads", spy)
+    upload = SimpleUploadedFile("big.csv", b"wavelength,flux\n" + b"4000.0,1.0\n" * 50)
+    response = expert_client.post(reverse("spectrum_upload"), {"files": [upload], "dataset": "x"})
+    assert "big.csv" in response.content.decode()
+    assert "over the limit of 100 bytes" in response.content.decode()
+    assert [type(file) for file in seen] == [OversizedUpload]
+    assert not Spectrum.objects.exists()
