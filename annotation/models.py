@@ -525,7 +525,9 @@ class CatalogEntry(models.Model):
             # Prefix search is LIKE 'J1234%', which a plain btree cannot serve under a
             # non-C collation; the pattern opclass can (PostgreSQL only; ignored elsewhere).
             models.Index(
-                fields=["object_id"], name="catalog_object_prefix", opclasses=["varchar_pattern_ops"]
+                fields=["object_id"],
+                name="catalog_object_prefix",
+                opclasses=["varchar_pattern_ops"],
             ),
             models.Index(fields=["expert_decision", "task_code"], name="catalog_expert"),
             # The list's sorts, id breaking ties: each index matches one ORDER BY exactly, so a

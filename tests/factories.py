@@ -62,9 +62,7 @@ def make_spectrum(
     )
     if result.created:
         return result.created[0]
-    return Spectrum.objects.get(
-        dataset=dataset, content_hash=services.spectrum_content_hash(value)
-    )
+    return Spectrum.objects.get(dataset=dataset, content_hash=services.spectrum_content_hash(value))
 
 
 class ScriptedPolicy:

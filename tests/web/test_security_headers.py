@@ -19,7 +19,9 @@ def test_it_sends_a_content_security_policy_without_inline_scripts_or_eval(exper
     assert "frame-ancestors 'none'" in policy
 
 
-@pytest.mark.parametrize("name", ["home", "spectrum_list", "spectrum_upload", "run_list", "run_create"])
+@pytest.mark.parametrize(
+    "name", ["home", "spectrum_list", "spectrum_upload", "run_list", "run_create"]
+)
 def test_it_renders_pages_without_inline_scripts(expert_client, name):
     body = expert_client.get(reverse(name)).content.decode()
     assert not INLINE_SCRIPT.search(body)
