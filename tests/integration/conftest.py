@@ -33,6 +33,19 @@ ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
 WAIT_SECONDS = 60.0
 
+# The marks of every test that starts real workers: they need Redis and a database the worker
+# processes can open (PostgreSQL), and the data each test writes must be committed to be seen.
+WORKER_TEST_MARKS = [
+    pytest.mark.redis,
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        connection.vendor != "postgresql",
+        reason="the worker processes must see the test database: needs PostgreSQL (DATABASE_URL)",
+    ),
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
+
 
 def worker_database_url() -> str:
     db = connection.settings_dict

@@ -12,7 +12,6 @@ Run with: DATABASE_URL=postgres://postgres@127.0.0.1:5432/specvet \
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from annotation import services
 from annotation.models import (
@@ -29,18 +28,9 @@ from annotation.models import (
     TrajectoryVersion,
 )
 from tests.factories import make_spectrum
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import WORKER_TEST_MARKS, wait_until
 
-pytestmark = [
-    pytest.mark.redis,
-    pytest.mark.postgres,
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="the worker processes must see the test database: needs PostgreSQL (DATABASE_URL)",
-    ),
-    pytest.mark.django_db(transaction=True, serialized_rollback=True),
-]
+pytestmark = WORKER_TEST_MARKS
 
 
 @pytest.fixture

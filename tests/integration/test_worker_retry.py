@@ -8,24 +8,12 @@ from __future__ import annotations
 
 import socket
 
-import pytest
-from django.db import connection
-
 from annotation import services
 from annotation.models import Candidate, CandidateState, InspectionRun, Task
 from tests.factories import make_spectrum
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import WORKER_TEST_MARKS, wait_until
 
-pytestmark = [
-    pytest.mark.redis,
-    pytest.mark.postgres,
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="the worker process must see the test database: needs PostgreSQL (DATABASE_URL)",
-    ),
-    pytest.mark.django_db(transaction=True, serialized_rollback=True),
-]
+pytestmark = WORKER_TEST_MARKS
 
 
 def test_it_retries_an_unreachable_endpoint_then_fails_with_the_reason(broker, start_worker):
