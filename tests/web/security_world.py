@@ -7,8 +7,14 @@ the escaping tests build it with script-injection payloads.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import pytest
+from django.db import transaction
+from django.test import TestCase, override_settings
 
 from agent.editing import answer_text, standardize, step_text
 from annotation import jobs, selectors, services
@@ -273,3 +279,19 @@ def build_world(text: str, *, monkeypatch, capture) -> World:
         image_sha=image_sha,
         users=users,
     )
+
+
+@contextmanager
+def world_rolled_back(
+    text: str, *, django_db_blocker: Any, tmp_path_factory: Any
+) -> Iterator[World]:
+    """A world built once (it takes seconds) for a module's tests, rolled back afterwards."""
+    media = override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("media"))
+    with (
+        django_db_blocker.unblock(),
+        transaction.atomic(),
+        media,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        yield build_world(text, monkeypatch=patch, capture=TestCase.captureOnCommitCallbacks)
+        transaction.set_rollback(True)

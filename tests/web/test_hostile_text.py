@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import transaction
-from django.test import Client, TestCase, override_settings
+from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
 from annotation import services
 from annotation.models import Spectrum
-from tests.web.security_world import World, build_world
+from tests.web.security_world import World, world_rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -33,18 +32,10 @@ RAW = ("<script>alert(1)", "<img src=x")  # what a browser would run
 
 @pytest.fixture(scope="module", params=PAYLOADS, ids=["script", "img-onerror"])
 def world(request, django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[World]:
-    """Built once per payload (it takes seconds) and rolled back after the module."""
-    media = override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("media"))
-    with (
-        django_db_blocker.unblock(),
-        transaction.atomic(),
-        media,
-        pytest.MonkeyPatch.context() as patch,
-    ):
-        yield build_world(
-            request.param, monkeypatch=patch, capture=TestCase.captureOnCommitCallbacks
-        )
-        transaction.set_rollback(True)
+    with world_rolled_back(
+        request.param, django_db_blocker=django_db_blocker, tmp_path_factory=tmp_path_factory
+    ) as built:
+        yield built
 
 
 def client_for(world: World, name: str) -> Client:

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.db import transaction
-from django.test import Client, TestCase, override_settings
+from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.urls.converters import IntConverter
 
-from tests.web.security_world import World, build_world
+from tests.web.security_world import World, world_rolled_back
 
 pytestmark = pytest.mark.django_db
 
@@ -48,18 +47,10 @@ PATTERNS = url_patterns()
 
 @pytest.fixture(scope="module")
 def world(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[World]:
-    """Built once for the module (it takes seconds) and rolled back after its last test."""
-    media = override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("media"))
-    with (
-        django_db_blocker.unblock(),
-        transaction.atomic(),
-        media,
-        pytest.MonkeyPatch.context() as patch,
-    ):
-        yield build_world(
-            "plain text", monkeypatch=patch, capture=TestCase.captureOnCommitCallbacks
-        )
-        transaction.set_rollback(True)
+    with world_rolled_back(
+        "plain text", django_db_blocker=django_db_blocker, tmp_path_factory=tmp_path_factory
+    ) as built:
+        yield built
 
 
 def existing_values(world: World) -> dict[str, object]:
