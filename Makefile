@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install install-dev chromium demo serve test lint format bench migrate clean
+.PHONY: install install-dev chromium demo serve test lint format bench real-data real-bench migrate clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,7 @@ ifneq ($(SPECVET_SKIP_E2E),1)
 endif
 
 test: install-dev chromium
+	$(PY) -m agent.real_corpus fetch || echo "warning: the real-spectra cache could not be built; its tests will skip"
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest
 
@@ -59,6 +60,15 @@ format: install-dev
 
 bench: install
 	$(PY) -m agent.bench render
+
+# Real spectra for the benchmark and tests: pinned wheels (exosims, ppxf) downloaded by pip into
+# $(SPECVET_DATA_CACHE) (default ~/.cache/specvet); nothing is copied into the repository.
+real-data: install
+	$(PY) -m agent.real_corpus fetch
+
+# The inspector on real data (development / validation) beside SpecVI-mini (synthetic).
+real-bench: real-data
+	$(PY) -m agent.real_bench
 
 clean:
 	rm -rf $(VENV) staticfiles var/specvi-mini .pytest_cache

@@ -1,35 +1,39 @@
 """Benchmarks for the agent's hot paths.
 
-    python -m agent.bench render [--repeats 5] [--spectra 3]
+    python -m agent.bench render [--windows 40] [--save-dir var/bench]
     python -m agent.bench loop [--episodes 20] [--model-ms 200]
+    python -m agent.bench eval-concurrency [--spectra 64] [--latency-ms 300] [--levels 1 8 32]
+    python -m agent.bench bombs [--limit-mib 64] [--scale 1.0]
 
-``render`` times SpectralVisualizationTool.render against a reference renderer written the way
-the public Spec-o3 tool draws its views (matplotlib Agg, a new 8x5 in figure at 80 dpi per call,
-tight bounding box), on the same synthetic LAMOST-like spectra and the same windows, in one run.
+``render`` times SpectralVisualizationTool.render against a tuned matplotlib renderer and the
+paper-style one on distinct random windows of real LAMOST spectra (agent.bench_render).
 
 ``loop`` measures the rollout loop's own overhead per tool step (parse + render + bookkeeping,
 model time excluded) with a scripted policy that answers instantly, states it as a share of a
 step whose model answers in ``--model-ms``, and times the rule-based inspector end to end on
 SpecVI-mini (spectra per second).
+
+``eval-concurrency`` runs evaluation against a fake OpenAI-compatible server with injected
+latency and prints spectra/s at each concurrency level (agent.bench_eval).
+
+``bombs`` reads decompression and parse bombs under a byte limit and prints file size, expanded
+size, limit and peak memory per bomb (agent.bench_bombs).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import io
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from agent.parsing import parse_turn
 from agent.spectra import Spectrum
-from agent.tool import IMAGE_SIZE, SpectralVisualizationTool
 
 # Full coverage plus typical diagnostic windows, 50-1500 Angstrom wide (rest frame).
 BENCH_WINDOWS: tuple[tuple[str, tuple[float, float]], ...] = (
@@ -109,46 +113,6 @@ def bench_spectra(n_spectra: int, seed: int = BENCH_SEED) -> list[Spectrum]:
     return [synthetic_lamost_spectrum(rng, index) for index in range(n_spectra)]
 
 
-def bench_windows(
-    spectrum: Spectrum, max_windows: int | None = None
-) -> list[tuple[str, tuple[float, float]]]:
-    """Full coverage first, then the diagnostic windows."""
-    good_wavelength = spectrum.wavelength[spectrum.good] / (1.0 + spectrum.redshift)
-    full = (float(good_wavelength[0]), float(good_wavelength[-1]))
-    windows = [(FULL_WINDOW_LABEL, full), *BENCH_WINDOWS]
-    return windows if max_windows is None else windows[:max_windows]
-
-
-# --- reference renderer -------------------------------------------------------------------------
-
-
-def reference_render(
-    spectrum: Spectrum, wavelength_range: tuple[float, float], label: str
-) -> bytes:
-    """How the public Spec-o3 tool draws a view: a fresh matplotlib figure for every call."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    lo, hi = wavelength_range
-    rest = spectrum.wavelength / (1.0 + spectrum.redshift)
-    inside = (rest >= lo) & (rest <= hi)
-    figure, axes = plt.subplots(figsize=(8, 5), dpi=80)
-    try:
-        axes.plot(rest[inside], spectrum.flux[inside])
-        axes.minorticks_on()
-        axes.grid(True)
-        axes.set_title(f"{label} {lo:.0f}-{hi:.0f} Å")
-        axes.set_xlabel("Wavelength (Å)")
-        axes.set_ylabel("Flux")
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", bbox_inches="tight")
-    finally:
-        plt.close(figure)
-    return buffer.getvalue()
-
-
 # --- timing -------------------------------------------------------------------------------------
 
 
@@ -156,120 +120,6 @@ def _time_call(function: Callable[[], bytes | None]) -> tuple[float, bytes | Non
     start = time.perf_counter()
     output = function()
     return time.perf_counter() - start, output
-
-
-def _tool_png(
-    tool: SpectralVisualizationTool, window: tuple[float, float], label: str
-) -> bytes | None:
-    return tool.render(window, label).png
-
-
-def run_render_benchmark(
-    repeats: int = 5, n_spectra: int = 3, max_windows: int | None = None
-) -> dict[str, Any]:
-    """Time both renderers on the same spectra and windows; returns a JSON-ready summary.
-
-    Uncached: every call renders (ours with a cache-less tool, built outside the timed call).
-    Cached: the same request repeated; ours answers from its LRU cache, the reference has none.
-    """
-    if repeats < 1 or n_spectra < 1:
-        raise ValueError(f"repeats and n_spectra must be >= 1; got {repeats} and {n_spectra}")
-    timings: dict[str, dict[str, list[float]]] = {
-        name: {"uncached": [], "cached": []} for name in ("ours", "reference")
-    }
-    sizes: dict[str, list[tuple[tuple[int, int], int]]] = {"ours": [], "reference": []}
-    init_seconds: list[float] = []
-    spectra = bench_spectra(n_spectra)
-    # Warm-up outside the timings: font loading, matplotlib import and its font cache.
-    warm_label, warm_window = bench_windows(spectra[0])[1]
-    SpectralVisualizationTool(spectra[0]).render(warm_window, warm_label)
-    reference_render(spectra[0], warm_window, warm_label)
-
-    for spectrum in spectra:
-        start = time.perf_counter()
-        cached_tool = SpectralVisualizationTool(spectrum)
-        init_seconds.append(time.perf_counter() - start)
-        uncached_tool = SpectralVisualizationTool(spectrum, cache_size=0)
-        for label, window in bench_windows(spectrum, max_windows):
-            reference = functools.partial(reference_render, spectrum, window, label)
-            renderers = {
-                "ours": (
-                    functools.partial(_tool_png, uncached_tool, window, label),
-                    functools.partial(_tool_png, cached_tool, window, label),
-                ),
-                "reference": (reference, reference),
-            }
-            cached_tool.render(window, label)  # prime the cache
-            for name, (uncached, cached) in renderers.items():
-                for _ in range(repeats):
-                    seconds, png = _time_call(uncached)
-                    timings[name]["uncached"].append(seconds)
-                    sizes[name].append(_png_size(png))
-                    timings[name]["cached"].append(_time_call(cached)[0])
-
-    summary: dict[str, Any] = {
-        "config": {
-            "repeats": repeats,
-            "spectra": n_spectra,
-            "windows": len(bench_windows(spectra[0], max_windows)),
-        },
-        "tool_init_ms": TimingSummary.from_seconds(init_seconds).as_dict(),
-    }
-    for name in ("ours", "reference"):
-        summary[name] = {
-            mode: TimingSummary.from_seconds(values).as_dict()
-            for mode, values in timings[name].items()
-        }
-        summary[name]["image_sizes"] = sorted({dimensions for dimensions, _ in sizes[name]})
-        summary[name]["png_bytes_median"] = int(statistics.median(n for _, n in sizes[name]))
-    summary["speedup_uncached"] = (
-        summary["reference"]["uncached"]["median_ms"] / summary["ours"]["uncached"]["median_ms"]
-    )
-    summary["speedup_cached"] = (
-        summary["reference"]["cached"]["median_ms"] / summary["ours"]["cached"]["median_ms"]
-    )
-    return summary
-
-
-def _png_size(png: bytes | None) -> tuple[tuple[int, int], int]:
-    if png is None:
-        raise RuntimeError("a benchmark render returned no image")
-    with Image.open(io.BytesIO(png)) as image:
-        return (image.width, image.height), len(png)
-
-
-def _size_span(sizes: list[tuple[int, int]]) -> str:
-    """'644x392', or '556-570x378' when a tight bounding box varies the size."""
-    widths = sorted({width for width, _ in sizes})
-    heights = sorted({height for _, height in sizes})
-
-    def span(values: list[int]) -> str:
-        return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
-
-    return f"{span(widths)}x{span(heights)}"
-
-
-def format_render_report(summary: dict[str, Any]) -> str:
-    config = summary["config"]
-    lines = [
-        f"render benchmark: {config['spectra']} spectra x {config['windows']} windows x "
-        f"{config['repeats']} repeats (tool init median {summary['tool_init_ms']['median_ms']:.2f} ms)",
-        f"{'renderer':<11}{'mode':<10}{'median ms':>10}{'p95 ms':>10}{'calls':>7}  "
-        f"{'image px':<14}{'PNG bytes':>10}",
-    ]
-    for name in ("ours", "reference"):
-        sizes = _size_span(summary[name]["image_sizes"])
-        for mode in ("uncached", "cached"):
-            timing = summary[name][mode]
-            lines.append(
-                f"{name:<11}{mode:<10}{timing['median_ms']:>10.3f}{timing['p95_ms']:>10.3f}"
-                f"{timing['calls']:>7}  {sizes:<14}{summary[name]['png_bytes_median']:>10}"
-            )
-    lines.append(
-        f"speed-up (reference median / ours median): uncached {summary['speedup_uncached']:.1f}x, "
-        f"cached {summary['speedup_cached']:.0f}x; our image size is {IMAGE_SIZE[0]}x{IMAGE_SIZE[1]}"
-    )
-    return "\n".join(lines)
 
 
 # --- loop -----------------------------------------------------------------------------------------
@@ -452,23 +302,38 @@ def make_parser() -> argparse.ArgumentParser:
         prog="python -m agent.bench", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    render = commands.add_parser("render", help="tool renderer vs the matplotlib reference")
-    render.add_argument("--repeats", type=int, default=5, help="timed calls per window and mode")
-    render.add_argument("--spectra", type=int, default=3, help="synthetic spectra to render")
-    render.add_argument("--windows", type=int, default=None, help="use only the first N windows")
+    render = commands.add_parser(
+        "render", help="tool renderer vs tuned and paper-style matplotlib renderers"
+    )
+    render.add_argument("--windows", type=int, default=40, help="random windows per spectrum")
+    render.add_argument("--spectra-dir", type=Path, default=None, help="LAMOST files to render")
+    render.add_argument(
+        "--save-dir", type=Path, default=Path("var/bench"), help="where one image pair is saved"
+    )
     loop = commands.add_parser("loop", help="rollout loop overhead and rule-based throughput")
     loop.add_argument("--episodes", type=int, default=20)
     loop.add_argument("--model-ms", type=float, default=200.0, help="model time per step")
     loop.add_argument("--rule-based-spectra", type=int, default=60)
     parse = commands.add_parser("parse", help="the parser on megabyte-sized pathological turns")
     parse.add_argument("--repeats", type=int, default=3)
+    concurrency = commands.add_parser(
+        "eval-concurrency", help="evaluation spectra/s vs concurrency on a fake endpoint"
+    )
+    concurrency.add_argument("--spectra", type=int, default=64)
+    concurrency.add_argument("--latency-ms", type=float, default=300.0)
+    concurrency.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
+    bombs = commands.add_parser("bombs", help="peak memory of load_spectra on bombs")
+    bombs.add_argument("--limit-mib", type=float, default=64.0, help="max uncompressed MiB")
+    bombs.add_argument("--scale", type=float, default=1.0, help="bomb size, 1 = issue 11's")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = make_parser().parse_args(argv)
     if arguments.command == "render":
-        summary = run_render_benchmark(arguments.repeats, arguments.spectra, arguments.windows)
+        from agent.bench_render import format_render_report, run_render_benchmark
+
+        summary = run_render_benchmark(arguments.windows, arguments.spectra_dir, arguments.save_dir)
         print(format_render_report(summary))
     elif arguments.command == "loop":
         summary = run_loop_benchmark(
@@ -477,6 +342,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_loop_report(summary))
     elif arguments.command == "parse":
         print(format_parse_report(run_parse_benchmark(arguments.repeats)))
+    elif arguments.command == "eval-concurrency":
+        from agent.bench_eval import format_eval_concurrency_report, run_eval_concurrency
+
+        summary = run_eval_concurrency(arguments.spectra, arguments.latency_ms, arguments.levels)
+        print(format_eval_concurrency_report(summary))
+    elif arguments.command == "bombs":
+        from agent.bench_bombs import format_bomb_report, run_bomb_benchmark
+
+        limit = int(arguments.limit_mib * 1024 * 1024)
+        print(format_bomb_report(run_bomb_benchmark(limit, arguments.scale)))
     return 0
 
 

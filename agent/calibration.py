@@ -4,12 +4,17 @@
 - `reliability_bins` / `expected_calibration_error`: is a 0.8 confidence right 80% of the time?
 - `f1_coverage_curve`: the F1 of the automatic decisions when the least confident share of
   candidates is sent to experts instead; a team reads its threshold off this curve.
+- `fit_platt` / `PlattScaling`: a raw score turned into a calibrated P(YES).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
 
 from agent.metrics import classification_report
 
@@ -118,3 +123,52 @@ def f1_coverage_curve(
             )
         )
     return points
+
+
+# --- Platt scaling -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlattScaling:
+    """P(YES) = logistic(slope * score + intercept) (Platt 1999)."""
+
+    slope: float
+    intercept: float
+
+    def __call__(self, score: float) -> float:
+        value = self.slope * score + self.intercept
+        return 1.0 / (1.0 + math.exp(-max(min(value, 40.0), -40.0)))
+
+
+def fit_platt(
+    scores: Sequence[float], labels: Sequence[bool], *, intercept: bool = True
+) -> PlattScaling:
+    """Platt's fit of a logistic curve to raw scores, with his smoothed targets
+    ((N+ + 1)/(N+ + 2) for positives, 1/(N- + 2) for negatives) so separable data cannot drive
+    the slope to infinity. ``intercept=False`` fits the slope alone (a temperature), which
+    keeps every decision and only rescales the confidence: the choice when a task has too few
+    positives to place a threshold.
+    """
+    if len(scores) != len(labels):
+        raise ValueError("scores and labels differ in length")
+    if not scores:
+        raise ValueError("fit_platt needs at least one score")
+    x = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    positives, negatives = int(y.sum()), int((~y).sum())
+    target = np.where(y, (positives + 1.0) / (positives + 2.0), 1.0 / (negatives + 2.0))
+
+    def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
+        slope, offset = params[0], params[1] if intercept else 0.0
+        z = np.clip(slope * x + offset, -40.0, 40.0)
+        p = 1.0 / (1.0 + np.exp(-z))
+        value = float(np.sum(np.logaddexp(0.0, z) - target * z))
+        gradient = p - target
+        grad = np.array([float(np.sum(gradient * x)), float(np.sum(gradient))])
+        return value, grad if intercept else grad[:1]
+
+    start = np.array([1.0, 0.0]) if intercept else np.array([1.0])
+    result = optimize.minimize(loss, start, jac=True, method="BFGS")
+    slope = float(result.x[0])
+    offset = float(result.x[1]) if intercept else 0.0
+    return PlattScaling(slope, offset)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent import metrics
-from agent.rollout import inspect
+from agent.rollout import inspect, inspect_batch
 from agent.spectra import Spectrum
 from agent.tasks import Task, get_task
 from agent.trajectory import Trajectory
@@ -210,18 +211,23 @@ def _confidence(policy: Any) -> float | None:
 def run_sample(
     sample: EvalSample, policy: Any, *, use_tool: bool, max_tool_calls: int
 ) -> tuple[SampleResult, Trajectory]:
-    task = get_task(sample.task)
     started = time.perf_counter()
     trajectory = inspect(
         sample.spectrum,
-        task,
+        get_task(sample.task),
         policy,
         max_tool_calls=max_tool_calls,
         use_tool=use_tool,
         meta={"sample_id": sample.sample_id},
     )
-    kinds, outcomes = call_kinds_and_outcomes(trajectory, task)
-    result = SampleResult(
+    return sample_result(sample, trajectory, policy, time.perf_counter() - started), trajectory
+
+
+def sample_result(
+    sample: EvalSample, trajectory: Trajectory, policy: Any, seconds: float
+) -> SampleResult:
+    kinds, outcomes = call_kinds_and_outcomes(trajectory, get_task(sample.task))
+    return SampleResult(
         sample_id=sample.sample_id,
         task=sample.task,
         label=sample.label,
@@ -232,10 +238,34 @@ def run_sample(
         stop_reason=trajectory.stop_reason,
         call_kinds=kinds,
         call_outcomes=outcomes,
-        seconds=time.perf_counter() - started,
+        seconds=seconds,
         trajectory_id=trajectory.id,
     )
-    return result, trajectory
+
+
+def run_batch(
+    samples: Sequence[EvalSample],
+    policy: Any,
+    *,
+    use_tool: bool,
+    max_tool_calls: int,
+    keep_going: Callable[[bool], bool] | None = None,
+) -> list[tuple[SampleResult, Trajectory]]:
+    """Turn-synchronous episodes through ``policy.generate_batch`` (``agent.rollout.inspect_batch``)."""
+    started = time.perf_counter()
+    trajectories = inspect_batch(
+        [(sample.spectrum, get_task(sample.task)) for sample in samples],
+        policy,
+        max_tool_calls=max_tool_calls,
+        use_tool=use_tool,
+        metas=[{"sample_id": sample.sample_id} for sample in samples],
+        keep_going=keep_going,
+    )
+    seconds = (time.perf_counter() - started) / max(len(samples), 1)
+    return [
+        (sample_result(sample, trajectory, None, seconds), trajectory)
+        for sample, trajectory in zip(samples, trajectories, strict=True)
+    ]
 
 
 def task_report(task: Task, results: Sequence[SampleResult]) -> TaskReport:
@@ -284,18 +314,79 @@ def evaluate(
     use_tool: bool = True,
     max_tool_calls: int = 8,
     on_result: ProgressCallback | None = None,
+    batch_size: int = 1,
+    concurrency: int = 1,
 ) -> EvaluationReport:
-    """Inspect every sample with `policy` and aggregate per task and macro."""
+    """Inspect every sample with `policy` and aggregate per task and macro.
+
+    ``batch_size`` > 1 runs that many episodes turn-synchronously through the policy's
+    ``generate_batch`` (the offline vLLM and in-memory policies); ``concurrency`` > 1 runs that
+    many whole episodes at once in threads, for policies marked ``concurrent_safe`` (the
+    OpenAI-compatible one: each episode is a sequence of HTTP requests). Results keep the
+    samples' order either way.
+    """
     items = list(samples)
+    if batch_size < 1 or concurrency < 1:
+        raise ValueError(
+            f"batch_size and concurrency must be >= 1; got {batch_size}, {concurrency}"
+        )
+    if batch_size > 1 and not callable(getattr(policy, "generate_batch", None)):
+        raise ValueError(f"batch_size {batch_size} needs a policy with generate_batch")
+    if concurrency > 1 and not getattr(policy, "concurrent_safe", False):
+        raise ValueError(
+            f"concurrency {concurrency} needs a policy safe to call from several threads "
+            "(concurrent_safe); this one keeps per-episode state"
+        )
     started = time.perf_counter()
     results: list[SampleResult] = []
-    for position, sample in enumerate(items):
-        result, trajectory = run_sample(
-            sample, policy, use_tool=use_tool, max_tool_calls=max_tool_calls
-        )
+
+    def record(result: SampleResult, trajectory: Trajectory) -> None:
         results.append(result)
         if on_result is not None:
-            on_result(position + 1, len(items), result, trajectory)
+            on_result(len(results), len(items), result, trajectory)
+
+    if batch_size > 1:
+        for first in range(0, len(items), batch_size):
+            chunk = items[first : first + batch_size]
+            for result, trajectory in run_batch(
+                chunk, policy, use_tool=use_tool, max_tool_calls=max_tool_calls
+            ):
+                record(result, trajectory)
+    elif concurrency > 1:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            futures = [
+                pool.submit(
+                    run_sample, sample, policy, use_tool=use_tool, max_tool_calls=max_tool_calls
+                )
+                for sample in items
+            ]
+            for future in futures:
+                record(*future.result())
+    else:
+        for sample in items:
+            record(*run_sample(sample, policy, use_tool=use_tool, max_tool_calls=max_tool_calls))
+    return build_report(
+        results,
+        benchmark=benchmark,
+        split=split,
+        policy=policy,
+        use_tool=use_tool,
+        max_tool_calls=max_tool_calls,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def build_report(
+    results: Sequence[SampleResult],
+    *,
+    benchmark: str,
+    split: str,
+    policy: Any,
+    use_tool: bool,
+    max_tool_calls: int,
+    seconds: float,
+) -> EvaluationReport:
+    """Per-task and macro metrics of finished samples (e.g. gathered from several ranks)."""
     by_task: dict[str, list[SampleResult]] = {}
     for result in results:
         by_task.setdefault(result.task, []).append(result)
@@ -319,8 +410,8 @@ def evaluate(
         max_tool_calls=max_tool_calls,
         tasks=reports,
         macro=metrics.macro_average(classification),
-        seconds=time.perf_counter() - started,
-        samples=results,
+        seconds=seconds,
+        samples=list(results),
     )
 
 
@@ -354,3 +445,74 @@ def format_table(report: EvaluationReport) -> str:
         "   (macro over tasks)"
     )
     return "\n".join(lines)
+
+
+# --- data-parallel evaluation --------------------------------------------------------------------
+
+
+class _Lockstep:
+    """A policy wrapper for ``evaluate_shard``: each round, every rank makes the same number of
+    ``generate`` calls (padding with a throwaway prompt), so generation that holds collective
+    operations (ZeRO-3 or FSDP shards, ``synced_gpus``) stays matched across ranks."""
+
+    def __init__(
+        self, policy: Any, all_max: Callable[[int], int], dummy: list[dict[str, Any]]
+    ) -> None:
+        self.policy, self.all_max, self.dummy = policy, all_max, dummy
+
+    def info(self) -> dict[str, Any]:
+        return self.policy.info()
+
+    def generate_batch(self, conversations: list[list[dict[str, Any]]]) -> list[str]:
+        most = self.all_max(len(conversations))
+        texts = [self.policy.generate(messages) for messages in conversations]
+        for _ in range(most - len(conversations)):
+            self.policy.generate(self.dummy)
+        return texts
+
+
+DUMMY_CONVERSATION = [{"role": "user", "content": [{"type": "text", "text": "Say OK."}]}]
+
+
+def evaluate_shard(
+    samples: Sequence[EvalSample],
+    policy: Any,
+    *,
+    rank: int,
+    world_size: int,
+    all_max: Callable[[int], int],
+    gather: Callable[[list[Any]], list[list[Any]]],
+    benchmark: str,
+    split: str,
+    use_tool: bool = True,
+    max_tool_calls: int = 8,
+) -> EvaluationReport:
+    """Every rank inspects ``samples[rank::world_size]`` in lockstep and all get the report.
+
+    ``all_max(n)`` is the maximum of ``n`` over ranks and ``gather(items)`` the list of every
+    rank's items (torch.distributed on a training run, threads in tests); every rank must call
+    this function, which makes the same sequence of collective calls on each.
+    """
+    started = time.perf_counter()
+    shard = list(samples)[rank::world_size]
+    lockstep = _Lockstep(policy, all_max, DUMMY_CONVERSATION)
+    results = run_batch(
+        shard,
+        lockstep,
+        use_tool=use_tool,
+        max_tool_calls=max_tool_calls,
+        keep_going=lambda active: all_max(int(active)) > 0,
+    )
+    indexed = [
+        (rank + world_size * position, result) for position, (result, _) in enumerate(results)
+    ]
+    merged = sorted((item for part in gather(indexed) for item in part), key=lambda item: item[0])
+    return build_report(
+        [result for _, result in merged],
+        benchmark=benchmark,
+        split=split,
+        policy=policy,
+        use_tool=use_tool,
+        max_tool_calls=max_tool_calls,
+        seconds=time.perf_counter() - started,
+    )

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.resolution import RESOLVED_FACTOR
+
 C_KMS = 299_792.458
 SHADINGS = ("red", "blue")
 MIN_WINDOW_PIXELS = 3
@@ -106,10 +108,19 @@ class Measurement:
     kind: str  # "line" | "band"
     ew: float | None = None  # Angstrom, > 0 absorption, < 0 emission (lines)
     ew_error: float | None = None
-    fwhm_kms: float | None = None  # lines; None when no peak could be traced
+    fwhm_kms: float | None = None  # lines, intrinsic: the instrumental width removed in quadrature
     depth: float | None = None  # line peak depth or band depth (fraction of the continuum)
     depth_error: float | None = None  # bands
     snr: float | None = None  # median continuum S/N per pixel near the feature
+    instrumental_kms: float | None = None  # the line-spread FWHM removed from fwhm_kms
+    observed_fwhm_kms: float | None = None  # FWHM as measured, before the removal
+
+    @property
+    def resolved(self) -> bool | None:
+        """Whether the line is clearly wider than the line-spread function (None: unknown)."""
+        if self.observed_fwhm_kms is None or self.instrumental_kms is None:
+            return None
+        return self.observed_fwhm_kms >= RESOLVED_FACTOR * self.instrumental_kms
 
     @property
     def significance(self) -> float | None:
@@ -144,7 +155,14 @@ class Measurement:
                 parts.append(f"{state} EW {self.ew:+.1f} Å")
                 if sig is not None:
                     parts.append(f"{abs(sig):.1f}σ")
-            if self.fwhm_kms is not None:
+            if self.fwhm_kms is not None and self.resolved is False:
+                parts.append(f"unresolved (instrumental FWHM {self.instrumental_kms:.0f} km/s)")
+            elif self.fwhm_kms is not None and self.instrumental_kms:
+                parts.append(
+                    f"FWHM {self.fwhm_kms:.0f} km/s after removing the instrumental "
+                    f"{self.instrumental_kms:.0f} km/s"
+                )
+            elif self.fwhm_kms is not None:
                 parts.append(f"FWHM {self.fwhm_kms:.0f} km/s")
         if self.snr is not None:
             parts.append(f"S/N {self.snr:.0f}")

@@ -24,6 +24,10 @@ Rules decided here, once, so the loop, the evaluator and the reward never disagr
   ``spectral_visualization_tool``, missing or non-numeric wavelengths.
 - A turn holding both a tool call and an answer is an "answer" turn: the answer ends the
   episode and the call never runs.
+- Chat-template control tokens (``<|im_end|>``, ``<|endoftext|>``, ``<|vision_start|>``, ...) are
+  never part of a turn: ``strip_special_tokens`` removes them before parsing (and the policies
+  remove them before a turn is stored), so a served model that returns its end-of-turn token
+  does not fail every format check.
 
 All scanning is linear in the text length (one tag regex without nested quantifiers, a brace
 counter for ``\\boxed{}``, and call bodies capped at ``MAX_TOOL_CALL_CHARS``).
@@ -51,6 +55,8 @@ _TAG_ORDER = ("think", "tool_call", "answer")
 TurnKind = Literal["tool_call", "answer", "text", "invalid"]
 
 _TAG = re.compile(r"<(/?)(think|tool_call|answer)>")
+# Qwen's control tokens all look like <|name|>; a model never writes one as text.
+_SPECIAL_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>")
 _BRACE = re.compile(r"[{}]")
 _BOXED = "\\boxed{"
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -112,10 +118,22 @@ class _Block:
 # --- one turn --------------------------------------------------------------------------------
 
 
+def strip_special_tokens(text: str) -> str:
+    """``text`` without chat-template control tokens such as ``<|im_end|>``.
+
+    >>> strip_special_tokens("<think>done</think><answer>NO</answer><|im_end|> <|endoftext|>")
+    '<think>done</think><answer>NO</answer>'
+    """
+    if "<|" not in text:
+        return text
+    return _SPECIAL_TOKEN.sub("", text).rstrip()
+
+
 def parse_turn(text: str) -> ParsedTurn:
     """Parse one assistant turn. Never raises on any string; problems go to ``errors``."""
     if not isinstance(text, str):
         raise TypeError(f"parse_turn expects the assistant text as str, got {type(text).__name__}")
+    text = strip_special_tokens(text)
     if not text.strip():
         return ParsedTurn(None, None, None, ["empty turn: no <think>, <tool_call> or <answer>"])
     blocks, errors = _scan_blocks(text)

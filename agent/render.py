@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import io
 import math
+import struct
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,18 +24,48 @@ from PIL import Image, ImageDraw, ImageFont
 Colour = tuple[int, int, int]
 Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
 
-# Images are palette PNGs: everything but the data line is drawn in greyscale (anti-aliased
-# text included), then quantised to GREY_LEVELS greys; one extra palette entry is the line colour.
-# One byte per pixel and no PNG row filtering make encoding several times faster than RGB.
-GREY_LEVELS = 16
-GREY_STEP = 255 // (GREY_LEVELS - 1)
-WHITE = 255
+# Images are 4-bit palette PNGs (16 colours): a linear grey ramp for axes, grid and anti-aliased
+# text, then four blends of the line colour over white for the anti-aliased data line. Because the
+# grey ramp is linear in the palette index, text masks can be pasted straight onto index values
+# (blending indices is blending greys), and half a byte per pixel halves the PNG encoder's work.
+GREY_LEVELS = 12
+LINE_LEVELS = 4  # 2x2 supersampling gives coverage 1/4, 2/4, 3/4, 4/4
+WHITE_INDEX = GREY_LEVELS - 1
 INK = 0
-GRID_GREY = 221  # an exact level (13 * GREY_STEP), so grid lines survive quantisation unchanged
-LINE_INDEX = GREY_LEVELS
+GRID_INDEX = GREY_LEVELS - 2
+MINOR_TICK_LENGTH = 3
 LINE_COLOUR: Colour = (31, 119, 180)
-_GREY_TO_INDEX = [round(grey / GREY_STEP) for grey in range(256)]
-_PALETTE = [level * GREY_STEP for level in range(GREY_LEVELS) for _ in range(3)] + list(LINE_COLOUR)
+SUPERSAMPLE = 2
+
+
+def _grey(index: int) -> int:
+    return round(index * 255 / (GREY_LEVELS - 1))
+
+
+def _line_blend(coverage: float) -> Colour:
+    return tuple(round(255 + (c - 255) * coverage) for c in LINE_COLOUR)  # type: ignore[return-value]
+
+
+# The line's blends, lightest first; the last is LINE_COLOUR itself (full coverage).
+LINE_COLOURS: tuple[Colour, ...] = tuple(
+    _line_blend(level / LINE_LEVELS) for level in range(1, LINE_LEVELS + 1)
+)
+_PALETTE = [_grey(index) for index in range(GREY_LEVELS) for _ in range(3)] + [
+    channel for colour in LINE_COLOURS for channel in colour
+]
+# Coverage sum of a 2x2 block (0..4) to the palette index of that blend (0 means "no line").
+_COVERAGE_TO_INDEX = np.array(
+    [0] + [GREY_LEVELS - 1 + level for level in range(1, LINE_LEVELS + 1)], dtype=np.uint8
+)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RENDERER_NAME = "specvet-pillow-aa"
+RENDERER_VERSION = "2"  # bump whenever the pixels change: models are evaluated on their images
+
+
+def renderer_info(size: tuple[int, int]) -> dict[str, str | list[int]]:
+    """What drew the images, recorded with every trajectory and checkpoint lineage."""
+    return {"name": RENDERER_NAME, "version": RENDERER_VERSION, "image_size": list(size)}
+
 
 TICK_FONT_SIZE = 12
 LABEL_FONT_SIZE = 13
@@ -41,7 +73,7 @@ TITLE_FONT_SIZE = 14
 TICK_LENGTH = 5
 MAX_X_TICKS = 8
 MAX_Y_TICKS = 6
-PNG_COMPRESS_LEVEL = 3  # see agent.bench for the measurement behind this choice
+PNG_COMPRESS_LEVEL = 1  # zlib level: see agent.bench_render for the measurement behind it
 # Above this many points per plot column a window is drawn as a per-column envelope.
 DENSE_POINTS_PER_COLUMN = 2.0
 SPIKE_SMOOTH_WIDTH = 5
@@ -298,19 +330,40 @@ def _line_runs(plot: SpectrumPlot, area: PlotArea) -> list[np.ndarray]:
 # --- drawing ------------------------------------------------------------------------------------
 
 
+def minor_ticks(major: list[float], lo: float, hi: float) -> list[float]:
+    """Minor ticks as matplotlib's AutoMinorLocator places them: 4 or 5 per major step."""
+    if len(major) < 2:
+        return []
+    step = major[1] - major[0]
+    mantissa = round(step / 10.0 ** math.floor(math.log10(step) + 1e-9))
+    divisions = 4 if mantissa == 2 else 5
+    minor_step = step / divisions
+    first = math.ceil(lo / minor_step - 1e-9)
+    last = math.floor(hi / minor_step + 1e-9)
+    return [k * minor_step for k in range(first, last + 1) if k % divisions != 0]
+
+
 def _draw_axes(
     image: Image.Image, draw: ImageDraw.ImageDraw, plot: SpectrumPlot, area: PlotArea
 ) -> None:
     x_lo, x_hi = plot.x_range
     y_lo, y_hi = plot.y_range
+    x_scale = area.width / (x_hi - x_lo)
+    y_scale = area.height / (y_hi - y_lo)
     x_ticks = nice_ticks(x_lo, x_hi, MAX_X_TICKS)
     y_ticks = nice_ticks(y_lo, y_hi, MAX_Y_TICKS)
-    x_positions = [area.left + (t - x_lo) * area.width / (x_hi - x_lo) for t in x_ticks]
-    y_positions = [area.bottom - (t - y_lo) * area.height / (y_hi - y_lo) for t in y_ticks]
+    x_positions = [area.left + (t - x_lo) * x_scale for t in x_ticks]
+    y_positions = [area.bottom - (t - y_lo) * y_scale for t in y_ticks]
     for px in x_positions:
-        draw.line([(px, area.top), (px, area.bottom)], fill=GRID_GREY)
+        draw.line([(px, area.top), (px, area.bottom)], fill=GRID_INDEX)
     for py in y_positions:
-        draw.line([(area.left, py), (area.right, py)], fill=GRID_GREY)
+        draw.line([(area.left, py), (area.right, py)], fill=GRID_INDEX)
+    for t in minor_ticks(x_ticks, x_lo, x_hi):
+        px = area.left + (t - x_lo) * x_scale
+        draw.line([(px, area.bottom), (px, area.bottom + MINOR_TICK_LENGTH)], fill=INK)
+    for t in minor_ticks(y_ticks, y_lo, y_hi):
+        py = area.bottom - (t - y_lo) * y_scale
+        draw.line([(area.left - MINOR_TICK_LENGTH, py), (area.left, py)], fill=INK)
     for px, text in zip(x_positions, tick_labels(x_ticks), strict=True):
         draw.line([(px, area.bottom), (px, area.bottom + TICK_LENGTH)], fill=INK)
         _draw_text(image, (px, area.bottom + TICK_LENGTH + 3), text, TICK_FONT_SIZE, "mt")
@@ -332,6 +385,65 @@ def _draw_labels(image: Image.Image, plot: SpectrumPlot, area: PlotArea) -> None
     image.paste(INK, (4, top, 4 + mask.width, top + mask.height), mask)
 
 
+def _line_coverage(plot: SpectrumPlot, area: PlotArea) -> np.ndarray:
+    """Anti-aliased coverage of the data line over the plot area, as 2x2 supersample counts (0-4).
+
+    The line is drawn at twice the resolution and each 2x2 block is averaged, so a pixel the line
+    crosses partly gets a lighter blend instead of an all-or-nothing staircase. The array covers
+    the plot area plus one pixel on each side (strokes and clamped points may touch the frame).
+    """
+    scale = SUPERSAMPLE
+    full = scale * scale  # every stroke pixel holds this, so a block's mean is its stroke count
+    origin = np.array((area.left - 1, area.top - 1), dtype=np.float64)
+    width, height = area.width + 3, area.height + 3
+    mask = Image.new("L", (width * scale, height * scale), 0)
+    draw = ImageDraw.Draw(mask)
+    dense = np.count_nonzero(plot.good) > area.width
+    for points in _line_runs(plot, area):
+        shifted = (points - origin + 0.5) * scale
+        if len(shifted) == 1:
+            px, py = shifted[0]
+            draw.rectangle([px - scale, py - scale, px + scale, py + scale], fill=full)
+        elif dense:
+            # A 1-pixel stroke as two 1-subpixel strokes offset diagonally: the per-column
+            # envelope is mostly vertical and horizontal runs, where this matches a 2-subpixel
+            # wide line at a third of the cost of Pillow's polygon-based wide lines.
+            draw.line(shifted.ravel().tolist(), fill=full)
+            draw.line((shifted + 1.0).ravel().tolist(), fill=full)
+        else:
+            # Sparse windows get a 2-pixel stroke, about matplotlib's default line at 80 dpi.
+            draw.line(shifted.ravel().tolist(), fill=full, width=2 * scale, joint="curve")
+    return np.asarray(mask.reduce(scale))
+
+
+def _png_chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+
+def encode_indexed_png(indices: np.ndarray, palette: Sequence[int], compress_level: int) -> bytes:
+    """A 4-bit indexed PNG of ``indices`` (uint8 < 16, height x width), no row filters.
+
+    Pillow writes the same file format; packing two pixels a byte in numpy and handing zlib one
+    buffer is about twice as fast as its chunked encoder on these mostly-white images, and the
+    encoder is the largest single cost of a render (see agent.bench_render).
+    """
+    height, width = indices.shape
+    if width % 2:
+        indices = np.pad(indices, ((0, 0), (0, 1)))
+    rows = np.zeros((height, indices.shape[1] // 2 + 1), dtype=np.uint8)  # column 0: filter none
+    np.bitwise_or(indices[:, 0::2] << 4, indices[:, 1::2], out=rows[:, 1:])
+    header = struct.pack(">IIBBBBB", width, height, 4, 3, 0, 0, 0)  # 4-bit, palette colour type
+    return b"".join(
+        (
+            PNG_SIGNATURE,
+            _png_chunk(b"IHDR", header),
+            _png_chunk(b"PLTE", bytes(palette)),
+            _png_chunk(b"IDAT", zlib.compress(rows.tobytes(), compress_level)),
+            _png_chunk(b"IEND", b""),
+        )
+    )
+
+
 def render_png(
     plot: SpectrumPlot, size: tuple[int, int], *, compress_level: int = PNG_COMPRESS_LEVEL
 ) -> bytes:
@@ -343,25 +455,21 @@ def render_png(
             f"render_png needs increasing ranges; got x={plot.x_range}, y={plot.y_range}"
         )
     area = plot_area(size)
-    grey = Image.new("L", size, WHITE)
-    grey_draw = ImageDraw.Draw(grey)
-    _draw_axes(grey, grey_draw, plot, area)
-    _draw_labels(grey, plot, area)
-    image = grey.point(_GREY_TO_INDEX)
-    image.putpalette(_PALETTE)  # an "L" image becomes "P" here
-    draw = ImageDraw.Draw(image)
-    dense = np.count_nonzero(plot.good) > area.width
-    for points in _line_runs(plot, area):
-        if len(points) == 1:
-            px, py = points[0]
-            draw.rectangle([px - 1, py - 1, px + 1, py + 1], fill=LINE_INDEX)
-        elif dense:
-            draw.line(points.ravel().tolist(), fill=LINE_INDEX, width=1)
-        else:
-            # Sparse windows get a 2-pixel stroke, about matplotlib's default line at 80 dpi.
-            draw.line(points.ravel().tolist(), fill=LINE_INDEX, width=2, joint="curve")
+    # Palette indices drawn as an "L" image: the grey ramp is linear in the index.
+    canvas = Image.new("L", size, WHITE_INDEX)
+    _draw_axes(canvas, ImageDraw.Draw(canvas), plot, area)
+    _draw_labels(canvas, plot, area)
+    pixels = np.array(canvas)
+    coverage = _line_coverage(plot, area)
+    top, left = area.top - 1, area.left - 1
+    window = pixels[top : top + coverage.shape[0], left : left + coverage.shape[1]]
+    # Line indices (12-15) exceed every grey index (0-11) and no-line maps to 0: max composites.
+    np.maximum(
+        window, _COVERAGE_TO_INDEX[coverage[: window.shape[0], : window.shape[1]]], out=window
+    )
     # The frame goes on last so line points clamped onto it do not hide it.
-    draw.rectangle([area.left, area.top, area.right, area.bottom], outline=_GREY_TO_INDEX[INK])
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", compress_level=compress_level)
-    return buffer.getvalue()
+    pixels[area.top, area.left : area.right + 1] = INK
+    pixels[area.bottom, area.left : area.right + 1] = INK
+    pixels[area.top : area.bottom + 1, area.left] = INK
+    pixels[area.top : area.bottom + 1, area.right] = INK
+    return encode_indexed_png(pixels, _PALETTE, compress_level)

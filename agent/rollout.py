@@ -1,18 +1,22 @@
 """The inspection loop of paper Algorithm 1.
 
-Render I0 over the full range, then alternate: the policy writes a turn; a tool call is run (at
-most one per turn) and its image appended; an answer ends the episode. A malformed or failing
-call never crashes the episode: the policy gets an observation saying what was wrong and what
-it can do instead (the SPECTRA/DeepEyes recovery), and the trajectory records it.
+Render I0 over the full range, then alternate: the policy writes a turn and
+``agent.rollout_rules.TurnRules`` decides what follows (an answer ends the episode; any other turn
+gets one observation: the plot of its first call, the tool's refusal, or feedback on a malformed
+turn; the budget of ``max_tool_calls`` observations ends it). GRPO rollouts apply the very same
+rules (``training.environment``), so training and inference treat an output alike.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent import parsing
+from agent.render import renderer_info
+from agent.rollout_rules import TurnRules
 from agent.spectra import Spectrum
 from agent.tasks import Task, build_prompt, system_prompt
 from agent.tool import SpectralVisualizationTool
@@ -20,21 +24,12 @@ from agent.trajectory import (
     ImageRef,
     SpectrumRef,
     Step,
-    ToolResponse,
     Trajectory,
     to_messages,
 )
 
 StepCallback = Callable[[Step, Trajectory], None]
 
-# Turns that neither call the tool nor answer still cost a model call; bound them.
-EXTRA_TURNS = 4
-
-TOOL_DISABLED_TEXT = (
-    "The spectral_visualization_tool is disabled in this run. Answer from the full-range "
-    "image you already have: <answer>\\boxed{YES} or \\boxed{NO} followed by your justification"
-    "</answer>."
-)
 NO_TOOL_PROMPT_NOTE = (
     "\n\nIn this run no tool is available: reason from the image above and answer directly."
 )
@@ -53,15 +48,17 @@ def _usage(policy: Any) -> dict[str, Any]:
     return usage if isinstance(usage, dict) else {}
 
 
-def _feedback_for(parsed: parsing.ParsedTurn) -> str:
-    """An observation the model can act on after a turn the loop could not use."""
-    problems = "; ".join(parsed.errors) if parsed.errors else "no tool call and no answer found"
-    return (
-        f"Your last turn could not be used: {problems}. Continue with <think>...</think> and "
-        'either one call such as <tool_call>{"name": "spectral_visualization_tool", '
-        '"arguments": {"wavelength_range": [6500, 6650], "label": "H-alpha"}}</tool_call> '
-        "or your final <answer>\\boxed{YES} or \\boxed{NO} justification</answer>."
-    )
+@dataclass
+class Generated:
+    """What a driver sends back into an episode for one turn: the text, or the policy's error."""
+
+    text: str | None
+    seconds: float
+    usage: dict[str, Any] = field(default_factory=dict)
+    error: Exception | None = None
+
+
+Episode = Generator[list[dict[str, Any]], Generated, Trajectory]
 
 
 def inspect(
@@ -80,9 +77,107 @@ def inspect(
     With ``use_tool=False`` (the ablation of paper Table 4) the model sees I0 only and any
     tool call is answered with a notice that the tool is disabled.
     """
+    run = episode(
+        spectrum,
+        task,
+        policy,
+        max_tool_calls=max_tool_calls,
+        on_step=on_step,
+        use_tool=use_tool,
+        tool=tool,
+        meta=meta,
+    )
+    try:
+        messages = next(run)
+        while True:
+            messages = run.send(_generate_one(policy, messages))
+    except StopIteration as finished:
+        return finished.value
+
+
+def inspect_batch(
+    items: Sequence[tuple[Spectrum, Task]],
+    policy: Any,
+    *,
+    max_tool_calls: int = parsing.DEFAULT_MAX_TOOL_CALLS,
+    use_tool: bool = True,
+    metas: Sequence[dict[str, Any] | None] | None = None,
+    keep_going: Callable[[bool], bool] | None = None,
+) -> list[Trajectory]:
+    """Run several episodes turn-synchronously: each round sends every unfinished episode's
+    conversation to ``policy.generate_batch`` in one call (vLLM batches them on the GPU).
+
+    ``keep_going(local_active)`` lets data-parallel ranks run the same number of rounds (it
+    returns whether any rank still has an episode); a rank with none left still calls
+    ``generate_batch([])`` so collective operations inside generation stay matched.
+    """
+    metas = list(metas) if metas is not None else [None] * len(items)
+    runs = [
+        episode(
+            spectrum,
+            task,
+            policy,
+            max_tool_calls=max_tool_calls,
+            use_tool=use_tool,
+            meta=meta,
+            call_begin=False,
+        )
+        for (spectrum, task), meta in zip(items, metas, strict=True)
+    ]
+    results: list[Trajectory | None] = [None] * len(runs)
+    pending = {index: next(run) for index, run in enumerate(runs)}
+    while True:
+        if keep_going is not None and not keep_going(bool(pending)):
+            break
+        if keep_going is None and not pending:
+            break
+        order = sorted(pending)
+        started = time.perf_counter()
+        try:
+            texts: list[str] | None = list(policy.generate_batch([pending[i] for i in order]))
+            error = None
+        except Exception as failure:  # recorded on every episode of the round, not raised
+            texts, error = None, failure
+        seconds = (time.perf_counter() - started) / max(len(order), 1)
+        usages = list(getattr(policy, "last_batch_usage", None) or [])
+        for position, index in enumerate(order):
+            usage = usages[position] if len(usages) == len(order) else {}
+            text = texts[position] if texts is not None else None
+            try:
+                pending[index] = runs[index].send(Generated(text, seconds, usage, error))
+            except StopIteration as finished:
+                results[index] = finished.value
+                del pending[index]
+    return [result for result in results if result is not None]
+
+
+def _generate_one(policy: Inspector, messages: list[dict[str, Any]]) -> Generated:
+    started = time.perf_counter()
+    try:
+        text = policy.generate(messages)
+    except Exception as error:  # any policy failure ends the episode, recorded, not raised
+        return Generated(None, time.perf_counter() - started, error=error)
+    return Generated(text, time.perf_counter() - started, _usage(policy))
+
+
+def episode(
+    spectrum: Spectrum,
+    task: Task,
+    policy: Inspector,
+    *,
+    max_tool_calls: int = parsing.DEFAULT_MAX_TOOL_CALLS,
+    on_step: StepCallback | None = None,
+    use_tool: bool = True,
+    tool: SpectralVisualizationTool | None = None,
+    meta: dict[str, Any] | None = None,
+    call_begin: bool = True,
+) -> Episode:
+    """One episode as a generator: it yields the conversation for the next turn, receives the
+    ``Generated`` turn, and returns the trajectory (drivers: ``inspect``, ``inspect_batch``)."""
     if max_tool_calls < 0:
         raise ValueError(f"max_tool_calls must be >= 0, got {max_tool_calls}")
     tool = tool or SpectralVisualizationTool(spectrum)
+    rules = TurnRules(tool, max_tool_calls=max_tool_calls, use_tool=use_tool)
     initial = tool.render_full()
     if not initial.ok or initial.png is None:
         raise ValueError(f"cannot render {spectrum.object_id or spectrum.source}: {initial.text}")
@@ -94,48 +189,36 @@ def inspect(
         user_prompt=prompt,
         initial_image=ImageRef(initial.png, initial.wavelength_range, None),
         policy=policy.info(),
-        meta={"max_tool_calls": max_tool_calls, "use_tool": use_tool, **(meta or {})},
+        meta={
+            "max_tool_calls": max_tool_calls,
+            "use_tool": use_tool,
+            "renderer": renderer_info(tool.size),
+            **(meta or {}),
+        },
     )
-    begin = getattr(policy, "begin", None)
+    begin = getattr(policy, "begin", None) if call_begin else None
     if callable(begin):
         begin(spectrum=spectrum, task=task, use_tool=use_tool, max_tool_calls=max_tool_calls)
 
-    tool_calls = 0
-    stop_reason = "max_turns"
-    for index in range(max_tool_calls + 1 + EXTRA_TURNS):
-        started = time.perf_counter()
-        try:
-            text = policy.generate(to_messages(trajectory))
-        except Exception as error:  # any policy failure ends this episode, recorded, not raised
+    stop_reason = "tool_limit"
+    # One model call per observation plus the turn after the last one, which answers or stops.
+    for index in range(max_tool_calls + 1):
+        generated = yield to_messages(trajectory)
+        if generated.error is not None or generated.text is None:
+            error = generated.error
             trajectory.errors.append(
                 f"policy failed at turn {index}: {type(error).__name__}: {error}"
             )
             stop_reason = "policy_error"
             break
-        generate_s = time.perf_counter() - started
-        usage = _usage(policy)
-        parsed = parsing.parse_turn(text)
-
-        response: ToolResponse | None = None
-        tool_s: float | None = None
-        finished = False
-        if parsed.kind == "answer":
-            stop_reason, finished = "answer", True
-        elif parsed.tool_call is not None and parsed.tool_call.executable:
-            if not use_tool:
-                response = ToolResponse(ok=False, text=TOOL_DISABLED_TEXT)
-            elif tool_calls >= max_tool_calls:
-                stop_reason, finished = "tool_limit", True
-            else:
-                tool_started = time.perf_counter()
-                result = tool.render(
-                    parsed.tool_call.wavelength_range, label=parsed.tool_call.label
-                )
-                tool_s = time.perf_counter() - tool_started
-                response = ToolResponse.from_tool_result(result)
-                tool_calls += 1
-        else:
-            response = ToolResponse(ok=False, text=_feedback_for(parsed))
+        text, generate_s, usage = generated.text, generated.seconds, generated.usage
+        outcome = rules.respond(text)
+        parsed, response, tool_s = outcome.parsed, outcome.response, outcome.tool_s
+        finished = outcome.action != "observe"
+        if outcome.action == "answer":
+            stop_reason = "answer"
+        elif outcome.action == "stop":
+            stop_reason = "tool_limit"
 
         step = Step(
             index=index,
@@ -158,6 +241,4 @@ def inspect(
         trajectory.errors.append(
             f"stopped at the tool-call limit ({max_tool_calls}) without an answer"
         )
-    elif stop_reason == "max_turns":
-        trajectory.errors.append(f"stopped after {len(trajectory.steps)} turns without an answer")
     return trajectory

@@ -9,8 +9,8 @@ import json
 import os
 import re
 import warnings
-import zipfile
-import zlib
+from array import array as packed_array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -19,9 +19,18 @@ import numpy as np
 from astropy import units
 from astropy.io import fits
 
-
-class SpectrumFormatError(ValueError):
-    """A file or row that cannot be read as a spectrum. The message names the input and why."""
+from agent.reading import (
+    FileContent,
+    check_fits_structure,
+    check_parquet_metadata,
+    open_content,
+    over_limit,
+    read_npz,
+)
+from agent.reading import ReadLimits as ReadLimits
+from agent.reading import SpectrumFormatError as SpectrumFormatError
+from agent.reading import SpectrumTooLarge as SpectrumTooLarge
+from agent.resolution import Resolution, ResolutionError, parse_user_value, survey_default
 
 
 @dataclass
@@ -44,10 +53,14 @@ class Spectrum:
     snr: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # header keys worth keeping (JSON-safe)
     source: str = ""  # where it was read from: "path" or "path#row"
+    # instrumental line-spread FWHM; filled from the survey default or the sampling when None
+    resolution: Resolution | None = None
 
     def __post_init__(self) -> None:
         self.wavelength = np.asarray(self.wavelength, dtype=np.float64)
         self.flux = np.asarray(self.flux, dtype=np.float64)
+        if self.resolution is None and self.wavelength.size >= 2:
+            self.resolution = survey_default(self.survey, self.wavelength)
         if self.ivar is not None:
             self.ivar = np.asarray(self.ivar, dtype=np.float64)
         bad = ~np.isfinite(self.flux)
@@ -221,7 +234,6 @@ def _positive_wavelengths(values: float | np.ndarray) -> np.ndarray:
 
 # --- loading -------------------------------------------------------------------------------------
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _FITS_MAGIC = b"SIMPLE  ="
 _PARQUET_MAGIC = b"PAR1"
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -230,46 +242,53 @@ _HTML_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html)\b", re
 _XML_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*<\?xml\b", re.IGNORECASE)
 
 
-def load_spectra(path: str | os.PathLike[str]) -> list[Spectrum]:
+def load_spectra(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None
+) -> list[Spectrum]:
     """Read every spectrum in ``path``; the format is detected from the content, not the name.
 
     Supported: LAMOST (old and new layout), SDSS spec, DESI coadd, SpecVI-Bench parquet, CSV,
-    whitespace ASCII and NPZ tables; any of them gzip-compressed.
+    whitespace ASCII and NPZ tables; any of them gzip-, bzip2- or xz-compressed. Reading stays
+    within ``limits`` (default ``ReadLimits()``); past them it raises SpectrumTooLarge.
     """
     source = str(path)
-    raw = _read_content(Path(path), source)
-    if raw.startswith(_FITS_MAGIC):
-        return _load_fits(raw, source)
-    if raw.startswith(_PARQUET_MAGIC):
-        return _load_parquet(raw, source)
-    if raw.startswith(_ZIP_MAGIC):
-        return _load_npz(raw, source)
-    if _HTML_START.match(raw[:4096]):
-        raise SpectrumFormatError(
-            f"{source}: not a spectrum file: an HTML page (a web or error page saved as a file?)"
-        )
-    if _XML_START.match(raw[:4096]):
-        raise SpectrumFormatError(f"{source}: not a spectrum file: XML (VOTable is not supported)")
-    return _load_text(raw, source)
+    limits = limits or ReadLimits()
+    with open_content(Path(path), source, limits) as content:
+        head = content.head
+        if head.startswith((_FITS_MAGIC, _PARQUET_MAGIC, _ZIP_MAGIC)):
+            raw = content.read_all()
+            if raw.startswith(_FITS_MAGIC):
+                spectra = _load_fits(raw, source, limits)
+            elif raw.startswith(_PARQUET_MAGIC):
+                spectra = _load_parquet(raw, source, limits)
+            else:
+                spectra = _load_npz(raw, source, limits)
+        elif _HTML_START.match(head):
+            raise SpectrumFormatError(
+                f"{source}: not a spectrum file: an HTML page (a web or error page saved as a "
+                "file?)"
+            )
+        elif _XML_START.match(head):
+            raise SpectrumFormatError(
+                f"{source}: not a spectrum file: XML (VOTable is not supported)"
+            )
+        else:
+            spectra = _load_text(content, source, limits)
+    _check_counts(spectra, source, limits)
+    return spectra
 
 
-def _read_content(path: Path, source: str) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise SpectrumFormatError(f"{source}: no such file") from exc
-    except OSError as exc:
-        raise SpectrumFormatError(f"{source}: cannot be read ({exc.strerror or exc})") from exc
-    if not raw:
-        raise SpectrumFormatError(f"{source}: empty file, not a spectrum file")
-    if raw.startswith(_GZIP_MAGIC):
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise SpectrumFormatError(f"{source}: truncated or corrupt gzip data ({exc})") from exc
-        if not raw:
-            raise SpectrumFormatError(f"{source}: empty file (gzip holds no data)")
-    return raw
+def _check_counts(spectra: list[Spectrum], source: str, limits: ReadLimits) -> None:
+    if len(spectra) > limits.max_spectra:
+        raise over_limit(source, f"{len(spectra)} spectra in one file", limits, "max_spectra")
+    for spectrum in spectra:
+        if len(spectrum) > limits.max_pixels:
+            raise over_limit(
+                spectrum.source or source,
+                f"{len(spectrum)} pixels in one spectrum",
+                limits,
+                "max_pixels",
+            )
 
 
 def _finish(
@@ -283,6 +302,7 @@ def _finish(
     dec: float | None = None,
     snr: float | None = None,
     meta: dict[str, Any] | None = None,
+    resolution: Resolution | None = None,
 ) -> Spectrum:
     return Spectrum(
         wavelength=arrays.wavelength,
@@ -297,6 +317,7 @@ def _finish(
         snr=snr if snr is not None else _median_snr(arrays),
         meta=meta or {},
         source=source,
+        resolution=resolution,
     )
 
 
@@ -355,11 +376,17 @@ def _redshift(value: Any) -> float:
 # --- FITS ----------------------------------------------------------------------------------------
 
 
-def _load_fits(raw: bytes, source: str) -> list[Spectrum]:
+def _load_fits(raw: bytes, source: str, limits: ReadLimits) -> list[Spectrum]:
+    check_fits_structure(raw, source, limits)
     hdus = _open_fits(raw, source)
     names = [hdu.name.upper() for hdu in hdus]
     telescope = str(hdus[0].header.get("TELESCOP", "")).strip().upper()
     if "FIBERMAP" in names:
+        targets = getattr(hdus["FIBERMAP"], "data", None)
+        if targets is not None and len(targets) > limits.max_spectra:
+            raise over_limit(
+                source, f"{len(targets)} targets (FIBERMAP rows)", limits, "max_spectra"
+            )
         return _load_desi(hdus, source)
     if "COADD" in names:
         coadd = hdus["COADD"]
@@ -484,7 +511,19 @@ def _lamost_spectrum(
         dec=_finite_float(header.get("DEC")),
         snr=_lamost_snr(header),
         meta=meta,
+        resolution=_header_resolution(header, source),
     )
+
+
+def _header_resolution(header: fits.Header, source: str) -> Resolution | None:
+    """specvet's RESOLVPW key (resolving power) when present; the survey default otherwise."""
+    power = _finite_float(header.get("RESOLVPW"))
+    if power is None:
+        return None
+    try:
+        return Resolution.constant_r(power, source="file", note="RESOLVPW header key")
+    except ResolutionError as exc:
+        raise SpectrumFormatError(f"{source}: header key RESOLVPW: {exc}") from exc
 
 
 def _lamost_survey(header: fits.Header) -> str:
@@ -551,6 +590,13 @@ def _load_sdss(hdus: fits.HDUList, source: str) -> Spectrum:
     ivar = _table_column(coadd, "ivar", source) if _has_column(coadd, "ivar") else None
     and_mask = _table_column(coadd, "and_mask", source) if _has_column(coadd, "and_mask") else None
     arrays = validate_arrays(10.0**loglam, flux, ivar, source=where, mask=and_mask)
+    resolution = None
+    if _has_column(coadd, "wdisp"):
+        # wdisp is the LSF sigma in pixels of 1e-4 dex
+        wave = 10.0**loglam
+        sigma_pixels = _table_column(coadd, "wdisp", source).astype(np.float64)
+        fwhm = 2.0 * np.sqrt(2.0 * np.log(2.0)) * sigma_pixels * wave * np.log(10.0) * 1e-4
+        resolution = Resolution.from_fwhm_array(wave, fwhm, source="file", note="SDSS wdisp")
     primary = hdus[0].header
     meta = _pick(primary, _SDSS_PRIMARY_META)
     row = _sdss_specobj_row(hdus)
@@ -574,6 +620,7 @@ def _load_sdss(hdus: fits.HDUList, source: str) -> Spectrum:
         dec=_finite_float(dec),
         snr=snr,
         meta=meta,
+        resolution=resolution,
     )
 
 
@@ -705,9 +752,40 @@ def _load_desi(hdus: fits.HDUList, source: str) -> list[Spectrum]:
                 dec=_finite_float(fibermap_row.get("TARGET_DEC")),
                 snr=snr_by_target[row],
                 meta=meta,
+                resolution=_desi_resolution(hdus, arms, arm_data, row),
             )
         )
     return spectra
+
+
+def _desi_resolution(
+    hdus: fits.HDUList, arms: list[str], arm_data: dict[str, Any], row: int
+) -> Resolution | None:
+    """FWHM from the second moment of each pixel's resolution-matrix row (11 diagonals)."""
+    names = {hdu.name.upper() for hdu in hdus}
+    waves, widths = [], []
+    for arm in arms:
+        if f"{arm}_RESOLUTION" not in names:
+            continue
+        matrix = np.asarray(hdus[f"{arm}_RESOLUTION"].data, dtype=np.float64)
+        if matrix.ndim == 2:
+            matrix = matrix[np.newaxis]
+        wave = arm_data[arm][0]
+        if matrix.ndim != 3 or matrix.shape[0] <= row or matrix.shape[2] != wave.size:
+            continue
+        kernel = np.clip(matrix[row], 0.0, None)
+        offsets = np.arange(kernel.shape[0]) - kernel.shape[0] // 2
+        total = kernel.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sigma = np.sqrt((offsets[:, None] ** 2 * kernel).sum(axis=0) / total)
+        step = np.abs(np.gradient(wave)) if wave.size > 1 else np.ones(1)
+        waves.append(wave)
+        widths.append(2.0 * np.sqrt(2.0 * np.log(2.0)) * sigma * step)
+    if not waves:
+        return None
+    return Resolution.from_fwhm_array(
+        np.concatenate(waves), np.concatenate(widths), source="file", note="DESI resolution matrix"
+    )
 
 
 def _desi_arm_arrays(
@@ -766,21 +844,54 @@ _PARQUET_COLUMNS = ("data_source", "reward_model", "extra_info")
 _CREATE_KWARGS_PATH = ("tools_kwargs", "spectral_visualization_tool", "create_kwargs")
 
 
-def _load_parquet(raw: bytes, source: str) -> list[Spectrum]:
+_PARQUET_BATCH_ROWS = 16
+
+
+def _load_parquet(raw: bytes, source: str, limits: ReadLimits) -> list[Spectrum]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    errors = (pa.ArrowException, OSError, ValueError)
     try:
         parquet = pq.ParquetFile(io.BytesIO(raw))
         present = [name for name in _PARQUET_COLUMNS if name in parquet.schema_arrow.names]
-        rows = parquet.read(columns=present).to_pylist()
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        metadata = parquet.metadata
+    except errors as exc:
         raise SpectrumFormatError(f"{source}: truncated or corrupt parquet file ({exc})") from exc
     if "extra_info" not in present:
         raise SpectrumFormatError(f"{source}: parquet file has no column 'extra_info'")
-    if not rows:
+    check_parquet_metadata(metadata, present, source, limits)
+    # Batch by batch, counting what is decoded: the footer's sizes are only the file's word.
+    spectra: list[Spectrum] = []
+    decoded = 0
+    batches = parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=present)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                break
+            decoded += batch.nbytes
+            if decoded > limits.max_uncompressed_bytes:
+                raise over_limit(
+                    source,
+                    f"more than {limits.max_uncompressed_bytes} bytes of decoded columns",
+                    limits,
+                    "max_uncompressed_bytes",
+                )
+            rows = batch.to_pylist()
+        except SpectrumFormatError:
+            raise
+        except errors as exc:
+            raise SpectrumFormatError(
+                f"{source}: truncated or corrupt parquet file ({exc})"
+            ) from exc
+        if len(spectra) + len(rows) > limits.max_spectra:
+            raise over_limit(source, "more rows (spectra) than allowed", limits, "max_spectra")
+        first = len(spectra)
+        spectra.extend(_specvi_row(row, first + i, source) for i, row in enumerate(rows))
+    if not spectra:
         raise SpectrumFormatError(f"{source}: parquet file has no rows")
-    return [_specvi_row(row, index, source) for index, row in enumerate(rows)]
+    return spectra
 
 
 def _specvi_row(row: dict[str, Any], index: int, source: str) -> Spectrum:
@@ -861,7 +972,10 @@ _FRAME_KEYS = frozenset(
 )
 _DIRECTIVE_KEY = re.compile(r"[A-Za-z][\w ]*")
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\v\f\r")
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines splits
 _MAX_HEADER_CHARS = 10_000  # a table header line longer than this is not a table header
+_MAX_LINE_CHARS = 100_000  # nor is any line longer than this a table row
+_TEXT_CHUNK = 1 << 18  # characters decoded at a time
 
 
 @dataclass(frozen=True)
@@ -881,47 +995,97 @@ class _TableSettings:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def _load_text(raw: bytes, source: str) -> list[Spectrum]:
-    text = _decode_text(raw, source)
+def _load_text(content: FileContent, source: str, limits: ReadLimits) -> list[Spectrum]:
+    """A CSV or whitespace table, parsed line by line as it is decompressed."""
+    if b"\x00" in content.head:
+        raise _binary_content(source)
     settings = _TableSettings()
     comments: list[str] = []
-    rows: list[tuple[int, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    table: _TableRows | None = None
+    lines = _TextLines(content, source, chunk=min(_TEXT_CHUNK, limits.max_uncompressed_bytes // 64))
+    for number, line in lines:
         stripped = line.strip()
         if not stripped:
             continue
         if stripped.startswith("#"):
             comment = stripped.lstrip("#").strip()
-            if not rows:
+            if table is None:
                 comments.append(comment)
             _read_directive(comment, settings, source)
             continue
-        rows.append((number, stripped))
-    if not rows:
+        if table is None:
+            table = _TableRows.start(number, stripped, comments, source, limits)
+        else:
+            table.add(number, stripped)
+    if lines.control > content.count // 100:
+        raise _binary_content(source)
+    if table is None:
         raise SpectrumFormatError(f"{source}: not a spectrum file: no data rows")
-    if len(rows[0][1]) > _MAX_HEADER_CHARS:
-        raise SpectrumFormatError(
-            f"{source}: not a spectrum file: line {rows[0][0]} has {len(rows[0][1])} characters, "
-            "too long for a table header or row"
-        )
-    delimiter = "," if "," in rows[0][1] else None
-    columns, data_rows = _table_header(rows, comments, delimiter, source)
-    values = _parse_rows(data_rows, len(columns), delimiter, source)
-    arrays = {spec.role: values[:, i] for i, spec in enumerate(columns) if spec.role != "other"}
-    ignored = [spec.name for spec in columns if spec.role == "other"]
-    return [_table_spectrum(arrays, columns, settings, source, ignored)]
+    ignored = [spec.name for spec in table.columns if spec.role == "other"]
+    return [_table_spectrum(table.arrays(), table.columns, settings, source, ignored)]
 
 
-def _decode_text(raw: bytes, source: str) -> str:
-    control = len(raw) - len(raw.translate(None, _CONTROL_BYTES))
-    if b"\x00" in raw or control > len(raw) // 100:
-        raise SpectrumFormatError(
-            f"{source}: not a spectrum file: binary content is not FITS, parquet, NPZ or gzip"
+def _binary_content(source: str) -> SpectrumFormatError:
+    return SpectrumFormatError(
+        f"{source}: not a spectrum file: binary content is not FITS, parquet, NPZ or gzip"
+    )
+
+
+class _TextLines:
+    """The lines of a text file, numbered as ``str.splitlines`` numbers the whole text, read a
+    chunk at a time. UTF-8, or Latin-1 for a line that is not; a UTF-8 byte order mark (Excel's
+    "CSV UTF-8") is dropped. ``control`` counts the control characters read so far.
+    """
+
+    def __init__(self, content: FileContent, source: str, *, chunk: int) -> None:
+        self.content = content
+        self.source = source
+        self.chunk = max(chunk, 4096)
+        self.control = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        reader = io.TextIOWrapper(
+            io.BufferedReader(self.content),
+            encoding="utf-8",
+            errors="surrogateescape",
+            newline=None,
         )
+        number = 0
+        carry = ""
+        chunk = reader.read(self.chunk).removeprefix("\ufeff")
+        while True:
+            self._check(chunk)
+            text = carry + chunk
+            lines = text.splitlines()
+            carry = lines.pop() if chunk and lines and text[-1] not in _LINE_BREAKS else ""
+            if len(carry) > _MAX_LINE_CHARS or any(len(line) > _MAX_LINE_CHARS for line in lines):
+                raise SpectrumFormatError(
+                    f"{self.source}: not a spectrum file: a line has more than "
+                    f"{_MAX_LINE_CHARS} characters, too long for a table header or row"
+                )
+            if not text.isascii():
+                lines = [piece for line in lines for piece in _decoded_line(line)]
+            for line in lines:
+                number += 1
+                yield number, line
+            if not chunk:
+                return
+            chunk = reader.read(self.chunk)
+
+    def _check(self, chunk: str) -> None:
+        if "\x00" in chunk:
+            raise _binary_content(self.source)
+        raw = chunk.encode("utf-8", "surrogateescape")
+        self.control += len(raw) - len(raw.translate(None, _CONTROL_BYTES))
+
+
+def _decoded_line(line: str) -> list[str]:
+    """A line that is not UTF-8 read as Latin-1 (where NEL, 0x85, also ends a line)."""
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return line.encode("utf-8", "surrogateescape").decode("latin-1").splitlines() or [""]
+    return [line]
 
 
 def _read_directive(comment: str, settings: _TableSettings, source: str) -> None:
@@ -1058,27 +1222,97 @@ def _require_roles(specs: list[_ColumnSpec], source: str) -> None:
         raise SpectrumFormatError(f"{source}: more than one column for {repeated}")
 
 
-def _parse_rows(
-    rows: list[tuple[int, str]], width: int, delimiter: str | None, source: str
-) -> np.ndarray:
-    if not rows:
-        raise SpectrumFormatError(f"{source}: table has a header but no data rows")
-    values = np.empty((len(rows), width), dtype=np.float64)
-    for index, (number, line) in enumerate(rows):
-        tokens = _split_row(line, delimiter)
-        if len(tokens) != width:
+class _TableRows:
+    """Data rows parsed as they stream in; only the columns a spectrum uses are kept.
+
+    The kept numbers count against ``max_uncompressed_bytes`` as well as ``max_pixels``: a
+    gzipped table of short rows holds more bytes as float64 than as text.
+    """
+
+    def __init__(
+        self, columns: list[_ColumnSpec], delimiter: str | None, source: str, limits: ReadLimits
+    ) -> None:
+        self.columns = columns
+        self.width = len(columns)
+        self.delimiter = delimiter
+        self.source = source
+        self.limits = limits
+        self.kept = [i for i, spec in enumerate(columns) if spec.role != "other"]
+        self.keep_all = len(self.kept) == self.width
+        self.max_rows = min(limits.max_pixels, limits.max_uncompressed_bytes // (8 * self.width))
+        self.values = packed_array("d")  # row-major, 8 bytes a number
+        self.rows = 0
+
+    @classmethod
+    def start(
+        cls,
+        number: int,
+        first: str,
+        comments: list[str],
+        source: str,
+        limits: ReadLimits,
+    ) -> _TableRows:
+        if len(first) > _MAX_HEADER_CHARS:
             raise SpectrumFormatError(
-                f"{source}: length mismatch at line {number}: {len(tokens)} values, "
-                f"but the table has {width} columns"
+                f"{source}: not a spectrum file: line {number} has {len(first)} characters, "
+                "too long for a table header or row"
             )
-        for column, token in enumerate(tokens):
+        delimiter = "," if "," in first else None
+        columns, data_rows = _table_header([(number, first)], comments, delimiter, source)
+        table = cls(columns, delimiter, source, limits)
+        for row_number, row in data_rows:
+            table.add(row_number, row)
+        return table
+
+    def add(self, number: int, line: str) -> None:
+        if self.rows >= self.max_rows:
+            raise self._too_many()
+        tokens = line.split(self.delimiter) if self.delimiter else line.split()
+        if len(tokens) != self.width:
+            raise SpectrumFormatError(
+                f"{self.source}: length mismatch at line {number}: {len(tokens)} values, "
+                f"but the table has {self.width} columns"
+            )
+        try:
+            values = [float(token) for token in tokens]
+        except ValueError:
+            values = self._slow_values(number, tokens)
+        self.values.extend(values if self.keep_all else [values[i] for i in self.kept])
+        self.rows += 1
+
+    def _slow_values(self, number: int, tokens: list[str]) -> list[float]:
+        values = []
+        for column, raw in enumerate(tokens):
+            token = raw.strip()
             try:
-                values[index, column] = float(token) if token else np.nan
-            except ValueError as exc:
+                values.append(float(token) if token else np.nan)
+            except ValueError:
                 raise SpectrumFormatError(
-                    f"{source}: line {number}, column {column + 1}: {token!r} is not a number"
-                ) from exc
-    return values
+                    f"{self.source}: line {number}, column {column + 1}: {token!r} is not a number"
+                ) from None
+        return values
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        if not self.rows:
+            raise SpectrumFormatError(f"{self.source}: table has a header but no data rows")
+        values = np.frombuffer(self.values, dtype=np.float64).reshape(self.rows, -1)
+        return {self.columns[i].role: values[:, j] for j, i in enumerate(self.kept)}
+
+    def _too_many(self) -> SpectrumTooLarge:
+        if self.rows >= self.limits.max_pixels:
+            return over_limit(
+                self.source,
+                f"more than {self.limits.max_pixels} rows (pixels) in one spectrum",
+                self.limits,
+                "max_pixels",
+            )
+        return over_limit(
+            self.source,
+            f"more than {self.rows} rows of {self.width} numbers, more than "
+            f"{self.limits.max_uncompressed_bytes} bytes as float64",
+            self.limits,
+            "max_uncompressed_bytes",
+        )
 
 
 def _table_spectrum(
@@ -1110,7 +1344,24 @@ def _table_spectrum(
     if settings.extra:
         meta["header"] = dict(settings.extra)
     validated = validate_arrays(wavelength, arrays["flux"], ivar, source=source, mask=mask)
-    return _finish(validated, source=source, survey="table", meta=meta)
+    resolution = _directive_resolution(settings.extra, source)
+    return _finish(validated, source=source, survey="table", meta=meta, resolution=resolution)
+
+
+_RESOLUTION_KEYS = {"resolution": "", "resolving_power": "", "r": "", "fwhm": "fwhm="}
+_RESOLUTION_KEYS |= {"lsf_fwhm": "fwhm=", "instrumental_fwhm": "fwhm="}
+
+
+def _directive_resolution(extra: dict[str, str], source: str) -> Resolution | None:
+    """``# resolution: 1800`` / ``# R = 1800`` / ``# fwhm: 2.5`` (Angstrom) in a table header."""
+    for key, prefix in _RESOLUTION_KEYS.items():
+        if key in extra:
+            try:
+                parsed = parse_user_value(prefix + extra[key])
+            except ResolutionError as exc:
+                raise SpectrumFormatError(f"{source}: header directive {key!r}: {exc}") from exc
+            return Resolution(parsed.wavelength, parsed.fwhm, "file", f"table header {key}")
+    return None
 
 
 def _air_column_to_vacuum(wavelength: np.ndarray, source: str) -> np.ndarray:
@@ -1150,8 +1401,8 @@ def _angstrom_per(unit: str | None, source: str) -> float:
 # --- NPZ ---
 
 
-def _load_npz(raw: bytes, source: str) -> list[Spectrum]:
-    arrays = _npz_arrays(raw, source)
+def _load_npz(raw: bytes, source: str, limits: ReadLimits) -> list[Spectrum]:
+    arrays = _npz_arrays(raw, source, limits)
     if {"wavelength", "flux", "mask", "meta"} <= arrays.keys():
         spectrum = _spectrum_from_npz_arrays(arrays, source)
         spectrum.source = source
@@ -1184,21 +1435,9 @@ def _positional_npz_names(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     return dict(zip(("wavelength", "flux", "error"), (arrays[k] for k in positional), strict=False))
 
 
-def _npz_arrays(raw: bytes, source: str) -> dict[str, np.ndarray]:
-    try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
-            return {key: archive[key] for key in archive.files}
-    except (
-        ValueError,
-        OSError,
-        EOFError,
-        KeyError,
-        NotImplementedError,  # zipfile: unsupported version, compression or encryption
-        RuntimeError,  # zipfile: encrypted member
-        zipfile.BadZipFile,
-        zlib.error,
-    ) as exc:
-        raise SpectrumFormatError(f"{source}: not a readable NPZ archive ({exc})") from exc
+def _npz_arrays(raw: bytes, source: str, limits: ReadLimits | None) -> dict[str, np.ndarray]:
+    """The archive's arrays; ``limits=None`` for our own stored bytes (checked when uploaded)."""
+    return read_npz(raw, source, limits)
 
 
 def _npz_column(array: np.ndarray, key: str, source: str) -> np.ndarray:
@@ -1261,6 +1500,8 @@ def _lamost_primary_header(spectrum: Spectrum, extra: dict[str, Any], target: Pa
     if spectrum.snr is not None and np.isfinite(spectrum.snr):
         cards["SNRR"] = float(spectrum.snr)
     cards.update({"NORM": 0, "N_EXTEN": 2, "VACUUM": True})
+    if spectrum.resolution is not None and spectrum.resolution.source in ("file", "user"):
+        cards["RESOLVPW"] = round(spectrum.resolution.resolving_power_at(6000.0), 1)
     for key, value in extra.items():
         if not isinstance(key, str) or not _FITS_KEY.match(key):
             raise SpectrumFormatError(
@@ -1314,6 +1555,7 @@ def spectrum_to_npz_bytes(spectrum: Spectrum) -> bytes:
         "snr": spectrum.snr,
         "meta": spectrum.meta,
         "source": spectrum.source,
+        "resolution": None if spectrum.resolution is None else spectrum.resolution.as_dict(),
     }
     arrays: dict[str, np.ndarray] = {
         "wavelength": np.asarray(spectrum.wavelength, dtype=np.float64),
@@ -1331,7 +1573,7 @@ def spectrum_to_npz_bytes(spectrum: Spectrum) -> bytes:
 def spectrum_from_npz_bytes(data: bytes) -> Spectrum:
     """Inverse of :func:`spectrum_to_npz_bytes`."""
     source = "NPZ bytes"
-    arrays = _npz_arrays(data, source)
+    arrays = _npz_arrays(data, source, None)
     missing = sorted({"wavelength", "flux", "mask", "meta"} - arrays.keys())
     if missing:
         raise SpectrumFormatError(f"{source}: missing array(s) {missing}")
@@ -1361,7 +1603,19 @@ def _spectrum_from_npz_arrays(arrays: dict[str, np.ndarray], source: str) -> Spe
         snr=header.get("snr"),
         meta=dict(header.get("meta") or {}),
         source=str(header.get("source", "")),
+        resolution=_stored_resolution(header.get("resolution"), source),
     )
+
+
+def _stored_resolution(value: Any, source: str) -> Resolution | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise SpectrumFormatError(f"{source}: 'resolution' in meta must be an object")
+    try:
+        return Resolution.from_dict(value)
+    except ResolutionError as exc:
+        raise SpectrumFormatError(f"{source}: 'resolution' in meta: {exc}") from exc
 
 
 def _json_default(value: Any) -> Any:

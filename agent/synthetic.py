@@ -3,21 +3,36 @@
 No reachable package ships real optical spectra of the rare classes (data_formats.md section 2),
 so the demo and the benchmark use spectra built here. Every product says it is synthetic: the
 spectra (``survey="SpecVI-mini"``, ``meta["synthetic"]``), the FITS headers (TELESCOP, SYNTHET),
-the manifest (``"synthetic": true``) and the parquet ``data_source``.
+the manifest (``"synthetic": true``) and the parquet ``data_source``. The rendered images do not:
+the tool draws a synthetic spectrum exactly as it would draw the same arrays from a survey file.
 
 How a spectrum is made:
 
 - **Grid and instrument**: the LAMOST low-resolution grid (log10 step 1e-4 from 3699.99 A, 3908
-  pixels to 9097 A, vacuum), resolution R = 1800 as a Gaussian line-spread function in log-lambda.
+  pixels to 9097 A, vacuum). Each spectrum draws its own resolving power, log-uniform in
+  RESOLUTION_RANGE (LAMOST and SDSS spectra span about R 1200-2500), applied as a Gaussian
+  line-spread function in log-lambda and recorded in the spectrum's ``resolution``
+  (``RESOLVPW`` in the FITS header) and in the manifest.
 - **Source**: a Planck continuum (plus power laws for quasars and discs), molecular bands as
   saw-tooth optical depths (TiO/VO/ZrO/CaH sharp at the head and recovering to the red; C2 Swan
   and CN sharp on the red side and fading to the blue), atomic lines as pseudo-Voigt profiles with
   widths in km/s (instrumental width added in quadrature), double-peaked disc emission for CVs,
-  pressure-broadened merging Balmer series for DA white dwarfs, redshifted lines for quasars.
-- **Observation**: reddening and interstellar lines, a smooth flux-calibration error, telluric
-  O2 A/B and water bands, a two-arm throughput with the dichroic near 5700-5900 A (noisier, with a
-  small flux step), Poisson + sky + read noise for a S/N drawn log-uniform in 5-80, sky emission
-  residuals, cosmic-ray spikes and masked bad pixels (ivar = 0).
+  pressure-broadened merging Balmer series for DA white dwarfs, redshifted lines for quasars;
+  radial velocities of tens of km/s with a halo-like tail to a few hundred.
+- **Observation** (what the two real LAMOST files in ``shared/data/lamost`` show): reddening and
+  interstellar lines; a flux-calibration tilt; telluric O2 A/B and water bands; a two-arm
+  throughput whose blue end collapses below ~4200 A (S/N at 3750-3900 A is 2-10 % of the S/N at
+  6000-7000 A in the real files: 0.020 for the G7 star, 0.076 for the A2 star), with the dichroic
+  junction near 5700-5900 A (a throughput dip, a flux step and a calibration bump or dip);
+  Poisson + sky + read noise for a red S/N drawn log-uniform in 5-80; imperfectly subtracted sky
+  lines (5577, 5890/5896, 6300/6363 A, OH bands redward of 6800 A: scale and wavelength errors
+  leave residuals and P-Cygni-like wiggles); cosmic-ray spikes and masked bad pixels (ivar = 0).
+- **Hard negatives** (the paper's rejection sampling): for each task a weak classifier (nearest
+  class means of coarse continuum-normalised flux, fitted on a fixed set of plain draws) scores
+  each candidate negative; a negative is kept only when that classifier calls it positive (its
+  score reaches the score of the 25th-percentile positive), trying up to HARD_NEGATIVE_TRIES draws
+  and keeping the most positive-looking one if none passes. The classes therefore overlap on the
+  obvious feature and are not separable by one threshold on it.
 
 What the generator drew (the ``subtype`` and ``params``) goes to the manifest for analysis only;
 it never reaches a spectrum's ``meta`` or a FITS header, so policies cannot see it.
@@ -25,24 +40,30 @@ it never reaches a spectrum's ``meta`` or a FITS header, so policies cannot see 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import warnings
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agent.resolution import Resolution
 from agent.spectra import Spectrum, air_to_vacuum
 from agent.tasks import SPECVI_BENCH_CODES, build_prompt, get_task
 
-GENERATOR_VERSION = "specvi-mini-1.0"
+GENERATOR_VERSION = "specvi-mini-2.0"
 SURVEY = "SpecVI-mini"
 DATA_SOURCE = "specvi-mini"
 MANIFEST_NAME = "manifest.json"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 BENCH_TASKS = ("CV", "CS", "SS", "MG", "WD")
 CROSS_TASKS = ("O", "B", "A")
 SPLITS = ("train", "test")
@@ -50,11 +71,13 @@ SPLITS = ("train", "test")
 LOG10_START = 3.5682  # LAMOST COEFF0: pixel 0 at 3699.99 A
 LOG10_STEP = 1e-4  # LAMOST COEFF1
 N_PIXELS = 3908
-RESOLUTION = 1800.0
+RESOLUTION = 1800.0  # LAMOST LRS nominal; each spectrum draws its own in RESOLUTION_RANGE
+RESOLUTION_RANGE = (1200.0, 2500.0)
 C_KMS = 299_792.458
 INSTRUMENT_FWHM_KMS = C_KMS / RESOLUTION
 PIXEL_KMS = C_KMS * LOG10_STEP * math.log(10.0)
 SNR_RANGE = (5.0, 80.0)
+HARD_NEGATIVE_TRIES = 12
 
 WAVELENGTH = 10.0 ** (LOG10_START + LOG10_STEP * np.arange(N_PIXELS))
 WAVELENGTH.setflags(write=False)
@@ -205,9 +228,40 @@ def _span(low: float, high: float) -> slice:
     return slice(int(start), int(stop))
 
 
+@dataclass(frozen=True)
+class _Instrument:
+    resolving_power: float
+    fwhm_kms: float
+    kernel: np.ndarray  # the Gaussian line-spread function in pixels (constant R, log grid)
+
+
+def _instrument(resolving_power: float) -> _Instrument:
+    fwhm_kms = C_KMS / resolving_power
+    sigma = fwhm_kms * _FWHM_TO_SIGMA / PIXEL_KMS
+    offsets = np.arange(-int(math.ceil(4 * sigma)), int(math.ceil(4 * sigma)) + 1)
+    kernel = np.exp(-0.5 * (offsets / sigma) ** 2)
+    return _Instrument(resolving_power, fwhm_kms, kernel / kernel.sum())
+
+
+# The object builders deep inside a draw need the spectrum's instrument; a context variable keeps
+# it out of every signature (and is safe across threads).
+_CURRENT_INSTRUMENT: ContextVar[_Instrument] = ContextVar(
+    "specvi_mini_instrument", default=_instrument(RESOLUTION)
+)
+
+
+@contextmanager
+def _observed_with(instrument: _Instrument) -> Iterator[None]:
+    token = _CURRENT_INSTRUMENT.set(instrument)
+    try:
+        yield
+    finally:
+        _CURRENT_INSTRUMENT.reset(token)
+
+
 def _profile(centre: float, fwhm_kms: float, lorentz: float) -> tuple[slice, np.ndarray, float]:
     """Unit-peak pseudo-Voigt on the grid (instrumental width added) and its area in A."""
-    width = centre * math.hypot(fwhm_kms, INSTRUMENT_FWHM_KMS) / C_KMS
+    width = centre * math.hypot(fwhm_kms, _CURRENT_INSTRUMENT.get().fwhm_kms) / C_KMS
     reach = width * (3.0 + 40.0 * lorentz)
     window = _span(centre - reach, centre + reach)
     x2 = ((WAVELENGTH[window] - centre) / width) ** 2
@@ -218,19 +272,10 @@ def _profile(centre: float, fwhm_kms: float, lorentz: float) -> tuple[slice, np.
     return window, shape, area
 
 
-def _lsf_kernel() -> np.ndarray:
-    sigma = INSTRUMENT_FWHM_KMS * _FWHM_TO_SIGMA / PIXEL_KMS
-    offsets = np.arange(-int(math.ceil(4 * sigma)), int(math.ceil(4 * sigma)) + 1)
-    kernel = np.exp(-0.5 * (offsets / sigma) ** 2)
-    return kernel / kernel.sum()
-
-
-_LSF = _lsf_kernel()
-
-
 def _convolve_lsf(values: np.ndarray) -> np.ndarray:
-    half = _LSF.size // 2
-    return np.convolve(np.pad(values, half, mode="edge"), _LSF, mode="valid")
+    kernel = _CURRENT_INSTRUMENT.get().kernel
+    half = kernel.size // 2
+    return np.convolve(np.pad(values, half, mode="edge"), kernel, mode="valid")
 
 
 def _band_profile(head: float, length: float, *, redward: bool) -> tuple[slice, np.ndarray]:
@@ -332,7 +377,9 @@ def _doppler(velocity_kms: float) -> float:
 
 
 def _stellar_velocity(rng: np.random.Generator) -> float:
-    return float(np.clip(rng.normal(0.0, 45.0), -250.0, 250.0))
+    """Disc stars scatter by ~40 km/s; about one in seven moves like a halo star."""
+    spread = 150.0 if rng.random() < 0.15 else 40.0
+    return float(np.clip(rng.normal(0.0, spread), -450.0, 450.0))
 
 
 def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
@@ -1131,23 +1178,48 @@ def _smooth_box(low: float, high: float, edge: float) -> np.ndarray:
     return rise * fall
 
 
-_TELLURIC_A = _convolve_lsf(_unit_band_tau(7594.0, 14.0, 7630.0))
-_TELLURIC_B = _convolve_lsf(_unit_band_tau(6868.0, 18.0, 6925.0))
+_TELLURIC_A = _unit_band_tau(7594.0, 14.0, 7630.0)
+_TELLURIC_B = _unit_band_tau(6868.0, 18.0, 6925.0)
 _TELLURIC_WATER = (
     0.4 * _smooth_box(7160.0, 7340.0, 15.0)
     + 0.6 * _smooth_box(8120.0, 8350.0, 20.0)
     + 1.0 * _smooth_box(8950.0, 9300.0, 20.0)
 )
-_SKY_PROFILES = tuple((_profile(centre, 0.0, 0.0)[:2], strength) for centre, strength in SKY_LINES)
+# OH Meinel band groups in the red (vacuum A range, typical peak relative to the sky continuum);
+# the lines inside a group sit at fixed but approximate positions.
+_OH_GROUPS = (
+    (6830.0, 6980.0, 1.0),
+    (7230.0, 7420.0, 2.0),
+    (7710.0, 8010.0, 2.5),
+    (8280.0, 8550.0, 3.5),
+    (8760.0, 9060.0, 4.0),
+)
+
+
+def _oh_forest() -> tuple[tuple[float, float], ...]:
+    draw = np.random.default_rng(20270)
+    lines = []
+    for low, high, peak in _OH_GROUPS:
+        for centre in np.sort(draw.uniform(low, high, 12)):
+            lines.append((round(float(centre), 1), round(peak * float(draw.uniform(0.2, 1.0)), 2)))
+    return tuple(lines)
+
+
+SKY_EMISSION = SKY_LINES + _oh_forest()
 _SNR_PIXELS = _span(*_SNR_WINDOW)
 _READ_NOISE_VARIANCE = 20.0  # counts^2 per pixel
+# The blue end: throughput falls as a logistic of this width (A) around a per-spectrum edge, which
+# leaves 3750-3900 A with a few per cent of the red S/N, as in the real LAMOST files.
+BLUE_EDGE_RANGE = (3950.0, 4250.0)
+_BLUE_EDGE_WIDTH = 110.0
 
 
-def _throughput(dichroic: float) -> np.ndarray:
-    blue = 0.9 * np.exp(-(((WAVELENGTH - 5000.0) / 1100.0) ** 4))
+def _throughput(dichroic: float, dip_depth: float, blue_edge: float) -> np.ndarray:
+    blue = 0.3 * np.exp(-(((WAVELENGTH - 5000.0) / 1100.0) ** 4))
+    blue = blue / (1.0 + np.exp(-(WAVELENGTH - blue_edge) / _BLUE_EDGE_WIDTH))
     red = 0.85 * np.exp(-(((WAVELENGTH - 7300.0) / 1700.0) ** 4))
     red_share = 1.0 / (1.0 + np.exp(-(WAVELENGTH - dichroic) / 40.0))
-    dip = 1.0 - 0.45 * np.exp(-0.5 * ((WAVELENGTH - dichroic) / 70.0) ** 2)
+    dip = 1.0 - dip_depth * np.exp(-0.5 * ((WAVELENGTH - dichroic) / 70.0) ** 2)
     return (blue * (1.0 - red_share) + red * red_share) * dip
 
 
@@ -1175,18 +1247,23 @@ def _interstellar(rng: np.random.Generator, ebv: float) -> np.ndarray:
 def _observe(intrinsic: np.ndarray, rng: np.random.Generator, snr: float | None) -> _Observation:
     ebv = 0.3 * rng.random() ** 2
     scaled = (WAVELENGTH - 6400.0) / 2700.0
-    warp = np.exp(rng.normal(0.0, 0.05) * scaled + rng.normal(0.0, 0.04) * scaled**2)
+    tilt, curvature = rng.normal(0.0, 0.12), rng.normal(0.0, 0.06)
+    warp = np.exp(tilt * scaled + curvature * scaled**2)
     telluric = np.exp(
-        -rng.uniform(0.15, 0.6) * _TELLURIC_A
-        - rng.uniform(0.05, 0.3) * _TELLURIC_B
+        -_convolve_lsf(rng.uniform(0.15, 0.6) * _TELLURIC_A + rng.uniform(0.05, 0.3) * _TELLURIC_B)
         - rng.uniform(0.0, 0.12) * _TELLURIC_WATER
     )
     dichroic = rng.uniform(5720.0, 5880.0)
-    step = np.where(dichroic < WAVELENGTH, 1.0 + rng.normal(0.0, 0.03), 1.0)
-    source = intrinsic * _interstellar(rng, ebv) * warp * telluric * step
+    step = np.where(dichroic < WAVELENGTH, 1.0 + rng.normal(0.0, 0.04), 1.0)
+    # the two arms' calibrations meet badly: a bump or dip that is not in the star
+    junction = 1.0 + rng.normal(0.0, 0.06) * np.exp(
+        -0.5 * ((WAVELENGTH - dichroic) / rng.uniform(40.0, 120.0)) ** 2
+    )
+    source = intrinsic * _interstellar(rng, ebv) * warp * telluric * step * junction
 
     target = snr if snr is not None else _log_uniform(rng, *SNR_RANGE)
-    throughput = _throughput(dichroic)
+    blue_edge = rng.uniform(*BLUE_EDGE_RANGE)
+    throughput = _throughput(dichroic, rng.uniform(0.35, 0.7), blue_edge)
     signal = source * throughput
     sky_ratio = _log_uniform(rng, 0.05, 1.0)
     reference = float(np.median(signal[_SNR_PIXELS]))
@@ -1196,13 +1273,18 @@ def _observe(intrinsic: np.ndarray, rng: np.random.Generator, snr: float | None)
     sky = sky_ratio * counts_ref * throughput / float(np.median(throughput[_SNR_PIXELS]))
     sky *= 0.7 + 0.3 * WAVELENGTH / 6500.0
     sky_lines, residual = np.zeros(N_PIXELS), np.zeros(N_PIXELS)
-    for (window, shape), strength in _SKY_PROFILES:
+    # sky subtraction leaves a scale error common to all lines and a wavelength offset between
+    # the sky model and the object (P-Cygni-like wiggles)
+    scale_error, offset = rng.normal(0.0, 0.05), rng.normal(0.0, 0.1)
+    for centre, strength in SKY_EMISSION:
+        window, shape, _ = _profile(centre, 0.0, 0.0)
         line = sky[window] * strength * rng.uniform(0.5, 2.0) * shape
         sky_lines[window] += line
-        residual[window] += rng.normal(0.0, 0.04) * line
+        slope = np.gradient(line, WAVELENGTH[window]) if line.size > 1 else 0.0 * line
+        residual[window] += (scale_error + rng.normal(0.0, 0.03)) * line - offset * slope
     variance = np.maximum(counts, 0.0) + sky + sky_lines + _READ_NOISE_VARIANCE
     observed = counts + residual + np.sqrt(variance) * rng.standard_normal(N_PIXELS)
-    cosmics = int(rng.poisson(1.5))
+    cosmics = int(rng.poisson(2.0))
     for start in rng.integers(0, N_PIXELS - 2, cosmics):
         hit = slice(int(start), int(start) + int(rng.integers(1, 3)))
         observed[hit] += rng.uniform(5.0, 50.0) * math.sqrt(counts_ref + sky_ratio * counts_ref)
@@ -1219,7 +1301,16 @@ def _observe(intrinsic: np.ndarray, rng: np.random.Generator, snr: float | None)
     )
     good = ~mask[_SNR_PIXELS]
     measured = float(np.median((flux * np.sqrt(ivar))[_SNR_PIXELS][good])) if good.any() else 0.0
-    conditions = {"snr_target": target, "ebv": ebv, "dichroic": dichroic, "cosmic_rays": cosmics}
+    conditions = {
+        "snr_target": target,
+        "ebv": ebv,
+        "dichroic": dichroic,
+        "blue_edge": blue_edge,
+        "calibration_tilt": tilt,
+        "sky_scale_error": scale_error,
+        "sky_offset": offset,
+        "cosmic_rays": cosmics,
+    }
     return _Observation(flux, ivar, mask, measured, conditions)
 
 
@@ -1367,11 +1458,14 @@ def generate_sample(
     split: str = "train",
     subtype: str | None = None,
     snr: float | None = None,
+    resolving_power: float | None = None,
 ) -> SyntheticSample:
-    """One synthetic spectrum for ``task``: a positive (label True) or a hard negative.
+    """One synthetic spectrum for ``task``: a positive (label True) or a negative drawn from the
+    task's contaminant mix (:func:`draw_hard_negative` keeps only the confusable ones).
 
     ``subtype`` forces the kind of object (it must belong to that task and label); ``snr`` forces
-    the S/N, otherwise drawn log-uniform in SNR_RANGE.
+    the S/N, otherwise drawn log-uniform in SNR_RANGE; ``resolving_power`` forces R, otherwise
+    drawn log-uniform in RESOLUTION_RANGE.
     """
     code = _task_code(task)
     _check_split(split)
@@ -1379,6 +1473,10 @@ def generate_sample(
         raise ValueError(f"label must be True or False, got {label!r}")
     if snr is not None and not (math.isfinite(snr) and snr > 0):
         raise ValueError(f"snr must be a positive finite number, got {snr!r}")
+    if resolving_power is not None and not (
+        math.isfinite(resolving_power) and 300.0 <= resolving_power <= 20000.0
+    ):
+        raise ValueError(f"resolving_power must be in 300-20000, got {resolving_power!r}")
     mix = TASK_MIXES[code][0 if label else 1]
     if subtype is None:
         kinds, weights = zip(*mix.items(), strict=True)
@@ -1386,8 +1484,37 @@ def generate_sample(
     elif subtype not in mix:
         side = "positive" if label else "negative"
         raise ValueError(f"subtype {subtype!r} is not a {side} of task {code}; use {sorted(mix)}")
-    drawn = _KINDS[subtype](rng)
-    observation = _observe(drawn.flux, rng, snr)
+    return _make_sample(
+        code,
+        bool(label),
+        subtype,
+        rng,
+        index=index,
+        split=split,
+        snr=snr,
+        resolving_power=resolving_power,
+    )
+
+
+def _make_sample(
+    code: str,
+    label: bool,
+    subtype: str,
+    rng: np.random.Generator,
+    *,
+    index: int = 0,
+    split: str = "train",
+    snr: float | None = None,
+    resolving_power: float | None = None,
+) -> SyntheticSample:
+    power = (
+        float(resolving_power)
+        if resolving_power is not None
+        else round(_log_uniform(rng, *RESOLUTION_RANGE), 1)
+    )
+    with _observed_with(_instrument(power)):
+        drawn = _KINDS[subtype](rng)
+        observation = _observe(drawn.flux, rng, snr)
     identifier = object_id(code, split, index)
     spectrum = Spectrum(
         wavelength=WAVELENGTH.copy(),
@@ -1400,18 +1527,53 @@ def generate_sample(
         snr=round(observation.snr, 2),
         meta={"synthetic": True, "generator": GENERATOR_VERSION},
         source=f"{DATA_SOURCE}:{identifier}",
+        resolution=Resolution.constant_r(power, source="file", note="per-spectrum LSF"),
     )
-    params = _rounded(drawn.params | observation.conditions)
-    return SyntheticSample(index, code, bool(label), subtype, spectrum, split, params)
+    params = _rounded(drawn.params | observation.conditions) | {"resolving_power": power}
+    return SyntheticSample(index, code, label, subtype, spectrum, split, params)
+
+
+def draw_hard_negative(
+    task: str, *, rng: np.random.Generator, index: int = 0, split: str = "train"
+) -> SyntheticSample:
+    """A negative the task's weak classifier calls positive (the paper's rejection sampling).
+
+    The kind of contaminant is drawn from the task's negative mix first, so the mix keeps its
+    weights; then objects of that kind are drawn until one's baseline score reaches the weak
+    classifier's threshold, else the highest-scoring of HARD_NEGATIVE_TRIES is kept. The params
+    record the baseline score, whether it passed and how many draws it took.
+    """
+    code = _task_code(task)
+    baseline = _baseline(code)
+    best: tuple[float, SyntheticSample, int] | None = None
+    for draw in range(1, HARD_NEGATIVE_TRIES + 1):
+        candidate = generate_sample(code, False, rng=rng, index=index, split=split)
+        score = baseline.score(candidate.spectrum)
+        if best is None or score > best[0]:
+            best = (score, candidate, draw)
+        if score >= baseline.threshold:
+            break
+    assert best is not None
+    score, sample, draws = best
+    extra = {"baseline_score": score, "baseline_positive": score >= baseline.threshold}
+    return dataclasses.replace(sample, params=_rounded(sample.params | extra | {"draws": draws}))
 
 
 def generate_split(
-    task: str, split: str, *, n_pos: int, n_neg: int, seed: int
+    task: str,
+    split: str,
+    *,
+    n_pos: int,
+    n_neg: int,
+    seed: int,
+    hard_negatives: bool = True,
 ) -> list[SyntheticSample]:
     """``n_pos`` positives and ``n_neg`` negatives in a seeded shuffled order (index = position).
 
     Each spectrum's random stream comes from (seed, task, split, label, k), so the k-th positive
     is the same spectrum whatever the split sizes, and other splits and tasks never change.
+    Negatives are rejection-sampled (:func:`draw_hard_negative`) unless ``hard_negatives`` is
+    False, which draws them straight from the contaminant mix.
     """
     code = _task_code(task)
     _check_split(split)
@@ -1426,7 +1588,10 @@ def generate_split(
     for index, member in enumerate(permutation):
         label, k = members[int(member)]
         rng = np.random.default_rng(np.random.SeedSequence([*base, int(label), k]))
-        samples.append(generate_sample(code, label, rng=rng, index=index, split=split))
+        if label or not hard_negatives:
+            samples.append(generate_sample(code, label, rng=rng, index=index, split=split))
+        else:
+            samples.append(draw_hard_negative(code, rng=rng, index=index, split=split))
     return samples
 
 
@@ -1487,7 +1652,17 @@ def write_benchmark(
         "description": _README.strip(),
         "wavelength_frame": "vacuum",
         "grid": {"log10_start": LOG10_START, "log10_step": LOG10_STEP, "n_pixels": N_PIXELS},
-        "resolution": RESOLUTION,
+        "resolution": {
+            "per_spectrum": "resolving power drawn log-uniform, constant over the spectrum",
+            "range": list(RESOLUTION_RANGE),
+            "nominal": RESOLUTION,
+        },
+        "hard_negatives": {
+            "method": "rejection sampling against a weak classifier (nearest class means of "
+            "coarse continuum-normalised flux)",
+            "threshold": f"score of the {100 * (1 - _BASELINE_RECALL):.0f}th-percentile positive",
+            "max_draws": HARD_NEGATIVE_TRIES,
+        },
         "tasks": codes,
         "sizes": split_sizes,
         "parquet": parquet_files,
@@ -1516,6 +1691,89 @@ def load_manifest(out_dir: Path | str) -> list[dict[str, Any]]:
     if not isinstance(samples, list):
         raise ValueError(f"SpecVI-mini manifest {path}: field 'samples' must be a list")
     return samples
+
+
+# --- the weak classifier behind the hard negatives ------------------------------------------------
+
+_BASELINE_BINS = 128
+_BASELINE_BIN_STARTS = np.linspace(0, N_PIXELS, _BASELINE_BINS + 1).astype(int)[:-1]
+_BASELINE_CONTINUUM_BINS = 15
+_BASELINE_TRAIN = 32  # plain draws per class the classifier is fitted on
+_BASELINE_SEED = 20271
+_BASELINE_RECALL = 0.5  # it calls positive whatever scores like the top 75 % of positives
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """Nearest class means on coarse continuum-normalised flux: score = w . x - offset."""
+
+    weights: np.ndarray
+    offset: float
+    threshold: float
+
+    def score(self, spectrum: Spectrum) -> float:
+        shape = _coarse_shape(spectrum.flux, spectrum.ivar)
+        return float(np.sum(self.weights * shape)) - self.offset
+
+
+def baseline_score(task: str, spectrum: Spectrum) -> float:
+    """The task's weak-classifier score of a spectrum on the SpecVI-mini grid (>= the value of
+    :func:`baseline_threshold` means the weak classifier calls it positive)."""
+    if spectrum.flux.shape != (N_PIXELS,):
+        raise ValueError(f"the weak classifier needs the {N_PIXELS}-pixel SpecVI-mini grid")
+    return _baseline(_task_code(task)).score(spectrum)
+
+
+def baseline_threshold(task: str) -> float:
+    return _baseline(_task_code(task)).threshold
+
+
+def _coarse_shape(flux: np.ndarray, ivar: np.ndarray) -> np.ndarray:
+    """Flux in log-wavelength bins over a running median of neighbouring bins, minus 1: bands
+    and strong lines without the continuum slope; 0 where a bin's S/N is below 3."""
+    weight = np.add.reduceat(ivar, _BASELINE_BIN_STARTS)
+    weighted = np.add.reduceat(ivar * flux, _BASELINE_BIN_STARTS)
+    mean = weighted / np.where(weight > 0, weight, 1.0)
+    reliable = (weight > 0) & (mean * np.sqrt(weight) >= 3.0)
+    values = np.where(reliable, mean, np.nan)
+    half = _BASELINE_CONTINUUM_BINS // 2
+    windows = np.lib.stride_tricks.sliding_window_view(
+        np.pad(values, half, mode="edge"), _BASELINE_CONTINUUM_BINS
+    )
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows at a dead blue end
+        continuum = np.nanmedian(windows, axis=1)
+        shape = values / continuum - 1.0
+    usable = reliable & np.isfinite(shape) & (continuum > 0)
+    return np.clip(np.where(usable, shape, 0.0), -1.0, 1.0)
+
+
+@cache
+def _baseline(code: str) -> _Baseline:
+    """Fitted on the task's positives against an archive-like background (every kind of object
+    the generator makes that is not a positive, equally weighted), as the paper's weak
+    classifier is fitted on catalogue members against the survey archive."""
+    positive_kinds = TASK_MIXES[code][0]
+    background = [kind for kind in _KINDS if kind not in positive_kinds]
+    shapes: dict[bool, list[np.ndarray]] = {True: [], False: []}
+    for label in (True, False):
+        for k in range(_BASELINE_TRAIN):
+            key = [_BASELINE_SEED, zlib.crc32(code.encode()), int(label), k]
+            rng = np.random.default_rng(np.random.SeedSequence(key))
+            if label:
+                kinds, weights = zip(*positive_kinds.items(), strict=True)
+                kind = kinds[_weighted_choice(rng, weights)]
+            else:
+                kind = background[int(rng.integers(len(background)))]
+            spectrum = _make_sample(code, label, kind, rng).spectrum
+            shapes[label].append(_coarse_shape(spectrum.flux, spectrum.ivar))
+    positives, negatives = np.array(shapes[True]), np.array(shapes[False])
+    weights = positives.mean(axis=0) - negatives.mean(axis=0)
+    midpoint = (positives.mean(axis=0) + negatives.mean(axis=0)) / 2.0
+    offset = float(np.sum(weights * midpoint))
+    scores = np.sum(positives * weights, axis=1) - offset
+    threshold = float(np.quantile(scores, 1.0 - _BASELINE_RECALL))
+    return _Baseline(weights, offset, threshold)
 
 
 # --- helpers of the public API -------------------------------------------------------------------
@@ -1584,6 +1842,7 @@ def _manifest_entry(sample: SyntheticSample, relative: Path) -> dict[str, Any]:
         "split": sample.split,
         "index": sample.index,
         "snr": sample.spectrum.snr,
+        "resolving_power": sample.params["resolving_power"],
         "params": sample.params,
     }
 
@@ -1665,19 +1924,22 @@ _README = """
 # SpecVI-mini (SYNTHETIC)
 
 Every spectrum here is synthetic: made by specvet's SpecVI-mini generator, not observed by any
-telescope. It mimics LAMOST low-resolution spectra (log-linear vacuum grid 3700-9100 A, R~1800,
-relative flux, ivar with Poisson, sky and read noise, sky-line residuals, telluric bands, the
-dichroic region near 5700-5900 A, cosmic rays and masked bad pixels) and builds each object from
-physically motivated ingredients (Planck continua, molecular bands with the right shading,
-pseudo-Voigt lines, disc emission profiles, pressure-broadened white-dwarf Balmer lines,
-redshifted quasar lines).
+telescope. It mimics LAMOST low-resolution spectra (log-linear vacuum grid 3700-9100 A, a
+resolving power drawn per spectrum in R 1200-2500 and recorded as RESOLVPW, relative flux, ivar
+with Poisson, sky and read noise, a blue end with a few per cent of the red S/N, sky-line and OH
+residuals, telluric bands, the dichroic junction near 5700-5900 A, flux-calibration tilts, cosmic
+rays, radial velocities and masked bad pixels) and builds each object from physically motivated
+ingredients (Planck continua, molecular bands with the right shading, pseudo-Voigt lines, disc
+emission profiles, pressure-broadened white-dwarf Balmer lines, redshifted quasar lines).
 
-Each task (CV, CS, SS, MG, WD; O, B, A on request) has positives and hard negatives that an expert
-would confuse. Train splits are balanced, test splits are about 1:5 like SpecVI-Bench. Use it to
-exercise the pipeline, never to claim performance on real spectra.
+Each task (CV, CS, SS, MG, WD; O, B, A on request) has positives and hard negatives: negatives are
+rejection-sampled, keeping those a weak classifier calls positive, as in the Spec-o3 paper. Train
+splits are balanced, test splits are about 1:5 like SpecVI-Bench. Use it to exercise the
+pipeline, never to claim performance on real spectra.
 
 Files: spectra/{task}/{split}/{object_id}.fits (LAMOST new layout, TELESCOP='SpecVI-mini',
 SYNTHET=T), data/{split}_{task}.parquet (SpecVI-Bench/verl rows, data_source 'specvi-mini'),
-manifest.json (per sample: file, task, label, subtype, split, snr, generator parameters; the
-subtype and parameters are for analysis and must not be shown to a policy).
+manifest.json (per sample: file, task, label, subtype, split, snr, resolving power, generator
+parameters including the weak classifier's score; the subtype and parameters are for analysis and
+must not be shown to a policy).
 """

@@ -1,8 +1,39 @@
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+logger = logging.getLogger(__name__)
+
+
+def register_default_endpoint(**kwargs: Any) -> None:
+    """Register (or update) the model endpoint "default" from the OPENAI_* settings.
+
+    After migrate rather than at first use: every deployment runs migrate, and reads never
+    write. A bad OPENAI_BASE_URL must not stop the migration; it is logged instead.
+    """
+    from annotation import services
+
+    migrated = kwargs.get("apps")
+    try:
+        if migrated is not None:
+            migrated.get_model("annotation", "ModelEndpoint")
+    except LookupError:
+        return  # migrated back to before endpoints existed
+    try:
+        services.model_endpoint_sync_default()
+    except services.WorkflowError as error:
+        logger.warning("the OPENAI_* settings do not make a model endpoint: %s", error)
 
 
 class AnnotationConfig(AppConfig):
     name = "annotation"
     verbose_name = "specvet annotation"
+
+    def ready(self) -> None:
+        post_migrate.connect(
+            register_default_endpoint, sender=self, dispatch_uid="specvet_default_endpoint"
+        )

@@ -9,16 +9,14 @@ covers those first COUNT_CAP rows (narrow the filters, flip the sort, or export 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 from django.core.cache import cache
 from django.db.models import Exists, F, OrderBy, OuterRef, QuerySet
 
@@ -35,7 +33,9 @@ from annotation.models import (
 COUNT_CAP = 10_000
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
-EXPORT_ROW_LIMIT = 200_000  # VOTable and FITS are built in memory; CSV streams every row
+# VOTable and FITS are written chunk by chunk to a temporary file (annotation.catalog_export),
+# so this bounds disk and time, not memory: the LAMOST archive scale.
+EXPORT_ROW_LIMIT = 25_000_000
 SURVEY_CHOICES_SECONDS = 300
 
 # Sort keys the list accepts, with the direction a first click on the column header asks for.
@@ -364,6 +364,62 @@ class CatalogPage:
         return f"{self.count:,}+" if self.count_capped else f"{self.count:,}"
 
 
+@dataclass(frozen=True)
+class CatalogRowView:
+    """One list row with its numbers already formatted: the page shows 50 of these, and
+    Django's floatformat (Decimal arithmetic) cost more than the query behind them."""
+
+    detail_url: str
+    run_url: str
+    object_id: str
+    synthetic: bool
+    survey: str
+    ra: str
+    dec: str
+    task_code: str
+    verdict: str
+    confidence: str
+    snr: str
+    policy_name: str
+    expert_decision: str
+    run_id: int
+    created: str
+
+
+def _fixed(value: float | None, decimals: int) -> str:
+    return "" if value is None else f"{value:.{decimals}f}"
+
+
+def list_rows(
+    entries: Iterable[CatalogEntry], *, detail_prefix: str, list_url: str
+) -> list[CatalogRowView]:
+    """Rows for the list page; ``detail_prefix`` is the detail URL without the id."""
+    from django.utils import timezone
+
+    return [
+        CatalogRowView(
+            detail_url=f"{detail_prefix}{entry.pk}/",
+            run_url=f"{list_url}?run={entry.run_id}",
+            object_id=entry.object_id,
+            synthetic=entry.synthetic,
+            survey=entry.survey,
+            ra=_fixed(entry.ra, 5),
+            dec=_fixed(entry.dec, 5),
+            task_code=entry.task_code,
+            verdict=entry.verdict,
+            confidence=_fixed(entry.confidence, 3),
+            snr=_fixed(entry.snr, 1),
+            policy_name=entry.policy_name,
+            expert_decision=entry.expert_decision,
+            run_id=entry.run_id,
+            created=timezone.localtime(entry.created_at).strftime("%Y-%m-%d %H:%M")
+            if entry.created_at
+            else "",
+        )
+        for entry in entries
+    ]
+
+
 def page_number(raw: str | int | None) -> int:
     """A requested page number; anything unreadable is page 1 (like Paginator.get_page)."""
     try:
@@ -406,103 +462,6 @@ def _iso_utc(value: datetime | None) -> str:
 def _export_values(rows: QuerySet[CatalogEntry], limit: int | None) -> QuerySet[Any]:
     values = rows.values_list(*_SOURCES)
     return values[:limit] if limit is not None else values
-
-
-@dataclass(frozen=True)
-class CatalogTable:
-    table: Any  # astropy.table.Table
-    truncated: bool  # more rows matched than the limit
-    limit: int
-
-
-def catalog_table(rows: QuerySet[CatalogEntry], limit: int = EXPORT_ROW_LIMIT) -> CatalogTable:
-    """The matching rows (at most `limit`) as an astropy Table with units, UCDs, descriptions.
-
-    Missing floats are NaN and missing text is empty, so every column keeps one plain type.
-    """
-    from astropy.table import Column, Table
-
-    if limit < 1:
-        raise CatalogQueryError(f"limit must be at least 1; got {limit}")
-    fetched = list(_export_values(rows, limit + 1))
-    truncated = len(fetched) > limit
-    columns = list(zip(*fetched[:limit], strict=True)) or [()] * len(CATALOG_COLUMNS)
-    table = Table()
-    for column, cells in zip(CATALOG_COLUMNS, columns, strict=True):
-        meta: dict[str, str] = {"ucd": column.ucd}
-        if column.kind == "time":
-            meta["xtype"] = "timestamp"
-        table[column.name] = Column(
-            _column_array(column.kind, cells),
-            unit=column.unit if column.kind == "float" else None,
-            description=column.description,
-            meta=meta,
-        )
-    return CatalogTable(table=table, truncated=truncated, limit=limit)
-
-
-def _column_array(kind: str, cells: Sequence[Any]) -> np.ndarray:
-    if kind == "int":
-        return np.array(cells, dtype=np.int64)
-    if kind == "float":
-        return np.array([np.nan if cell is None else cell for cell in cells], dtype=np.float64)
-    if kind == "bool":
-        return np.array(cells, dtype=bool)
-    if kind == "time":
-        return np.array([_iso_utc(cell) for cell in cells] or [""], dtype=str)[: len(cells)]
-    texts = [cell or "" for cell in cells]
-    # np.array([]) of str has itemsize 0, which FITS and VOTable writers refuse.
-    return np.array(texts or [""], dtype=str)[: len(texts)]
-
-
-def votable_bytes(result: CatalogTable, *, query: str = "") -> bytes:
-    """VOTable 1.4 with FIELD units, UCDs and descriptions; QUERY_STATUS says OVERFLOW when
-    the row limit cut the result (the IVOA DALI convention).
-
-    BINARY serialization: several times faster to write than BINARY2 or TABLEDATA, and the
-    catalog needs no null flags (missing floats are NaN, missing text is empty).
-    """
-    from astropy.io.votable import from_table, writeto
-    from astropy.io.votable.tree import Info
-
-    votable = from_table(result.table)
-    resource = votable.resources[0]
-    resource.infos.append(Info(name="QUERY_STATUS", value="OVERFLOW" if result.truncated else "OK"))
-    resource.infos.append(Info(name="ROW_LIMIT", value=str(result.limit)))
-    if query:
-        resource.infos.append(Info(name="QUERY", value=query))
-    table = resource.tables[0]
-    table.name = "catalog"
-    table.format = "binary"
-    buffer = io.BytesIO()
-    writeto(votable, buffer)
-    return buffer.getvalue()
-
-
-def fits_bytes(result: CatalogTable, *, query: str = "") -> bytes:
-    """A FITS file whose first extension is the catalog (BINTABLE with TUNITn and TCOMMn)."""
-    from astropy.io import fits
-
-    table = result.table.copy(copy_data=False)
-    for column in CATALOG_COLUMNS:
-        if column.kind in ("str", "time"):
-            # FITS text is bytes; UTF-8 keeps non-ASCII ids instead of failing on them.
-            table[column.name] = np.char.encode(np.asarray(table[column.name]), "utf-8")
-            table[column.name].description = column.description
-    hdu = fits.table_to_hdu(table)
-    hdu.name = "CATALOG"
-    for number, column in enumerate(CATALOG_COLUMNS, start=1):
-        hdu.header[f"TCOMM{number}"] = column.description
-        if column.ucd:
-            hdu.header[f"TUCD{number}"] = column.ucd
-    hdu.header["ORIGIN"] = "specvet"
-    hdu.header["ROWLIMIT"] = (result.limit, "rows at most in this export")
-    hdu.header["TRUNCATD"] = (result.truncated, "True: more rows matched than ROWLIMIT")
-    if query:
-        hdu.header["HISTORY"] = f"catalog query: {query}"
-    buffer = io.BytesIO()
-    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(buffer)
-    return buffer.getvalue()
 
 
 class _Echo:

@@ -17,12 +17,15 @@ from django.http import QueryDict
 
 from agent.editing import EditedAnswer, EditedStep, EditError, edit_from_trajectory
 from agent.formats import DatasetFormatError, load_sharegpt_file
+from agent.reading import UnsafeArchive, check_zip_directory, iter_zip_member
 from agent.trajectory import Trajectory, TrajectoryFormatError
-from annotation.models import AuditVerdict, CurationState, Label, Task, VoteValue
+from annotation.models import AuditVerdict, CurationState, Label, ModelEndpoint, Task, VoteValue
 from annotation.services import ROLES
 
 MAX_EDITOR_STEPS = 20
 MAX_IMPORT_UNPACKED_BYTES = 1024 * 1024 * 1024
+MAX_IMPORT_MEMBERS = 100_000
+MAX_IMPORT_DIRECTORY_BYTES = 32 * 1024 * 1024
 ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -186,10 +189,18 @@ class CurationFilterForm(forms.Form):
 
 
 def teacher_choices() -> list[tuple[str, str]]:
+    """The rule-based inspector, then each enabled model endpoint by name (no URL is taken)."""
     choices = [("rule-based", "rule-based inspector (measures the arrays)")]
-    if settings.USE_OPENAI_POLICY:
-        choices.append(("openai", f"OpenAI-compatible model {settings.OPENAI_MODEL}"))
+    for endpoint in ModelEndpoint.objects.filter(enabled=True).order_by("name"):
+        choices.append((endpoint.name, f"model endpoint {endpoint.name} · {endpoint.model}"))
     return choices
+
+
+def teacher_spec(choice: str) -> dict[str, Any]:
+    """The draft job's teacher from a teacher choice: rule-based, or an endpoint's name."""
+    if choice == "rule-based":
+        return {"kind": "rule-based"}
+    return {"kind": "openai", "endpoint": choice}
 
 
 class DraftJobForm(forms.Form):
@@ -283,8 +294,14 @@ def _safe_member(member: zipfile.ZipInfo, name: str) -> PurePosixPath:
 
 def _read_sharegpt_zip(data: bytes, name: str, task: str | None) -> list[Trajectory]:
     try:
+        check_zip_directory(
+            data,
+            where=name,
+            max_members=MAX_IMPORT_MEMBERS,
+            max_directory_bytes=MAX_IMPORT_DIRECTORY_BYTES,
+        )
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as error:
+    except (zipfile.BadZipFile, UnsafeArchive) as error:
         raise ImportFileError(f"{name} is not a readable ZIP: {error}") from None
     with archive, tempfile.TemporaryDirectory(prefix="specvet-import-") as tmp:
         members = [member for member in archive.infolist() if not member.is_dir()]
@@ -301,11 +318,18 @@ def _read_sharegpt_zip(data: bytes, name: str, task: str | None) -> list[Traject
                 f"found {found}"
             )
         root = Path(tmp)
+        budget = MAX_IMPORT_UNPACKED_BYTES
         for member, path in zip(members, paths, strict=True):
             target = root.joinpath(*path.parts)
             target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as source, target.open("wb") as sink:
-                sink.write(source.read())
+            # Inflated chunk by chunk and counted: a member's declared size can lie.
+            try:
+                with target.open("wb") as sink:
+                    for chunk in iter_zip_member(data, member, where=name, budget=budget):
+                        sink.write(chunk)
+            except UnsafeArchive as error:
+                raise ImportFileError(str(error)) from None
+            budget -= member.file_size
         try:
             return load_sharegpt_file(root.joinpath(*json_files[0].parts), task=task)
         except (DatasetFormatError, TrajectoryFormatError) as error:

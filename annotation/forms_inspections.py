@@ -3,8 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.conf import settings
 
+from annotation.forms_endpoints import EndpointChoiceField
 from annotation.forms_training import CheckpointChoiceField
 from annotation.models import Label, PolicyCheckpoint, Task
 
@@ -12,7 +12,7 @@ POLICY_CHOICES = [
     ("rule-based", "Rule-based inspector (measures the arrays)"),
     ("checkpoint", "Registered checkpoint (trained in specvet; lineage shown)"),
     ("transformers", "Local checkpoint (Hugging Face Qwen2.5-VL)"),
-    ("openai", "OpenAI-compatible endpoint (vLLM, SGLang, hosted)"),
+    ("openai", "Registered model endpoint (vLLM, SGLang, hosted)"),
 ]
 
 
@@ -37,8 +37,7 @@ class InspectionRunForm(forms.Form):
         help_text="name · stage · dataset version · base model · settings",
     )
     model_path = forms.CharField(max_length=500, required=False, help_text="checkpoint folder")
-    base_url = forms.URLField(required=False, assume_scheme="http")
-    model = forms.CharField(max_length=200, required=False)
+    endpoint = EndpointChoiceField(required=False)
     temperature = forms.FloatField(min_value=0.0, max_value=2.0, initial=0.0)
     rollouts = forms.IntegerField(min_value=1, max_value=16, initial=1)
     max_tool_calls = forms.IntegerField(min_value=0, max_value=16, initial=8)
@@ -51,10 +50,8 @@ class InspectionRunForm(forms.Form):
             self.add_error("checkpoint", "choose one of the registered checkpoints")
         if policy == "transformers" and not data.get("model_path"):
             self.add_error("model_path", "a local checkpoint needs its folder")
-        if policy == "openai" and not (data.get("base_url") or settings.OPENAI_BASE_URL):
-            self.add_error("base_url", "an OpenAI-compatible endpoint needs its base URL")
-        if policy == "openai" and not (data.get("model") or settings.OPENAI_MODEL):
-            self.add_error("model", "name the model served at the endpoint")
+        if policy == "openai" and not data.get("endpoint"):
+            self.add_error("endpoint", "choose one of the registered model endpoints")
         if data.get("rollouts", 1) > 1 and policy == "rule-based":
             self.add_error("rollouts", "the rule-based inspector is deterministic; use one rollout")
         return data
@@ -67,8 +64,7 @@ class InspectionRunForm(forms.Form):
         if data["policy"] == "transformers":
             spec["model_path"] = data["model_path"]
         if data["policy"] == "openai":
-            spec["base_url"] = data["base_url"] or settings.OPENAI_BASE_URL
-            spec["model"] = data["model"] or settings.OPENAI_MODEL
+            spec["endpoint"] = data["endpoint"].name
         return spec
 
     def sampling(self) -> dict[str, Any]:

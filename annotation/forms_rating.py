@@ -5,19 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib.auth import get_user_model
 
 from agent.agreement import RUBRIC
 from agent.judges import JUDGE_RUBRIC_PROMPT
 from annotation import selectors
+from annotation.forms_endpoints import EndpointChoiceField
 from annotation.models import InspectionRun, Judge, PairOutcome
+from annotation.roles import Role, users_holding
 
 
 class CampaignForm(forms.Form):
     name = forms.CharField(max_length=120)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     raters = forms.ModelMultipleChoiceField(
-        queryset=get_user_model().objects.filter(is_active=True).order_by("username"),
+        queryset=users_holding(Role.RATER).order_by("username"),
+        help_text="accounts with the rater role (staff grant it on the Roles page)",
         widget=forms.SelectMultiple(attrs={"size": 8}),
     )
     raters_per_item = forms.IntegerField(min_value=1, max_value=50, initial=2)
@@ -46,6 +48,28 @@ class CampaignForm(forms.Form):
     seed = forms.IntegerField(
         min_value=0, max_value=2**62, required=False, help_text="empty: drawn at random"
     )
+
+    # The page's fieldsets, by exact field name (each field appears in exactly one).
+    FIELDSETS: dict[str, tuple[str, ...]] = {
+        "campaign": ("name", "description", "raters", "raters_per_item", "seed"),
+        "trajectories": ("runs", "rollouts_per_run", "curations"),
+        "pairwise": ("pair_run_a", "pair_run_b", "raters_per_pair"),
+    }
+
+    def fieldset(self, name: str) -> list[forms.BoundField]:
+        return [self[field] for field in self.FIELDSETS[name]]
+
+    @property
+    def campaign_fields(self) -> list[forms.BoundField]:
+        return self.fieldset("campaign")
+
+    @property
+    def trajectory_fields(self) -> list[forms.BoundField]:
+        return self.fieldset("trajectories")
+
+    @property
+    def pairwise_fields(self) -> list[forms.BoundField]:
+        return self.fieldset("pairwise")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -84,10 +108,9 @@ class PairForm(forms.Form):
 
 class JudgeForm(forms.Form):
     name = forms.CharField(max_length=80)
-    base_url = forms.URLField(
-        assume_scheme="http", help_text="OpenAI-compatible endpoint, e.g. http://gpu-1:8000/v1"
+    endpoint = EndpointChoiceField(
+        help_text="a registered model endpoint; it decides the model and gets its own key"
     )
-    model = forms.CharField(max_length=200)
     prompt = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 18}),
         initial=JUDGE_RUBRIC_PROMPT,

@@ -105,22 +105,18 @@ class OutageWatch:
 
 
 def teacher_policy(spec: dict[str, Any]) -> Any:
-    """Build the teacher: an OpenAI-compatible model when configured, else the rule-based one."""
-    from django.conf import settings
+    """Build the teacher: a registered model endpoint (``{"kind": "openai", "endpoint": NAME}``,
+    the "default" one when none is named) or the rule-based inspector.
 
+    Only the endpoint's own URL and key are used; a URL or key in the spec is never read.
+    """
     from agent.policies import build_policy
+    from annotation import endpoints
 
-    kind = spec.get("kind") or ("openai" if settings.USE_OPENAI_POLICY else "rule-based")
+    kind = spec.get("kind") or ("openai" if spec.get("endpoint") else "rule-based")
     if kind == "openai":
-        return build_policy(
-            {
-                **spec,  # timeout, max_retries, backoff, sampling when the job sets them
-                "kind": "openai",
-                "base_url": spec.get("base_url") or settings.OPENAI_BASE_URL,
-                "model": spec.get("model") or settings.OPENAI_MODEL,
-                "api_key": settings.OPENAI_API_KEY or None,
-            }
-        )
+        endpoint = endpoints.find_usable(spec.get("endpoint") or endpoints.DEFAULT_ENDPOINT)
+        return endpoints.endpoint_policy(endpoint, options=spec, sampling=spec.get("sampling"))
     return build_policy({**spec, "kind": kind})
 
 
@@ -244,18 +240,28 @@ def standardize_with_llm(trajectory: Any, policy: Any) -> Any:
     return standardize(rewritten)
 
 
+def standardizer_policy(params: dict[str, Any]) -> Any:
+    from annotation import endpoints
+    from annotation.models import ModelEndpoint
+
+    if not params.get("use_llm", True):
+        return None
+    if params.get("endpoint"):
+        return endpoints.endpoint_policy(endpoints.find_usable(params["endpoint"]))
+    default = ModelEndpoint.objects.filter(name=endpoints.DEFAULT_ENDPOINT, enabled=True).first()
+    return endpoints.endpoint_policy(default) if default is not None else None
+
+
 @runner("standardize")
 def run_standardize(job: Job) -> dict[str, Any]:
-    """Standardize approved trajectories: the LLM when configured, else the normalizer."""
-    from django.conf import settings
-
+    """Standardize approved trajectories: with the LLM of a model endpoint (``endpoint`` in the
+    params, else "default" when it is registered and enabled), else with the normalizer."""
     from agent.editing import standardize
     from annotation.models import Curation, CurationState
 
     ids = list(job.params["curation_ids"])
     services.job_set_total(job_id=job.pk, total=len(ids))
-    use_llm = bool(job.params.get("use_llm", settings.USE_OPENAI_POLICY))
-    policy = teacher_policy({"kind": "openai"}) if use_llm else None
+    policy = standardizer_policy(job.params)
     failures = []
     for curation_id in ids:
         curation = Curation.objects.get(pk=curation_id)
@@ -295,20 +301,34 @@ _policies: dict[str, Any] = {}
 
 
 def policy_for(spec: dict[str, Any], sampling: dict[str, Any] | None = None) -> Any:
-    """A policy per worker process and spec (loading a checkpoint once, not per candidate)."""
+    """A policy per worker process and spec (loading a checkpoint once, not per candidate).
+
+    An ``openai`` spec names its endpoint; the endpoint is looked up (and must be enabled) on
+    every call, and its current URL and key decide which cached policy is used.
+    """
     import json
 
-    from django.conf import settings
-
     from agent.policies import build_policy
+    from annotation import endpoints
 
+    if spec["kind"] == "openai":
+        if not spec.get("endpoint"):
+            raise endpoints.EndpointError(
+                "this run names no registered model endpoint; start a new run with one"
+            )
+        endpoint = endpoints.find_usable(spec["endpoint"])
+        api_key = endpoints.api_key(endpoint)
+        key = json.dumps(
+            [spec, sampling or {}, endpoints.fingerprint(endpoint, api_key)], sort_keys=True
+        )
+        if key not in _policies:
+            _policies[key] = endpoints.endpoint_policy(
+                endpoint, options=spec, sampling=sampling, key=api_key
+            )
+        return _policies[key]
     key = json.dumps([spec, sampling or {}], sort_keys=True)
     if key not in _policies:
         full = dict(spec)
-        if full["kind"] == "openai":
-            full.setdefault("base_url", settings.OPENAI_BASE_URL)
-            full.setdefault("model", settings.OPENAI_MODEL)
-            full["api_key"] = settings.OPENAI_API_KEY or None
         if sampling and full["kind"] != "rule-based":
             full["sampling"] = sampling
         _policies[key] = build_policy(full)
@@ -388,18 +408,15 @@ def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
 
 
 def judge_policy(judge: Any) -> Any:
-    from django.conf import settings
+    """The judge's endpoint, with that endpoint's own key; ``judge.base_url`` is provenance."""
+    from annotation import endpoints
 
-    from agent.policies import build_policy
-
-    return build_policy(
-        {
-            "kind": "openai",
-            "base_url": judge.base_url,
-            "model": judge.model,
-            "api_key": settings.OPENAI_API_KEY or None,
-            "sampling": {"temperature": 0.0, "max_new_tokens": 1024},
-        }
+    if judge.endpoint is None:
+        raise endpoints.EndpointError(
+            f"judge {judge.name} has no registered model endpoint; add a judge with one"
+        )
+    return endpoints.endpoint_policy(
+        judge.endpoint, sampling={"temperature": 0.0, "max_new_tokens": 1024}
     )
 
 
@@ -415,7 +432,7 @@ def run_judge(job: Job) -> dict[str, Any]:
     from annotation.models import CampaignItem, Judge, JudgeScore
     from annotation.selectors import task_value
 
-    judge = Judge.objects.get(pk=job.params["judge_id"])
+    judge = Judge.objects.select_related("endpoint").get(pk=job.params["judge_id"])
     items = list(
         CampaignItem.objects.filter(campaign_id=job.params["campaign_id"]).select_related("task")
     )

@@ -101,8 +101,22 @@ class Spectrum(models.Model):
         return f"{self.survey} {self.object_id}"
 
 
+class AuditLogQuerySet(models.QuerySet["AuditLog"]):
+    def update(self, **kwargs: Any) -> int:
+        raise ValueError("audit log entries are append-only")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit log entries are append-only")
+
+
 class AuditLog(models.Model):
-    """Append-only record of every state change: who, when, what, from which state to which."""
+    """Append-only record of every decision: who, when, what, from which state to which.
+
+    The object is referenced by model name and primary key, never by a foreign key, so no
+    cascade ever reaches this table. The actor is PROTECT (not SET_NULL, which would update
+    rows): a user with history cannot be deleted, only deactivated. On PostgreSQL a trigger
+    refuses UPDATE and DELETE as well (migration 0011).
+    """
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
@@ -116,9 +130,17 @@ class AuditLog(models.Model):
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
+    objects = AuditLogQuerySet.as_manager()
+
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["object_type", "object_pk"])]
+        indexes = [
+            models.Index(fields=["object_type", "object_pk"]),
+            models.Index(fields=["action", "id"], name="auditlog_action"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.action} on {self.object_type} {self.object_pk}"
 
     def save(self, *args: object, **kwargs: object) -> None:
         if self.pk is not None:
@@ -373,6 +395,48 @@ class DatasetExport(models.Model):
         ordering = ["-version"]
 
 
+# --- model endpoints ---------------------------------------------------------------------------
+
+
+class ModelEndpoint(models.Model):
+    """An OpenAI-compatible model server that staff registered: the only place a model call goes.
+
+    The credential is a reference (an environment variable's name or a secret file's path),
+    resolved when a call is made, so a key is only ever sent to the endpoint that names it and
+    never stored in the database. Endpoints are disabled, never deleted: runs and judges keep
+    pointing at the one they used.
+    """
+
+    name = models.CharField(max_length=60, unique=True)
+    base_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    credential_env = models.CharField(
+        max_length=100, blank=True, help_text="environment variable holding the API key"
+    )
+    credential_file = models.CharField(
+        max_length=500, blank=True, help_text="secret file holding the API key"
+    )
+    timeout = models.FloatField(default=60.0, help_text="seconds per request")
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def credential_kind(self) -> str:
+        if self.credential_env:
+            return "env"
+        return "file" if self.credential_file else "none"
+
+
 # --- inspection runs, catalog and triage --------------------------------------------------------
 
 
@@ -383,6 +447,10 @@ class InspectionRun(models.Model):
     task = models.ForeignKey(Task, on_delete=models.PROTECT)
     policy_spec = models.JSONField()  # {"kind": "rule-based" | "transformers" | "openai", ...}
     policy_info = models.JSONField(default=dict, blank=True)  # what the policy reported
+    # kind "openai" only; policy_spec keeps the endpoint's name and model as they were.
+    endpoint = models.ForeignKey(
+        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     sampling = models.JSONField(default=dict, blank=True)
     rollouts = models.PositiveSmallIntegerField(default=1)  # per candidate (self-consistency)
     max_tool_calls = models.PositiveSmallIntegerField(default=8)
@@ -641,10 +709,15 @@ class PairJudgement(models.Model):
 
 
 class Judge(models.Model):
-    """An LLM judge: an OpenAI-compatible endpoint, a model and a rubric prompt."""
+    """An LLM judge: a registered model endpoint and a rubric prompt."""
 
     name = models.CharField(max_length=80, unique=True)
-    base_url = models.URLField()
+    # Null only for a judge whose endpoint went missing; calls always go to this endpoint.
+    endpoint = models.ForeignKey(
+        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="judges"
+    )
+    # Provenance snapshots taken at creation; never used to make a call.
+    base_url = models.CharField(max_length=500, blank=True)
     model = models.CharField(max_length=200)
     prompt = models.TextField(help_text="The rubric prompt (paper Table 7)")
     include_images = models.BooleanField(default=True)

@@ -8,8 +8,11 @@ workflows (nobody audits their own revision, ...) apply to every role, staff inc
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q, QuerySet
 
 
 class Role(StrEnum):
@@ -31,7 +34,10 @@ def user_roles(user: AbstractBaseUser | AnonymousUser | None) -> frozenset[Role]
         return frozenset(Role)
     cached = getattr(user, "_specvet_roles", None)
     if cached is None:
-        names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
+        if "groups" in getattr(user, "_prefetched_objects_cache", {}):
+            names = {group.name for group in user.groups.all()}  # type: ignore[attr-defined]
+        else:
+            names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
         cached = frozenset(role for role in GROUP_ROLES if role.value in names)
         if getattr(user, "is_staff", False):
             cached = cached | {Role.STAFF}
@@ -48,3 +54,28 @@ def forget_roles(user: AbstractBaseUser) -> None:
     """Drop the per-request cache after the user's groups changed."""
     if hasattr(user, "_specvet_roles"):
         del user._specvet_roles  # type: ignore[attr-defined]
+
+
+def parse_role(text: str) -> Role:
+    """A role from its name (``ml_engineer``, ``ML engineer`` and ``ml-engineer`` alike)."""
+    key = text.strip().lower().replace("-", "_").replace(" ", "_")
+    try:
+        return Role(key)
+    except ValueError:
+        names = ", ".join(role.value for role in Role)
+        raise ValueError(f"no role {text!r}; the roles are {names}") from None
+
+
+def users_holding(role: Role) -> QuerySet[Any]:
+    """Active accounts that hold ``role`` (superusers hold them all)."""
+    users = get_user_model().objects.filter(is_active=True)
+    held = Q(is_superuser=True) | (
+        Q(is_staff=True) if role == Role.STAFF else Q(groups__name=role.value)
+    )
+    return users.filter(held).distinct()
+
+
+def accounts_with_roles(query: str = "") -> QuerySet[Any]:
+    """Accounts by username (``query``: part of it), their groups loaded for ``user_roles``."""
+    users = get_user_model().objects.order_by("username").prefetch_related("groups")
+    return users.filter(username__icontains=query) if query else users

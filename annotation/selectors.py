@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,18 +13,23 @@ from typing import Any
 import numpy as np
 import yaml
 from django.conf import settings
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, TextField
+from django.db.models.functions import Cast
+from django.urls import reverse
 
 from agent import tasks as agent_tasks
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import spectrum_from_npz_bytes
 from agent.tool import SpectralVisualizationTool, ToolResult
 from agent.trajectory import Trajectory
+from annotation import charts
 from annotation.models import (
     Audit,
     AuditLog,
+    CampaignItem,
     Candidate,
     CandidateState,
+    CatalogEntry,
     Curation,
     CurationState,
     InspectionRun,
@@ -33,13 +39,16 @@ from annotation.models import (
     PolicyCheckpoint,
     RatingAssignment,
     RatingCampaign,
+    Rollout,
     Spectrum,
     Task,
     TrainingMetric,
     TrainingRun,
     TrajectoryVersion,
+    VersionKind,
     Vote,
 )
+from annotation.roles import Role, user_roles
 
 
 @dataclass(frozen=True)
@@ -158,27 +167,48 @@ def _plot_values(values: np.ndarray) -> list[float | None]:
     return _finite_or_none(values)
 
 
-def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
-    """What the interactive plot needs: rest-frame arrays with gaps, error band, markers."""
+def spectrum_plot_arrays(row: Spectrum) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Rest-frame wavelength, flux with NaN in the masked pixels, and the 1σ error (or None)."""
     value = spectrum_value(row)
-    wave = value.rest_wavelength
     flux = np.where(value.good, value.flux, np.nan)
     error: np.ndarray | None = None
     if value.ivar is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
             error = np.where(value.good & (value.ivar > 0), 1.0 / np.sqrt(value.ivar), np.nan)
-    windows = task.windows if task is not None else []
+    return np.asarray(value.rest_wavelength, dtype=float), flux, error
+
+
+def _plot_series(
+    wave: np.ndarray, flux: np.ndarray, error: np.ndarray | None, max_points: int
+) -> dict[str, Any]:
+    thinned = charts.thin_spectrum(wavelength=wave, flux=flux, error=error, max_points=max_points)
+    lower, upper = thinned["lower"], thinned["upper"]
     return {
+        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "flux": _plot_values(thinned["flux"]),
+        "lower": _plot_values(lower) if lower is not None else None,
+        "upper": _plot_values(upper) if upper is not None else None,
+        "n_pixels": thinned["n_pixels"],
+        "decimated": thinned["decimated"],
+    }
+
+
+def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
+    """What the interactive plot needs: rest-frame arrays with gaps, error band, markers.
+
+    A spectrum of more than SPECTRUM_PLOT_MAX_POINTS pixels is thinned (charts.min_max_indices);
+    the plot then asks `zoom_url` for the pixels of the range it is zoomed to.
+    """
+    wave, flux, error = spectrum_plot_arrays(row)
+    windows = task.windows if task is not None else []
+    data = {
         "object_id": row.object_id,
         "rest_frame": bool(row.redshift),
         "redshift": row.redshift,
-        "wavelength": [round(w, 3) for w in np.asarray(wave, dtype=float).tolist()],
-        "flux": _plot_values(flux),
-        "lower": _plot_values(flux - error) if error is not None else None,
-        "upper": _plot_values(flux + error) if error is not None else None,
+        **_plot_series(wave, flux, error, settings.SPECTRUM_PLOT_MAX_POINTS),
         "windows": [
             {
-                "name": window["name"],
+                "name": charts.plotly_text(window["name"]),
                 "range": window["rest_range"],
                 "lines": window.get("lines", []),
                 "kind": window.get("kind", ""),
@@ -186,6 +216,24 @@ def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
             for window in windows
         ],
     }
+    if data["decimated"]:
+        data["zoom_url"] = reverse("api_spectrum_plot", args=[row.pk])
+    return data
+
+
+def spectrum_plot_window(
+    *, row: Spectrum, lo: float | None, hi: float | None, max_points: int
+) -> dict[str, Any]:
+    """The pixels with rest wavelength in [lo, hi], thinned like the page's to max_points."""
+    wave, flux, error = spectrum_plot_arrays(row)
+    inside = np.ones(wave.shape, dtype=bool)
+    if lo is not None:
+        inside &= wave >= lo
+    if hi is not None:
+        inside &= wave <= hi
+    return _plot_series(
+        wave[inside], flux[inside], error[inside] if error is not None else None, max_points
+    )
 
 
 # --- curation --------------------------------------------------------------------------------
@@ -193,11 +241,16 @@ def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
 
 def curation_queues(*, user: Any) -> dict[str, QuerySet[Curation]]:
     """What is waiting for this expert, by stage (the "My work" page)."""
-    base = Curation.objects.select_related("task", "spectrum", "reviser")
+    base = curations_visible_to(
+        user=user, rows=Curation.objects.select_related("task", "spectrum", "reviser")
+    )
     audited_this_round = Audit.objects.filter(
         curation=OuterRef("pk"), round=OuterRef("audit_round"), auditor=user
     )
     voted = Vote.objects.filter(curation=OuterRef("pk"), voter=user)
+    wrote_revision = TrajectoryVersion.objects.filter(
+        curation=OuterRef("pk"), kind=VersionKind.REVISION, author=user
+    )
     return {
         "screening": base.filter(state=CurationState.SCREENING),
         "revise": base.filter(
@@ -211,7 +264,9 @@ def curation_queues(*, user: Any) -> dict[str, QuerySet[Curation]]:
         .filter(Q(auditor_1__isnull=True) | Q(auditor_2__isnull=True))
         .exclude(reviser=user)
         .exclude(auditor_1=user)
-        .exclude(auditor_2=user),
+        .exclude(auditor_2=user)
+        .exclude(Exists(audited_this_round))
+        .exclude(Exists(wrote_revision)),
         "vote": base.filter(state=CurationState.IN_VOTE)
         .filter(Q(reviser=user) | Q(auditor_1=user) | Q(auditor_2=user))
         .exclude(Exists(voted)),
@@ -237,16 +292,50 @@ def head_version(curation: Curation) -> TrajectoryVersion:
     return curation.versions.get(number=curation.head_number)
 
 
-def audits_visible_to(*, curation: Curation, user: Any) -> list[Audit]:
-    """Audits this user may see: their own always; others' once both of that round are in.
+def revision_authors(curation: Curation) -> set[int]:
+    """Everyone who wrote a revision of this trajectory; none of them may audit it."""
+    return set(
+        curation.versions.filter(kind=VersionKind.REVISION, author__isnull=False).values_list(
+            "author_id", flat=True
+        )
+    )
 
-    Auditors never see each other's verdict before both are in (independent audits).
+
+def deciding_audits(curation: Curation) -> list[Audit]:
+    """The audits that decide the current round: each current auditor's latest on the head.
+
+    An audit counts only while its author holds an auditor slot, and never when the author is
+    the reviser or wrote a revision, so separation of duties survives reassignment: a freed
+    auditor's verdict stays on record but stops counting, even if they become the reviser.
+    """
+    excluded = revision_authors(curation) | {curation.reviser_id}
+    holders = {
+        uid
+        for uid in (curation.auditor_1_id, curation.auditor_2_id)
+        if uid is not None and uid not in excluded
+    }
+    latest: dict[int, Audit] = {}
+    for audit in curation.audits.filter(
+        round=curation.audit_round, version_number=curation.head_number, auditor_id__in=holders
+    ).order_by("id"):
+        latest[audit.auditor_id] = audit
+    return list(latest.values())
+
+
+def open_audit_round(curation: Curation) -> int | None:
+    """The round still collecting verdicts, if any; every other round has been decided."""
+    return curation.audit_round if curation.state == CurationState.IN_AUDIT else None
+
+
+def audits_visible_to(*, curation: Curation, user: Any) -> list[Audit]:
+    """Audits this user may see: their own always; others' once their round is decided.
+
+    Auditors never see each other's verdict while the round is open (independent audits); a
+    count of verdicts is not enough, since a freed auditor's verdict stays in the round.
     """
     audits = list(curation.audits.select_related("auditor").order_by("round", "id"))
-    per_round: dict[int, int] = {}
-    for audit in audits:
-        per_round[audit.round] = per_round.get(audit.round, 0) + 1
-    return [a for a in audits if a.auditor_id == user.pk or per_round[a.round] >= 2]
+    open_round = open_audit_round(curation)
+    return [a for a in audits if a.auditor_id == user.pk or a.round != open_round]
 
 
 def votes_visible_to(*, curation: Curation, user: Any) -> list[Vote]:
@@ -263,6 +352,29 @@ def curation_history(*, curation: Curation) -> QuerySet[AuditLog]:
     ).select_related("actor")
 
 
+def discard_entry(curation: Curation) -> AuditLog | None:
+    """Who discarded this trajectory, when and why (None unless it is discarded)."""
+    if curation.state != CurationState.DISCARDED:
+        return None
+    return curation_history(curation=curation).filter(action="screened_discard").last()
+
+
+def audit_log_list(
+    *, object_type: str = "", object_pk: str = "", actor: str = "", action: str = ""
+) -> QuerySet[AuditLog]:
+    """The audit log, newest first, filtered by object, actor (username) and action."""
+    rows = AuditLog.objects.select_related("actor")
+    if object_type:
+        rows = rows.filter(object_type=object_type)
+    if object_pk:
+        rows = rows.filter(object_pk=object_pk)
+    if actor:
+        rows = rows.filter(actor__username=actor)
+    if action:
+        rows = rows.filter(action=action)
+    return rows.order_by("-id")
+
+
 def accepted_curations(*, task: str = "") -> QuerySet[Curation]:
     rows = Curation.objects.filter(state=CurationState.ACCEPTED).select_related("task", "spectrum")
     if task:
@@ -270,21 +382,241 @@ def accepted_curations(*, task: str = "") -> QuerySet[Curation]:
     return rows.order_by("id")
 
 
+# --- who may read runs, candidates, trajectories and images ------------------------------------
+
+# Roles that read inspection runs and trajectories beyond a rating assignment.
+TRAJECTORY_READER_ROLES = frozenset({Role.EXPERT, Role.ML_ENGINEER, Role.VIEWER, Role.STAFF})
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Blinding:
+    """What one user may not read of runs, candidates, steps, trajectories and images.
+
+    The rule (README, "Blinded rating"):
+
+    - A confined rater (the rater role without expert, ML engineer, viewer or staff) reads no
+      run, candidate, live step, rollout, catalog entry or curation: only the items assigned to
+      them, blinded, through the rating pages and APIs, and the images those items show.
+    - Anyone else who rates an OPEN campaign, whatever else they are (expert, staff, the run's
+      owner), does not read while it is open: the runs that wrote its items; every candidate,
+      in any run, of a spectrum one of its items shows (same content: a deterministic or
+      low-temperature policy writes the same text again, and a run names its policy); the
+      catalog entries of both; the curations it took items from. Each of these, set beside
+      an item's text, names the item's model.
+    - Everyone else reads as the page-level role checks allow (they refuse an account with
+      no role at all).
+
+    Hidden objects answer 404, like missing ones, so an id does not tell whether it exists (a
+    role refusal answers 403 before any object is looked up, whatever the id); lists, counts
+    and figures leave them out. Once the campaign is closed its analysis names the models
+    anyway, and nothing stays hidden.
+    """
+
+    confined: bool = False
+    run_ids: frozenset[int] = frozenset()
+    content_hashes: frozenset[str] = frozenset()
+    curation_ids: frozenset[int] = frozenset()
+
+    def hidden_candidates(self) -> Q | None:
+        """Candidates this user may not read (None: all readable); not for confined raters."""
+        hidden = Q()
+        if self.run_ids:
+            hidden |= Q(run_id__in=self.run_ids)
+        if self.content_hashes:
+            hidden |= Q(spectrum__content_hash__in=self.content_hashes)
+        return hidden or None
+
+
+def _item_source_ids(sources: list[str], kind: str) -> set[int]:
+    """The object ids behind item sources such as "rollout:12" or "curation:3@v4"."""
+    ids = set()
+    for source in sources:
+        prefix, _, rest = source.partition(":")
+        number = rest.split("@", 1)[0]
+        if prefix == kind and number.isdigit():
+            ids.add(int(number))
+    return ids
+
+
+def blinding_for(user: Any) -> Blinding:
+    if user is None or not user.is_authenticated:
+        return Blinding(confined=True)
+    roles = user_roles(user)
+    if Role.RATER in roles and not roles & TRAJECTORY_READER_ROLES:
+        return Blinding(confined=True)
+    rows = list(
+        CampaignItem.objects.filter(campaign__closed=False, campaign__raters=user).values_list(
+            "source", "spectrum__content_hash"
+        )
+    )
+    if not rows:
+        return Blinding()
+    sources = [source for source, _ in rows]
+    rollout_ids = _item_source_ids(sources, "rollout")
+    run_ids = Rollout.objects.filter(pk__in=rollout_ids).values_list("candidate__run_id", flat=True)
+    return Blinding(
+        run_ids=frozenset(run_ids) if rollout_ids else frozenset(),
+        content_hashes=frozenset(content_hash for _, content_hash in rows if content_hash),
+        curation_ids=frozenset(_item_source_ids(sources, "curation")),
+    )
+
+
+def runs_visible_to(*, user: Any) -> QuerySet[InspectionRun]:
+    """The inspection runs this user may read (see Blinding for the rule)."""
+    blinding = blinding_for(user)
+    rows = InspectionRun.objects.all()
+    if blinding.confined:
+        return rows.none()
+    return rows.exclude(pk__in=blinding.run_ids) if blinding.run_ids else rows
+
+
+def candidates_visible_to(
+    *, user: Any, rows: QuerySet[Candidate] | None = None
+) -> QuerySet[Candidate]:
+    """``rows`` (default: every candidate) less those this user may not read, with their
+    rollouts and live steps."""
+    blinding = blinding_for(user)
+    rows = Candidate.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    hidden = blinding.hidden_candidates()
+    return rows.exclude(hidden) if hidden else rows
+
+
+def catalog_entries_visible_to(
+    *, user: Any, rows: QuerySet[CatalogEntry] | None = None
+) -> QuerySet[CatalogEntry]:
+    """``rows`` (default: every entry) less the entries this user may not read."""
+    blinding = blinding_for(user)
+    rows = CatalogEntry.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    if blinding.run_ids:
+        rows = rows.exclude(run_id__in=blinding.run_ids)
+    if blinding.content_hashes:
+        same_spectra = Candidate.objects.filter(spectrum__content_hash__in=blinding.content_hashes)
+        rows = rows.exclude(candidate_id__in=same_spectra.values("pk"))
+    return rows
+
+
+def curations_visible_to(
+    *, user: Any, rows: QuerySet[Curation] | None = None
+) -> QuerySet[Curation]:
+    """``rows`` (default: every curation) less those this user may not read, with their
+    versions."""
+    blinding = blinding_for(user)
+    rows = Curation.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    return rows.exclude(pk__in=blinding.curation_ids) if blinding.curation_ids else rows
+
+
+def campaign_items_visible_to(*, user: Any) -> QuerySet[CampaignItem]:
+    """Items whose trajectory the user may be shown: those assigned to them (to score, or in a
+    pair to judge), every item of a closed campaign they rated (its item pages open then) and
+    every item of a campaign they run (its creator, staff)."""
+    if user is None or not user.is_authenticated:
+        return CampaignItem.objects.none()
+    if user.is_staff:
+        return CampaignItem.objects.all()
+    judged = PairJudgement.objects.filter(rater=user)
+    return CampaignItem.objects.filter(
+        Q(assignments__rater=user)
+        | Q(pk__in=judged.values("pair__left_id"))
+        | Q(pk__in=judged.values("pair__right_id"))
+        | Q(campaign__closed=True, campaign__raters=user)
+        | Q(campaign__created_by=user)
+    )
+
+
+def _holds_image(rows: QuerySet[Any], sha256: str) -> bool:
+    # Trajectory dicts refer to their PNGs as {"png_sha256": "<hash>"}.
+    text = rows.annotate(text=Cast("data", TextField()))
+    return text.filter(text__contains=f'"{sha256}"').exists()
+
+
+def image_in_candidates(*, user: Any, sha256: str, candidate_id: int | None = None) -> bool:
+    """A rollout or live step the user may read shows this image (within one candidate)."""
+    blinding = blinding_for(user)
+    if blinding.confined:
+        return False
+    hidden = blinding.hidden_candidates()
+    for model in (Rollout, LiveStep):
+        rows = model.objects.all()
+        if candidate_id is not None:
+            rows = rows.filter(candidate_id=candidate_id)
+        if hidden is not None:
+            rows = rows.exclude(candidate__in=Candidate.objects.filter(hidden).values("pk"))
+        if _holds_image(rows, sha256):
+            return True
+    return False
+
+
+def image_in_curations(*, user: Any, sha256: str, curation_id: int | None = None) -> bool:
+    """A trajectory version the user may read shows this image (within one curation)."""
+    curations = curations_visible_to(user=user)
+    if curation_id is not None:
+        curations = curations.filter(pk=curation_id)
+    versions = TrajectoryVersion.objects.filter(curation__in=curations)
+    return _holds_image(versions, sha256)
+
+
+def image_in_campaign_items(*, user: Any, sha256: str, campaign_id: int | None = None) -> bool:
+    """A rating item the user may be shown holds this image (within one campaign)."""
+    items = campaign_items_visible_to(user=user)
+    if campaign_id is not None:
+        items = items.filter(campaign_id=campaign_id)
+    return _holds_image(items, sha256)
+
+
+def image_readable(
+    *,
+    user: Any,
+    sha256: str,
+    candidate_id: int | None = None,
+    curation_id: int | None = None,
+    campaign_id: int | None = None,
+) -> bool:
+    """True when at least one object that refers to this content-addressed image, and that the
+    user may read, shows it. Images are shared: two policies zooming into the same window of
+    the same spectrum store one PNG. An id narrows the search to that one object's rows (the
+    pages pass one, so an image costs a lookup in one object, not a scan of every table)."""
+    if not SHA256_RE.fullmatch(sha256):
+        return False
+    if candidate_id is not None:
+        return image_in_candidates(user=user, sha256=sha256, candidate_id=candidate_id)
+    if curation_id is not None:
+        return image_in_curations(user=user, sha256=sha256, curation_id=curation_id)
+    if campaign_id is not None:
+        return image_in_campaign_items(user=user, sha256=sha256, campaign_id=campaign_id)
+    return (
+        image_in_campaign_items(user=user, sha256=sha256)
+        or image_in_curations(user=user, sha256=sha256)
+        or image_in_candidates(user=user, sha256=sha256)
+    )
+
+
 # --- inspection runs ----------------------------------------------------------------------------
 
 
-def run_progress(*, run: InspectionRun) -> dict[str, Any]:
+def _run_candidates(run: InspectionRun, user: Any) -> QuerySet[Candidate]:
+    """The run's candidates; with a user, only those they may read, so no figure of the run
+    tells a rater what a hidden candidate answered."""
+    rows = run.candidates.all()
+    return rows if user is None else candidates_visible_to(user=user, rows=rows)
+
+
+def run_progress(*, run: InspectionRun, user: Any = None) -> dict[str, Any]:
+    candidates = _run_candidates(run, user)
     counts = dict(
-        run.candidates.order_by()
-        .values_list("state")
-        .annotate(n=Count("id"))
-        .values_list("state", "n")
+        candidates.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n")
     )
     total = sum(counts.values())
     done = counts.get(CandidateState.DONE, 0)
     failed = counts.get(CandidateState.FAILED, 0)
     cancelled = counts.get(CandidateState.CANCELLED, 0)
-    times = run.candidates.filter(state=CandidateState.DONE).aggregate(
+    times = candidates.filter(state=CandidateState.DONE).aggregate(
         first=Min("started_at"), last=Max("finished_at")
     )
     per_minute = None
@@ -301,19 +633,21 @@ def run_progress(*, run: InspectionRun) -> dict[str, Any]:
         "finished": total == done + failed + cancelled,
         "percent": round(100 * (done + failed + cancelled) / total) if total else 100,
         "per_minute": per_minute,
-        "needs_expert": run.candidates.filter(needs_expert=True).count(),
+        "needs_expert": candidates.filter(needs_expert=True).count(),
     }
 
 
-def run_metrics(*, run: InspectionRun) -> dict[str, Any] | None:
+def run_metrics(*, run: InspectionRun, user: Any = None) -> dict[str, Any] | None:
     """On a labelled set: F1/accuracy, the reliability diagram and the F1-coverage curve."""
     from agent.calibration import expected_calibration_error, f1_coverage_curve, reliability_bins
     from agent.metrics import classification_report
 
     rows = list(
-        run.candidates.filter(
+        _run_candidates(run, user)
+        .filter(
             state=CandidateState.DONE, spectrum__task=run.task, spectrum__label__in=["YES", "NO"]
-        ).values_list("spectrum__label", "verdict", "confidence")
+        )
+        .values_list("spectrum__label", "verdict", "confidence")
     )
     if not rows:
         return None

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 import tempfile
 import zipfile
@@ -20,14 +21,17 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import BinaryField, F, Field, Model
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from agent import tasks as agent_tasks
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from agent.trajectory import Trajectory
+from annotation import endpoints
 from annotation.models import (
     Audit,
     AuditLog,
@@ -49,6 +53,7 @@ from annotation.models import (
     JudgeScore,
     Label,
     LiveStep,
+    ModelEndpoint,
     PairItem,
     PairJudgement,
     PairOutcome,
@@ -67,6 +72,9 @@ from annotation.models import (
     Vote,
     VoteValue,
 )
+from annotation.permissions import check_owner_or_staff
+from annotation.roles import Role, forget_roles, user_roles
+from annotation.uploads import read_limits
 
 
 class UploadRejected(ValueError):
@@ -83,6 +91,13 @@ def audit_log_record(
     comment: str = "",
     data: dict[str, Any] | None = None,
 ) -> AuditLog:
+    """Append one entry to the audit log: the one way every part records a decision.
+
+    Call it inside the transaction of the change it records. ``obj`` is kept as its model name
+    and primary key, not a foreign key, so an object's history outlives it; ``actor`` is a
+    protected key, so a user with history is deactivated rather than deleted. Entries are never
+    updated or deleted (on PostgreSQL a trigger refuses it, migration 0011).
+    """
     return AuditLog.objects.create(
         actor=actor if actor is not None and actor.is_authenticated else None,
         action=action,
@@ -93,6 +108,85 @@ def audit_log_record(
         comment=comment,
         data=data or {},
     )
+
+
+@transaction.atomic
+def api_token_issue(*, user: AbstractBaseUser) -> Token:
+    """A new API token for ``user``; the one before it (if any) stops working at once."""
+    replaced = Token.objects.filter(user=user).delete()[0] > 0
+    token = Token.objects.create(user=user)
+    audit_log_record(  # the user, not the token: a token's primary key is its secret
+        actor=user,
+        action="api_token_issued",
+        obj=user,
+        comment="replaced the previous token" if replaced else "first token",
+    )
+    return token
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+def _recorded_fields(obj: Model, names: Iterable[str] | None = None) -> list[Field[Any, Any]]:
+    wanted = None if names is None else set(names)
+    return [
+        field
+        for field in obj._meta.concrete_fields
+        if not isinstance(field, BinaryField) and (wanted is None or field.name in wanted)
+    ]
+
+
+@transaction.atomic
+def admin_object_save(
+    *, obj: Model, actor: AbstractBaseUser, changed_fields: Iterable[str], adding: bool
+) -> Model:
+    """Save an object edited in the Django admin and record each changed field, old and new."""
+    fields = _recorded_fields(obj, changed_fields)
+    before: dict[str, Any] = {}
+    if fields and not adding:
+        before = (
+            type(obj)
+            ._default_manager.filter(pk=obj.pk)
+            .values(*[field.attname for field in fields])
+            .first()
+            or {}
+        )
+    obj.save()
+    changes = {
+        field.name: [_jsonable(before.get(field.attname)), _jsonable(getattr(obj, field.attname))]
+        for field in fields
+    }
+    # A form may report a field as changed that holds the same value (JSON fields do).
+    changes = {name: pair for name, pair in changes.items() if adding or pair[0] != pair[1]}
+    if not (adding or changes):
+        return obj
+    audit_log_record(
+        actor=actor,
+        action="admin_added" if adding else "admin_changed",
+        obj=obj,
+        comment=", ".join(
+            f"{name}: {str(old)[:60]} -> {str(new)[:60]}" for name, (old, new) in changes.items()
+        )[:2000],
+        data={"fields": changes},
+    )
+    return obj
+
+
+@transaction.atomic
+def admin_object_delete(*, obj: Model, actor: AbstractBaseUser) -> None:
+    """Delete an object from the Django admin, recording what it held first."""
+    snapshot = {
+        field.name: _jsonable(getattr(obj, field.attname)) for field in _recorded_fields(obj)
+    }
+    audit_log_record(
+        actor=actor,
+        action="admin_deleted",
+        obj=obj,
+        comment=str(obj)[:2000],
+        data={"fields": snapshot},
+    )
+    obj.delete()
 
 
 # --- tasks -----------------------------------------------------------------------------------
@@ -234,7 +328,7 @@ def spectra_import_path(
 
     Raises SpectrumFormatError, naming the file and the reason, before anything is stored.
     """
-    values = load_spectra(path)
+    values = load_spectra(path, limits=read_limits())
     return spectra_store(
         values=values,
         dataset=dataset,
@@ -287,7 +381,7 @@ def spectra_import_uploads(
                 for chunk in upload.chunks():
                     handle.write(chunk)
             try:
-                parsed.append((name, load_spectra(target)))
+                parsed.append((name, load_spectra(target, limits=read_limits())))
             except SpectrumFormatError as error:
                 raise SpectrumFormatError(str(error).replace(str(target), name)) from None
     created: list[Spectrum] = []
@@ -400,6 +494,7 @@ def job_fail(*, job_id: int, error: str) -> None:
 
 @transaction.atomic
 def job_cancel(*, job: Job, actor: AbstractBaseUser) -> bool:
+    check_owner_or_staff(actor, job.created_by_id, what="job", action="cancel")
     updated = Job.objects.filter(pk=job.pk, state__in=[JobState.QUEUED, JobState.RUNNING]).update(
         state=JobState.CANCELLED, finished_at=timezone.now()
     )
@@ -412,6 +507,87 @@ def job_cancel(*, job: Job, actor: AbstractBaseUser) -> bool:
 
 def job_is_cancelled(*, job_id: int) -> bool:
     return Job.objects.filter(pk=job_id, state=JobState.CANCELLED).exists()
+
+
+# --- roles ---------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def user_roles_set(
+    *, user: AbstractBaseUser, roles: Iterable[Role], actor: AbstractBaseUser | None
+) -> tuple[list[Role], list[Role]]:
+    """Give ``user`` exactly ``roles``; returns (granted, revoked), each change audit-logged.
+
+    Group roles are group memberships; the staff role is ``is_staff``. ``actor`` None is the
+    command line. Superusers hold every role and are changed only in the admin, by superusers;
+    nobody removes their own staff role (the page would lock them out of it).
+    """
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    locked = get_user_model().objects.select_for_update().get(pk=user.pk)
+    if getattr(locked, "is_superuser", False):
+        raise NotAllowed(f"{locked.get_username()} is a superuser and holds every role already")
+    wanted = set(roles)
+    before = set(user_roles(locked))
+    if actor is not None and actor.pk == locked.pk and Role.STAFF in before - wanted:
+        raise NotAllowed("you cannot remove your own staff role; ask another staff member")
+    granted = sorted(wanted - before)
+    revoked = sorted(before - wanted)
+    for role in granted + revoked:
+        if role == Role.STAFF:
+            locked.is_staff = role in granted  # type: ignore[attr-defined]
+            locked.save(update_fields=["is_staff"])
+            continue
+        group, _ = Group.objects.get_or_create(name=role.value)
+        if role in granted:
+            locked.groups.add(group)  # type: ignore[attr-defined]
+        else:
+            locked.groups.remove(group)  # type: ignore[attr-defined]
+    user_roles_changes_record(user=locked, granted=granted, revoked=revoked, actor=actor)
+    user.is_staff = locked.is_staff  # type: ignore[attr-defined]  # the caller's copy too
+    forget_roles(user)
+    return granted, revoked
+
+
+def user_roles_changes_record(
+    *,
+    user: AbstractBaseUser,
+    granted: Iterable[Role],
+    revoked: Iterable[Role],
+    actor: AbstractBaseUser | None,
+) -> None:
+    """One audit entry per role granted or revoked (also for changes made in the admin)."""
+    changes = [("role_granted", role) for role in granted]
+    changes += [("role_revoked", role) for role in revoked]
+    for action, role in changes:
+        audit_log_record(
+            actor=actor,
+            action=action,
+            obj=user,
+            to_state=role.value,
+            comment=f"{action.replace('_', ' ')}: {role.value} for {user.get_username()}",
+            data={"username": user.get_username(), "role": role.value, "by": _actor_name(actor)},
+        )
+    forget_roles(user)
+
+
+def user_role_grant(*, user: AbstractBaseUser, role: Role, actor: AbstractBaseUser | None) -> bool:
+    """Add one role; False when the user held it already."""
+    granted, _ = user_roles_set(user=user, roles=user_roles(user) | {role}, actor=actor)
+    return bool(granted)
+
+
+def user_role_revoke(*, user: AbstractBaseUser, role: Role, actor: AbstractBaseUser | None) -> bool:
+    """Remove one role; False when the user did not hold it."""
+    _, revoked = user_roles_set(user=user, roles=user_roles(user) - {role}, actor=actor)
+    return bool(revoked)
+
+
+def _actor_name(actor: AbstractBaseUser | None) -> str:
+    if actor is None or not actor.is_authenticated:
+        return "manage.py"
+    return actor.get_username()
 
 
 # --- curation: stored trajectories ------------------------------------------------------------
@@ -716,13 +892,34 @@ def curation_submit_for_audit(
     return curation
 
 
+def _check_may_audit(*, curation: Curation, user: AbstractBaseUser) -> None:
+    """Separation of duties for an auditor slot, whatever roles the user held before.
+
+    Nobody audits their own revision: not the reviser, nor anyone who wrote a revision of this
+    trajectory. An auditor freed while a round is open does not come back in that round (their
+    verdict stays on record without counting); they may audit again from the next round.
+    """
+    from annotation.selectors import revision_authors
+
+    if curation.reviser_id == user.pk or user.pk in revision_authors(curation):
+        raise NotAllowed("nobody audits their own revision")
+    if (
+        curation.state == CurationState.IN_AUDIT
+        and user.pk not in (curation.auditor_1_id, curation.auditor_2_id)
+        and curation.audits.filter(round=curation.audit_round, auditor=user).exists()
+    ):
+        raise NotAllowed(
+            "this expert has already audited this round; they can audit again in the next one"
+        )
+
+
 @transaction.atomic
 def curation_claim_audit(*, curation: Curation, user: AbstractBaseUser) -> Curation:
     """Take one of the two auditor slots. Nobody audits their own revision."""
+    curation = _locked(curation)
     if curation.state != CurationState.IN_AUDIT:
         raise WrongState(f"cannot claim an audit: the trajectory is {curation.state}")
-    if curation.reviser_id == user.pk:
-        raise NotAllowed("nobody audits their own revision")
+    _check_may_audit(curation=curation, user=user)
     if user.pk in (curation.auditor_1_id, curation.auditor_2_id):
         return curation
     if not (
@@ -746,16 +943,18 @@ def audit_submit(
 ) -> Audit:
     """Record one auditor's independent verdict on the current version.
 
-    When both verdicts of the round are in: both approve -> approved; otherwise the trajectory
-    goes back to the reviser (changes requested) and both audits start again on the next version.
+    When both current auditors' verdicts on the head are in (selectors.deciding_audits): both
+    approve -> approved; otherwise the trajectory goes back to the reviser (changes requested)
+    and both audits start again on the next version.
     """
+    from annotation.selectors import deciding_audits
+
     curation = _locked(curation)
     if curation.state != CurationState.IN_AUDIT:
         raise WrongState(f"cannot audit: the trajectory is {curation.state}")
     if user.pk not in (curation.auditor_1_id, curation.auditor_2_id):
         raise NotAllowed("only the two assigned auditors can audit this trajectory")
-    if user.pk == curation.reviser_id:
-        raise NotAllowed("nobody audits their own revision")
+    _check_may_audit(curation=curation, user=user)
     if version_number != curation.head_number:
         raise VersionConflict(base=version_number, head=curation.head_number)
     if verdict not in AuditVerdict.values:
@@ -784,13 +983,9 @@ def audit_submit(
         comment=comment,
         data={"round": curation.audit_round, "version": version_number},
     )
-    verdicts = list(
-        Audit.objects.filter(curation=curation, round=curation.audit_round).values_list(
-            "verdict", flat=True
-        )
-    )
-    if len(verdicts) == 2:
-        approved = all(v == AuditVerdict.APPROVE for v in verdicts)
+    deciding = deciding_audits(curation)
+    if len(deciding) == 2:
+        approved = all(a.verdict == AuditVerdict.APPROVE for a in deciding)
         _transition(
             curation=curation,
             allowed_from=[CurationState.IN_AUDIT],
@@ -903,11 +1098,8 @@ def curation_reassign(
         others = {r: getattr(curation, f"{r}_id") for r in ROLES if r != role}
         if user.pk in others.values():
             raise NotAllowed("one expert cannot hold two roles on the same trajectory")
-        if (
-            role != "reviser"
-            and curation.audits.filter(round=curation.audit_round, auditor=user).exists()
-        ):
-            raise NotAllowed("this expert has already audited this round")
+        if role != "reviser":
+            _check_may_audit(curation=curation, user=user)
     previous = getattr(curation, f"{role}_id")
     Curation.objects.filter(pk=curation.pk).update(**{role: user})
     setattr(curation, role, user)
@@ -1107,23 +1299,271 @@ def dataset_export_create(*, actor: AbstractBaseUser | None, task: str = "") -> 
     return export
 
 
+# --- model endpoints ------------------------------------------------------------------------------
+
+ENDPOINT_FIELDS = ("base_url", "model", "credential_env", "credential_file", "timeout", "enabled")
+# The default endpoint follows the OPENAI_* settings; staff may only switch it off and on.
+SETTINGS_MANAGED_FIELDS = ("base_url", "model", "credential_env", "credential_file")
+
+
+def _require_endpoint_staff(actor: AbstractBaseUser | None) -> None:
+    from annotation.roles import Role, has_role
+
+    if not has_role(actor, Role.STAFF):
+        raise NotAllowed("only staff can register or change model endpoints")
+
+
+def _endpoint_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Checked endpoint fields; only the ones given."""
+    try:
+        checked: dict[str, Any] = {}
+        if "base_url" in values:
+            checked["base_url"] = endpoints.check_base_url(values["base_url"])
+        if "model" in values:
+            checked["model"] = endpoints.check_model(values["model"])
+        if "credential_env" in values or "credential_file" in values:
+            env, file = endpoints.check_credential(
+                env=values.get("credential_env", ""), file=values.get("credential_file", "")
+            )
+            checked.update(credential_env=env, credential_file=file)
+        if "timeout" in values:
+            checked["timeout"] = endpoints.check_timeout(values["timeout"])
+    except (endpoints.EndpointError, TypeError, ValueError) as error:
+        raise WorkflowError(str(error)) from None
+    if "enabled" in values:
+        checked["enabled"] = bool(values["enabled"])
+    return checked
+
+
+@transaction.atomic
+def model_endpoint_create(
+    *,
+    actor: AbstractBaseUser,
+    name: str,
+    base_url: str,
+    model: str,
+    credential_env: str = "",
+    credential_file: str = "",
+    timeout: float = 60.0,
+    enabled: bool = True,
+) -> ModelEndpoint:
+    """Staff register an endpoint. Its credential is a reference, never the key itself."""
+    _require_endpoint_staff(actor)
+    try:
+        name = endpoints.check_name(name)
+    except endpoints.EndpointError as error:
+        raise WorkflowError(str(error)) from None
+    if name == endpoints.DEFAULT_ENDPOINT:
+        raise WorkflowError(
+            f"the endpoint {name!r} is registered from the OPENAI_* settings; choose another name"
+        )
+    values = _endpoint_values(
+        {
+            "base_url": base_url,
+            "model": model,
+            "credential_env": credential_env,
+            "credential_file": credential_file,
+            "timeout": timeout,
+            "enabled": enabled,
+        }
+    )
+    if ModelEndpoint.objects.filter(name=name).exists():
+        raise WorkflowError(f"a model endpoint named {name!r} exists already")
+    endpoint = ModelEndpoint.objects.create(name=name, created_by=actor, **values)
+    audit_log_record(
+        actor=actor,
+        action="endpoint_created",
+        obj=endpoint,
+        to_state="enabled" if endpoint.enabled else "disabled",
+        comment=f"{endpoint.name}: {endpoint.model} at {endpoint.base_url}",
+        data={field: getattr(endpoint, field) for field in ENDPOINT_FIELDS},
+    )
+    return endpoint
+
+
+@transaction.atomic
+def model_endpoint_update(
+    *, endpoint: ModelEndpoint, actor: AbstractBaseUser, **values: Any
+) -> ModelEndpoint:
+    """Change an endpoint's fields (any of ENDPOINT_FIELDS; its name never changes).
+
+    Runs and judges resolve the endpoint when they call it, so a change applies to their next
+    call, and a disabled endpoint is called by nobody.
+    """
+    _require_endpoint_staff(actor)
+    unknown = sorted(set(values) - set(ENDPOINT_FIELDS))
+    if unknown:
+        raise WorkflowError(f"endpoint fields {unknown} cannot be changed")
+    locked = ModelEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+    if "credential_env" in values or "credential_file" in values:
+        values = {
+            "credential_env": values.get("credential_env", ""),
+            "credential_file": values.get("credential_file", ""),
+            **values,
+        }
+    checked = _endpoint_values(values)
+    changes = {
+        field: [getattr(locked, field), value]
+        for field, value in checked.items()
+        if getattr(locked, field) != value
+    }
+    managed = sorted(set(changes) & set(SETTINGS_MANAGED_FIELDS))
+    if locked.name == endpoints.DEFAULT_ENDPOINT and managed:
+        raise WorkflowError(
+            f"the {locked.name!r} endpoint follows the OPENAI_* settings ({', '.join(managed)}"
+            " come from them): change the settings and run migrate, or register another endpoint"
+        )
+    if changes:
+        _endpoint_apply(locked, changes=changes, actor=actor)
+    endpoint.refresh_from_db()
+    return endpoint
+
+
+def _endpoint_apply(
+    endpoint: ModelEndpoint, *, changes: dict[str, list[Any]], actor: AbstractBaseUser | None
+) -> None:
+    before = "enabled" if endpoint.enabled else "disabled"
+    for field, (_, new) in changes.items():
+        setattr(endpoint, field, new)
+    endpoint.save()
+    after = "enabled" if endpoint.enabled else "disabled"
+    action = "endpoint_changed"
+    if set(changes) == {"enabled"}:
+        action = f"endpoint_{after}"
+    audit_log_record(
+        actor=actor,
+        action=action,
+        obj=endpoint,
+        from_state=before,
+        to_state=after,
+        comment=", ".join(f"{field}: {old!r} -> {new!r}" for field, (old, new) in changes.items()),
+        data={"changes": changes},
+    )
+
+
+@transaction.atomic
+def model_endpoint_sync_default() -> ModelEndpoint | None:
+    """Register or update the endpoint "default" from OPENAI_BASE_URL and OPENAI_MODEL; its key
+    is the OPENAI_API_KEY variable (or OPENAI_API_KEY_FILE). Idempotent; None when unset.
+
+    Run after every migrate (annotation/apps.py), so a deployment that changes the settings
+    updates the endpoint, with an audit entry, without writing anything on a page view.
+    Whether it is enabled stays staff's choice once it exists.
+    """
+    if not (settings.OPENAI_BASE_URL and settings.OPENAI_MODEL):
+        return None
+    wanted = _endpoint_values(
+        {
+            "base_url": settings.OPENAI_BASE_URL,
+            "model": settings.OPENAI_MODEL,
+            "credential_env": "OPENAI_API_KEY",
+            "credential_file": "",
+        }
+    )
+    endpoint = (
+        ModelEndpoint.objects.select_for_update().filter(name=endpoints.DEFAULT_ENDPOINT).first()
+    )
+    if endpoint is None:
+        endpoint = ModelEndpoint.objects.create(name=endpoints.DEFAULT_ENDPOINT, **wanted)
+        audit_log_record(
+            actor=None,
+            action="endpoint_created",
+            obj=endpoint,
+            to_state="enabled",
+            comment=f"from the OPENAI_* settings: {endpoint.model} at {endpoint.base_url}",
+            data={field: getattr(endpoint, field) for field in ENDPOINT_FIELDS},
+        )
+        return endpoint
+    changes = {
+        field: [getattr(endpoint, field), value]
+        for field, value in wanted.items()
+        if getattr(endpoint, field) != value
+    }
+    if changes:
+        _endpoint_apply(endpoint, changes=changes, actor=None)
+    return endpoint
+
+
 # --- inspection runs ------------------------------------------------------------------------------
 
 POLICY_KINDS = ("rule-based", "transformers", "openai")
 
 
-def _check_policy_spec(spec: dict[str, Any]) -> dict[str, Any]:
+# What a user's OpenAI-compatible spec may hold: which endpoint, and how patiently to call it.
+OPENAI_SPEC_KEYS = ("kind", "endpoint", "model", *endpoints.CALL_OPTIONS)
+
+
+def endpoint_spec_check(
+    spec: dict[str, Any], *, user: AbstractBaseUser | None
+) -> tuple[dict[str, Any], ModelEndpoint]:
+    """The stored form of a user's ``{"kind": "openai", "endpoint": NAME | ID, ...}`` spec and
+    its endpoint. No URL or key is accepted: the endpoint's own are used when the call is made.
+    """
+    from annotation.roles import Role, has_role
+
+    for refused in ("base_url", "api_key"):
+        if refused in spec:
+            raise WorkflowError(
+                f"{refused} is not accepted; choose a registered endpoint: "
+                f"{endpoints.choices_text()}"
+            )
+    unknown = sorted(set(spec) - set(OPENAI_SPEC_KEYS))
+    if unknown:
+        raise WorkflowError(
+            f"policy spec keys {unknown} are not accepted for an endpoint; "
+            f"allowed: {', '.join(OPENAI_SPEC_KEYS)}"
+        )
+    if user is not None and not has_role(user, Role.ML_ENGINEER, Role.EXPERT, Role.STAFF):
+        raise NotAllowed("calling a model endpoint needs the ml_engineer, expert or staff role")
+    try:
+        endpoint = endpoints.find_usable(spec.get("endpoint") or endpoints.DEFAULT_ENDPOINT)
+        options = endpoints.call_options(spec)
+    except endpoints.EndpointError as error:
+        raise WorkflowError(str(error)) from None
+    model = spec.get("model")
+    if model not in (None, "", endpoint.model):
+        raise WorkflowError(
+            f"model {model!r} is not served by endpoint {endpoint.name!r}, which serves "
+            f"{endpoint.model!r}; choose the endpoint registered for that model"
+        )
+    stored = {"kind": "openai", "endpoint": endpoint.name, "model": endpoint.model, **options}
+    return stored, endpoint
+
+
+def _checked_model_path(raw: Any) -> str:
+    """A local checkpoint folder the server may load: registered, or inside a configured root.
+
+    The filesystem twin of registered endpoints: a path typed by a user never makes the server
+    load (and so read, and run the code of) an arbitrary folder.
+    """
+    if not isinstance(raw, str) or not raw.strip():
+        raise WorkflowError("a local checkpoint policy needs model_path")
+    # Lexical, not resolve(): the folder is loaded by a worker, maybe on another machine.
+    folder = Path(os.path.normpath(raw.strip()))
+    if PolicyCheckpoint.objects.filter(path=str(folder)).exists():
+        return str(folder)
+    roots = [Path(os.path.normpath(root)) for root in settings.POLICY_CHECKPOINT_ROOTS]
+    if folder.is_absolute() and any(folder.is_relative_to(root) for root in roots):
+        return str(folder)
+    raise WorkflowError(
+        f"model_path {raw.strip()!r} is neither a registered checkpoint nor inside a checkpoint "
+        f"folder ({', '.join(str(root) for root in roots)}); staff set POLICY_CHECKPOINT_ROOTS"
+    )
+
+
+def _check_policy_spec(
+    spec: dict[str, Any], *, user: AbstractBaseUser | None
+) -> tuple[dict[str, Any], ModelEndpoint | None]:
     kind = spec.get("kind")
     if kind not in POLICY_KINDS:
         raise WorkflowError(f"policy kind must be one of {', '.join(POLICY_KINDS)}; got {kind!r}")
-    if kind == "transformers" and not spec.get("model_path"):
-        raise WorkflowError("a local checkpoint policy needs model_path")
-    if kind == "openai" and not (
-        (spec.get("base_url") or settings.OPENAI_BASE_URL)
-        and (spec.get("model") or settings.OPENAI_MODEL)
-    ):
-        raise WorkflowError("an OpenAI-compatible policy needs base_url and model")
-    return {key: value for key, value in spec.items() if key != "api_key"}
+    if kind == "openai":
+        return endpoint_spec_check(spec, user=user)
+    if kind == "transformers":
+        spec = {**spec, "model_path": _checked_model_path(spec.get("model_path"))}
+    if "base_url" in spec or "api_key" in spec:
+        raise WorkflowError(f"a {kind} policy takes no base_url or api_key")
+    return dict(spec), None
 
 
 @transaction.atomic
@@ -1156,10 +1596,12 @@ def inspection_run_create(
     missing = [pk for pk in unique_ids if pk not in found]
     if missing:
         raise WorkflowError(f"unknown spectrum ids: {missing[:10]}")
+    checked_spec, endpoint = _check_policy_spec(policy_spec, user=created_by)
     run = InspectionRun.objects.create(
         name=name[:120],
         task=task,
-        policy_spec=_check_policy_spec(policy_spec),
+        policy_spec=checked_spec,
+        endpoint=endpoint,
         sampling=sampling or {},
         rollouts=rollouts,
         max_tool_calls=max_tool_calls,
@@ -1172,7 +1614,8 @@ def inspection_run_create(
         actor=created_by,
         action="inspection_run_created",
         obj=run,
-        comment=f"{len(unique_ids)} candidates, {run.policy_spec.get('kind')}",
+        comment=f"{len(unique_ids)} candidates, {run.policy_spec.get('kind')}"
+        + (f" on endpoint {endpoint.name}" if endpoint else ""),
     )
     candidate_ids = list(run.candidates.values_list("pk", flat=True))
     transaction.on_commit(lambda: [tasks.run_candidate.delay(pk) for pk in candidate_ids])
@@ -1331,6 +1774,9 @@ def candidate_fail(*, candidate_id: int, error: str) -> None:
 def candidate_retry(*, candidate: Candidate, actor: AbstractBaseUser) -> Candidate:
     from annotation import tasks
 
+    # Checked before any write: a refused retry must not re-open the owner's cancelled run.
+    run = InspectionRun.objects.only("created_by").get(pk=candidate.run_id)
+    check_owner_or_staff(actor, run.created_by_id, what="inspection run", action="retry")
     updated = Candidate.objects.filter(
         pk=candidate.pk, state__in=[CandidateState.FAILED, CandidateState.CANCELLED]
     ).update(state=CandidateState.PENDING, error="", finished_at=None)
@@ -1346,6 +1792,7 @@ def candidate_retry(*, candidate: Candidate, actor: AbstractBaseUser) -> Candida
 @transaction.atomic
 def inspection_run_cancel(*, run: InspectionRun, actor: AbstractBaseUser) -> int:
     """Stop a run: pending candidates are cancelled; running ones stop after their episode."""
+    check_owner_or_staff(actor, run.created_by_id, what="inspection run", action="cancel")
     InspectionRun.objects.filter(pk=run.pk).update(cancelled=True)
     cancelled = Candidate.objects.filter(run=run, state=CandidateState.PENDING).update(
         state=CandidateState.CANCELLED, finished_at=timezone.now()
@@ -1570,20 +2017,45 @@ def campaign_add_pairs(
     return created
 
 
+def _open_campaign(campaign_id: int, refusal: str) -> RatingCampaign:
+    """Lock the campaign row and refuse when it is closed.
+
+    Score, judgement and close all take this lock, so a write and a close serialize: a write
+    either commits before the close or sees it (never a cached ``closed`` read before it).
+    """
+    campaign = RatingCampaign.objects.select_for_update().get(pk=campaign_id)
+    if campaign.closed:
+        raise WrongState(refusal)
+    return campaign
+
+
 @transaction.atomic
 def rating_submit(
     *, assignment: RatingAssignment, rater: AbstractBaseUser, score: int, comment: str = ""
 ) -> RatingAssignment:
     if assignment.rater_id != rater.pk:
         raise NotAllowed("this item is assigned to another rater")
-    if assignment.item.campaign.closed:
-        raise WrongState("the campaign is closed; ratings can no longer change")
+    campaign = _open_campaign(
+        assignment.item.campaign_id, "the campaign is closed; ratings can no longer change"
+    )
     if isinstance(score, bool) or not isinstance(score, int) or not 0 <= score <= 5:
         raise WorkflowError(f"a score is a whole number from 0 to 5; got {score!r}")
+    previous = (
+        RatingAssignment.objects.filter(pk=assignment.pk).values_list("score", flat=True).get()
+    )
     assignment.score = score
     assignment.comment = comment
     assignment.rated_at = timezone.now()
     assignment.save(update_fields=["score", "comment", "rated_at"])
+    audit_log_record(
+        actor=rater,
+        action="rating_scored",
+        obj=assignment,
+        from_state="" if previous is None else str(previous),
+        to_state=str(score),
+        comment=comment,
+        data={"campaign": campaign.pk, "item": assignment.item.blind_id},
+    )
     return assignment
 
 
@@ -1593,13 +2065,23 @@ def pair_judgement_submit(
 ) -> PairJudgement:
     if judgement.rater_id != rater.pk:
         raise NotAllowed("this pair is assigned to another rater")
-    if judgement.pair.campaign.closed:
-        raise WrongState("the campaign is closed; judgements can no longer change")
+    campaign = _open_campaign(
+        judgement.pair.campaign_id, "the campaign is closed; judgements can no longer change"
+    )
     if outcome not in PairOutcome.values:
         raise WorkflowError(f"outcome must be left, tie or right; got {outcome!r}")
+    previous = PairJudgement.objects.filter(pk=judgement.pk).values_list("outcome", flat=True).get()
     judgement.outcome = outcome
     judgement.judged_at = timezone.now()
     judgement.save(update_fields=["outcome", "judged_at"])
+    audit_log_record(
+        actor=rater,
+        action="pair_judged",
+        obj=judgement,
+        from_state=previous,
+        to_state=outcome,
+        data={"campaign": campaign.pk, "pair": judgement.pair_id},
+    )
     return judgement
 
 
@@ -1607,10 +2089,11 @@ def pair_judgement_submit(
 def campaign_close(*, campaign: RatingCampaign, actor: AbstractBaseUser) -> RatingCampaign:
     if not (_is_staff(actor) or campaign.created_by_id == actor.pk):
         raise NotAllowed("only staff or the campaign's creator can close it")
+    _open_campaign(campaign.pk, "the campaign is already closed")
     updated = RatingCampaign.objects.filter(pk=campaign.pk, closed=False).update(
         closed=True, closed_at=timezone.now()
     )
-    if updated != 1:
+    if updated != 1:  # SQLite has no row locks: the conditional update is the guard there
         raise WrongState("the campaign is already closed")
     campaign.refresh_from_db()
     audit_log_record(actor=actor, action="campaign_closed", obj=campaign)
@@ -1621,25 +2104,34 @@ def campaign_close(*, campaign: RatingCampaign, actor: AbstractBaseUser) -> Rati
 def judge_create(
     *,
     name: str,
-    base_url: str,
-    model: str,
+    endpoint: ModelEndpoint,
     actor: AbstractBaseUser,
     prompt: str = "",
     include_images: bool = True,
 ) -> Judge:
+    """A judge calling a registered, enabled endpoint; its URL and model are kept as they were."""
     from agent.judges import JUDGE_RUBRIC_PROMPT
 
     if not _is_staff(actor):
         raise NotAllowed("only staff can add LLM judges")
+    try:
+        endpoints.check_usable(endpoint)
+    except endpoints.EndpointError as error:
+        raise WorkflowError(str(error)) from None
     judge = Judge.objects.create(
         name=name,
-        base_url=base_url,
-        model=model,
+        endpoint=endpoint,
+        base_url=endpoint.base_url,
+        model=endpoint.model,
         prompt=prompt or JUDGE_RUBRIC_PROMPT,
         include_images=include_images,
     )
     audit_log_record(
-        actor=actor, action="judge_created", obj=judge, comment=f"{model} @ {base_url}"
+        actor=actor,
+        action="judge_created",
+        obj=judge,
+        comment=f"{endpoint.model} on endpoint {endpoint.name}",
+        data={"endpoint": endpoint.name},
     )
     return judge
 
@@ -1791,6 +2283,8 @@ def training_run_create(
     checked = _training_overrides(overrides or {})
     if base_checkpoint is not None:
         base_model = base_checkpoint.path
+    elif base_model.strip():
+        base_model = _checked_model_path(base_model)
     base_model = (base_model or str(preset_values.get("model_name_or_path") or "")).strip()
     if not base_model:
         raise WorkflowError(f"the {preset} preset names no base model: give a checkpoint folder")

@@ -5,16 +5,36 @@ size, so a huge file would fill the disk before being refused. `SizeCappedUpload
 first: past `SPECTRUM_UPLOAD_MAX_BYTES` it stops passing a file's bytes on, and hands the view an
 empty `OversizedUpload` that still reports the real size, so the usual size check refuses it
 with the usual message (file name, size, limit) and nothing of it is kept.
+
+`CleanedTemporaryFileUploadHandler` and `UploadTemporaryFilesMiddleware` delete every temporary
+upload file when its request ends, including those Django never hands to the view: a file refused
+by the size cap, or one cut off when the client disconnects or a handler raises mid-body.
+`read_limits` turns the SPECTRUM_MAX_* settings into the limits agent.spectra reads under.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.core.files.uploadhandler import FileUploadHandler
+from django.core.files.uploadhandler import FileUploadHandler, TemporaryFileUploadHandler
+from django.http import HttpRequest, HttpResponse
+
+from agent.spectra import ReadLimits
+
+_TEMPORARY_FILES = "_specvet_temporary_uploads"
+
+
+def read_limits() -> ReadLimits:
+    """What reading one uploaded or loaded survey file may cost (webapp/settings.py)."""
+    return ReadLimits(
+        max_uncompressed_bytes=settings.SPECTRUM_MAX_UNCOMPRESSED_BYTES,
+        max_pixels=settings.SPECTRUM_MAX_PIXELS,
+        max_spectra=settings.SPECTRUM_MAX_SPECTRA_PER_FILE,
+    )
 
 
 class OversizedUpload(UploadedFile):
@@ -44,3 +64,31 @@ class SizeCappedUploadHandler(FileUploadHandler):
             size=file_size,
             charset=self.charset,
         )
+
+
+class CleanedTemporaryFileUploadHandler(TemporaryFileUploadHandler):
+    """Django's temporary-file handler, recording each file it opens on the request so that
+    UploadTemporaryFilesMiddleware can delete it whatever became of the upload."""
+
+    def new_file(self, *args: Any, **kwargs: Any) -> None:
+        super().new_file(*args, **kwargs)
+        if self.request is not None:
+            opened = self.request.__dict__.setdefault(_TEMPORARY_FILES, [])
+            opened.append(self.file)
+
+
+def discard_temporary_uploads(request: HttpRequest) -> None:
+    """Close, and so delete, every temporary upload file the request opened."""
+    for upload in request.__dict__.pop(_TEMPORARY_FILES, []):
+        upload.close()
+
+
+class UploadTemporaryFilesMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            return self.get_response(request)
+        finally:
+            discard_temporary_uploads(request)

@@ -3,7 +3,9 @@ from __future__ import annotations
 from django.urls import include, path
 
 from annotation.apis import spectra as spectra_apis
+from annotation.apis import tokens as token_apis
 from annotation.views import spectra as spectra_views
+from annotation.views import tokens as token_views
 
 urlpatterns = [
     path("", spectra_views.home, name="home"),
@@ -35,9 +37,20 @@ urlpatterns = [
         spectra_apis.SpectrumRenderApi.as_view(),
         name="api_spectrum_render",
     ),
+    path(
+        "api/spectra/<int:spectrum_id>/plot/",
+        spectra_apis.SpectrumPlotWindowApi.as_view(),
+        name="api_spectrum_plot",
+    ),
+    path("accounts/token/", token_views.api_token_page, name="api_token_page"),
+    path("api/token/", token_apis.ApiTokenDetailApi.as_view(), name="api_token"),
+    path("api/token/issue/", token_apis.ApiTokenIssueApi.as_view(), name="api_token_issue"),
     path("", include("annotation.urls_curation")),
     path("", include("annotation.urls_inspections")),
     path("", include("annotation.urls_catalog")),
     path("", include("annotation.urls_rating")),
     path("", include("annotation.urls_training")),
+    path("", include("annotation.urls_accounts")),
+    path("", include("annotation.urls_audit")),
+    path("", include("annotation.urls_endpoints")),
 ]

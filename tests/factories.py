@@ -27,6 +27,28 @@ class UserFactory(factory.django.DjangoModelFactory):
         if create:
             self.save()
 
+    @factory.post_generation
+    def roles(self, create: bool, extracted: object, **kwargs: object) -> None:
+        """``UserFactory(roles=["expert", "rater"])``: the roles a test user holds (none unless
+        given, as for a new account)."""
+        if create and extracted:
+            give_roles(self, *extracted)  # type: ignore[misc]
+
+
+def give_roles(user, *roles: str) -> None:
+    """Add roles (annotation.roles.Role values) directly, without the audited service."""
+    from django.contrib.auth.models import Group
+
+    from annotation.roles import Role, forget_roles
+
+    for role in map(Role, roles):
+        if role == Role.STAFF:
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
+        else:
+            user.groups.add(Group.objects.get_or_create(name=role.value)[0])
+    forget_roles(user)
+
 
 def make_spectrum_value(
     *,
@@ -63,6 +85,22 @@ def make_spectrum(
     if result.created:
         return result.created[0]
     return Spectrum.objects.get(dataset=dataset, content_hash=services.spectrum_content_hash(value))
+
+
+def make_endpoint(
+    *,
+    name: str = "gpu-1",
+    base_url: str = "http://127.0.0.1:9/v1",
+    model: str = "m",
+    credential_env: str = "",
+    enabled: bool = True,
+):
+    """A registered model endpoint (directly, without the audited service)."""
+    from annotation.models import ModelEndpoint
+
+    return ModelEndpoint.objects.create(
+        name=name, base_url=base_url, model=model, credential_env=credential_env, enabled=enabled
+    )
 
 
 class ScriptedPolicy:

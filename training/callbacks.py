@@ -1,18 +1,22 @@
 """Per-step training metrics for the web app's curves (paper Figure 6), sent to a pluggable sink.
 
 ``MetricsCallback`` forwards what the trainer logs each step, under stable names: ``loss``,
-``reward_mean``/``reward_std``, ``tool_calls_mean`` (tool calls per trajectory),
+``reward_mean``/``reward_std``, ``tool_calls_mean`` (calls the tool ran, per trajectory) and
+``tool_failure_rate`` (observations without a plot: refused windows and malformed turns too;
+both logged by the reward from the environments, since TRL's ``tools/call_frequency`` counts
+tool rounds and its ``tools/failure_frequency`` only exceptions),
 ``response_length_mean`` (model-generated tokens per trajectory, tool tokens excluded),
 ``batch_f1``/``batch_accuracy`` (from the reward's parsed predictions on this step's rollouts),
 ``learning_rate``, ``grad_norm``; every other numeric value the trainer logs keeps its TRL name.
 
 ``ValidationF1Callback`` measures the validation F1 curve properly: every N steps it inspects a
-small labelled set with the current weights through ``agent.evaluation.evaluate`` (the real
-inspection loop, via an in-memory ``TransformersPolicy``) and records ``val_f1``,
-``val_accuracy`` and ``val_tool_calls_mean``. It costs one full rollout per validation
-spectrum, so keep the set small; ``batch_f1`` is the free, noisier alternative. It runs on
-the main process only, so it suits single-GPU and data-parallel runs, not sharded (ZeRO-3/FSDP)
-ones, where the other ranks would wait on generation; use ``batch_f1`` there.
+small labelled set with the current weights through the real inspection loop (an in-memory
+``TransformersPolicy``) and records ``val_f1``, ``val_accuracy``, ``val_tool_calls_mean`` and the
+F1 again under a name that says what it was measured on: ``val_f1_real`` (the real-data
+validation split of ``agent.real_corpus``) or ``val_f1_synthetic`` (SpecVI-mini). Every rank
+takes part: the set is sharded over the ranks, which generate in lockstep (the same number of
+``generate`` calls per round, ``synced_gpus`` when there are several), and the results are
+gathered; so it works under DDP, ZeRO-3 and FSDP without a rank waiting at a barrier.
 
 A sink is anything with ``write(record)``; ``JsonlMetricsSink`` appends JSON lines, and the web
 app plugs in a database sink.
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -33,12 +37,12 @@ from transformers import TrainerCallback
 from agent.policies.base import SamplingParams
 from agent.policies.transformers_policy import END_OF_TURN_TOKENS, TransformersPolicy
 
+VALIDATION_SOURCES = ("real", "synthetic")
+
 CANONICAL_NAMES = {
     "loss": "loss",
     "reward": "reward_mean",
     "reward_std": "reward_std",
-    "tools/call_frequency": "tool_calls_mean",
-    "tools/failure_frequency": "tool_failure_rate",
     "completions/mean_length": "response_length_mean",
     "batch_f1": "batch_f1",
     "batch_accuracy": "batch_accuracy",
@@ -131,7 +135,9 @@ class InMemoryPolicy(TransformersPolicy):
     """``TransformersPolicy`` around a model already in memory (the one being trained), so
     validation prompts and decoding are exactly those of serving."""
 
-    def __init__(self, model: Any, processor: Any, *, sampling: SamplingParams) -> None:
+    def __init__(
+        self, model: Any, processor: Any, *, sampling: SamplingParams, synced_gpus: bool = False
+    ) -> None:
         self.model_path = Path(getattr(model, "name_or_path", "") or "in-memory")
         self.device = str(next(model.parameters()).device)
         self.sampling = sampling
@@ -139,6 +145,7 @@ class InMemoryPolicy(TransformersPolicy):
         self.name = "in-memory:training"
         self.processor = processor
         self.model = model
+        self.synced_gpus = synced_gpus
         tokenizer = processor.tokenizer
         vocabulary = tokenizer.get_vocab()
         self._end_of_turn_ids = [
@@ -149,6 +156,43 @@ class InMemoryPolicy(TransformersPolicy):
         self._image_token_id = processor.image_token_id
         self._rng_states = None
         self.last_usage = {}
+
+    def _generation_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._generation_kwargs()
+        if self.synced_gpus:  # ranks keep stepping until all finish (sharded weights)
+            kwargs["synced_gpus"] = True
+        return kwargs
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """What ``agent.evaluation.evaluate_shard`` needs of the process group."""
+
+    rank: int
+    world_size: int
+    all_max: Callable[[int], int]
+    gather: Callable[[list[Any]], list[list[Any]]]
+
+
+def torch_collectives(device: Any) -> Collectives:
+    """Collectives of the current torch.distributed group (one process: trivial ones)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return Collectives(0, 1, lambda n: n, lambda items: [items])
+
+    def all_max(value: int) -> int:
+        tensor = torch.tensor([value], device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return int(tensor.item())
+
+    def gather(items: list[Any]) -> list[list[Any]]:
+        parts: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(parts, items)
+        return parts
+
+    return Collectives(dist.get_rank(), dist.get_world_size(), all_max, gather)
 
 
 class ValidationF1Callback(TrainerCallback):
@@ -165,25 +209,34 @@ class ValidationF1Callback(TrainerCallback):
         max_new_tokens: int = 1024,
         max_tool_calls: int = 8,
         run: str = "",
+        source: str = "synthetic",
+        use_tool: bool = True,
+        collectives: Callable[[Any], Collectives] = torch_collectives,
     ) -> None:
         if every_steps <= 0:
             raise ValueError(f"every_steps must be positive; got {every_steps}")
         if not samples:
             raise ValueError("ValidationF1Callback needs at least one labelled sample")
+        if source not in VALIDATION_SOURCES:
+            raise ValueError(f"source must be one of {VALIDATION_SOURCES}; got {source!r}")
         self.samples = list(samples)
         self.processor, self.sink = processor, sink
-        self.stage, self.run = stage, run
+        self.stage, self.run, self.source = stage, run, source
         self.every_steps, self.max_tool_calls = every_steps, max_tool_calls
+        self.use_tool = use_tool
+        self.collectives = collectives
         self.sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.global_step % self.every_steps or not state.is_world_process_zero:
+        if state.global_step % self.every_steps:
             return
-        model = kwargs["model"]
-        report = self.evaluate(model)
+        report = self.evaluate(kwargs["model"])
+        if not state.is_world_process_zero:
+            return
         tool_calls = [result.n_tool_calls for result in report.samples]
         metrics = {
             "val_f1": report.macro["f1"],
+            f"val_f1_{self.source}": report.macro["f1"],
             "val_accuracy": report.macro["accuracy"],
             "val_tool_calls_mean": sum(tool_calls) / len(tool_calls),
             "val_seconds": report.seconds,
@@ -193,17 +246,25 @@ class ValidationF1Callback(TrainerCallback):
         )
 
     def evaluate(self, model: Any) -> Any:
-        from agent.evaluation import evaluate
+        from agent.evaluation import evaluate_shard
 
         was_training = model.training
         model.eval()
         try:
-            policy = InMemoryPolicy(model, self.processor, sampling=self.sampling)
-            return evaluate(
+            group = self.collectives(next(model.parameters()).device)
+            policy = InMemoryPolicy(
+                model, self.processor, sampling=self.sampling, synced_gpus=group.world_size > 1
+            )
+            return evaluate_shard(
                 self.samples,
                 policy,
-                benchmark="specvi-mini",
+                rank=group.rank,
+                world_size=group.world_size,
+                all_max=group.all_max,
+                gather=group.gather,
+                benchmark="real-corpus" if self.source == "real" else "specvi-mini",
                 split="validation",
+                use_tool=self.use_tool,
                 max_tool_calls=self.max_tool_calls,
             )
         finally:

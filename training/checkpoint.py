@@ -21,6 +21,8 @@ from typing import Any
 
 from agent.chat_template import load_chat_template
 from agent.policies.base import code_version
+from agent.render import renderer_info
+from agent.tool import IMAGE_SIZE
 
 LINEAGE_FILE = "specvet_lineage.json"
 LINEAGE_SCHEMA = 1
@@ -47,6 +49,8 @@ class Lineage:
     libraries: dict[str, str]
     metrics: dict[str, float] = field(default_factory=dict)  # final training metrics
     base_lineage: dict[str, Any] | None = None  # the base checkpoint's lineage, when it has one
+    # What drew the tool images it trained on (older lineages lack it: empty).
+    renderer: dict[str, Any] = field(default_factory=dict)
     schema: int = LINEAGE_SCHEMA
 
     def __post_init__(self) -> None:
@@ -102,6 +106,7 @@ def new_lineage(
         libraries=_library_versions(),
         metrics=dict(metrics or {}),
         base_lineage=base_lineage,
+        renderer=renderer_info(IMAGE_SIZE),
     )
 
 
@@ -112,6 +117,13 @@ def save_checkpoint(model: Any, processor: Any, output_dir: str | Path, lineage:
     if hasattr(model, "merge_and_unload"):  # a peft model: ship plain weights
         model = model.merge_and_unload()
     model.save_pretrained(out)
+    return write_serving_files(processor, out, lineage)
+
+
+def write_serving_files(processor: Any, output_dir: str | Path, lineage: Lineage) -> Path:
+    """Processor (stock class names), the project chat template and the lineage, beside weights."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
     processor.chat_template = load_chat_template()
     processor.save_pretrained(out)
     for name in PROCESSOR_CONFIG_FILES:
@@ -120,6 +132,26 @@ def save_checkpoint(model: Any, processor: Any, output_dir: str | Path, lineage:
         json.dumps(lineage.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n",
         encoding="utf-8",
     )
+    return out
+
+
+def save_trained(trainer: Any, processor: Any, output_dir: str | Path, lineage: Lineage) -> Path:
+    """``save_checkpoint`` for a trainer on any number of processes; every rank calls it.
+
+    Sharded weights (ZeRO-3, FSDP) are gathered by ``trainer.save_model``, a collective that
+    writes on the main process; LoRA adapters are merged (single-GPU or data-parallel runs; the
+    LoRA recipe is one GPU). The main process then writes the serving files.
+    """
+    out = Path(output_dir)
+    model = trainer.model
+    if hasattr(model, "merge_and_unload") or trainer.args.world_size == 1:
+        if trainer.args.should_save:
+            save_checkpoint(model, processor, out, lineage)
+    else:
+        trainer.save_model(str(out))
+        if trainer.args.should_save:
+            write_serving_files(processor, out, lineage)
+    trainer.accelerator.wait_for_everyone()
     return out
 
 

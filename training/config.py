@@ -14,6 +14,7 @@ The CPU test configs in ``training/configs/*_cpu_tiny.yaml`` override them.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import sys
@@ -153,6 +154,13 @@ class DataArguments:
             "reported; rows are never truncated, since cutting image tokens breaks the image."
         },
     )
+    use_tool: bool = field(
+        default=True,
+        metadata={
+            "help": "False: the no-tool ablation (paper Table 4 #4): SFT on trajectories cut to "
+            "I0 and the final answer, GRPO rollouts whose tool only says it is disabled."
+        },
+    )
     specvi_mini_tasks: list[str] = field(
         default_factory=list,
         metadata={"help": "Task codes of SpecVI-mini label-only rows for GRPO."},
@@ -190,6 +198,14 @@ class RunArguments:
     )
     validation_samples_per_task: int = field(
         default=10, metadata={"help": "Validation spectra per task (half positives)."}
+    )
+    validation_source: str = field(
+        default="auto",
+        metadata={
+            "help": "'real': the validation split of agent.real_corpus; 'synthetic': SpecVI-mini; "
+            "'auto': real when its cache is fetched (make real-data) and has the task, else "
+            "synthetic. The metric name says which (val_f1_real / val_f1_synthetic)."
+        },
     )
     validation_every_steps: int = field(
         default=50, metadata={"help": "Run the validation inspection every this many steps."}
@@ -324,6 +340,76 @@ class SpecvetGRPOConfig(GRPOConfig):
         if self.reward not in REWARD_NAMES:
             raise ValueError(f"reward must be one of {REWARD_NAMES}; got {self.reward!r}")
         super().__post_init__()
+
+
+# --- generation backends -----------------------------------------------------------------------
+
+DEADLOCK_NOTE = (
+    "TRL 1.16's tool loop (GRPOTrainer._tool_call_loop) runs one generation call per tool round "
+    "on each rank, and rollouts end after different numbers of rounds, so ranks make different "
+    "numbers of generation calls"
+)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def launch_layout() -> tuple[int, bool]:
+    """(world size, parameters sharded) as ``accelerate launch`` or torchrun set them."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    zero3 = (
+        _env_flag("ACCELERATE_USE_DEEPSPEED")
+        and os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "") == "3"
+    )
+    return world_size, zero3 or _env_flag("ACCELERATE_USE_FSDP")
+
+
+def check_generation_setup(
+    args: Any, *, world_size: int | None = None, sharded: bool | None = None
+) -> None:
+    """Refuse GRPO generation setups that cannot run multi-turn tool rollouts in TRL 1.16.
+
+    Safe: HF ``generate`` on one process or plain data parallel; vLLM ``colocate`` with tensor
+    parallel size 1 and no sleep mode on any number of ranks (each rank generates with its own
+    engine; weights sync once per step, which every rank reaches); vLLM ``server`` with one
+    training process. Everything else puts a collective inside each generation call.
+    """
+    detected_world, detected_sharded = launch_layout()
+    world_size = detected_world if world_size is None else world_size
+    sharded = detected_sharded if sharded is None else sharded
+    if args.use_vllm:
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError(
+                "use_vllm is set but vLLM is not installed; on a GPU host run "
+                "`pip install -r requirements-gpu.txt`, or set use_vllm: false (HF generate)"
+            )
+        if args.vllm_mode not in ("colocate", "server"):
+            raise ValueError(f"vllm_mode must be 'colocate' or 'server'; got {args.vllm_mode!r}")
+        if args.vllm_mode == "server" and world_size > 1:
+            raise ValueError(
+                f"vllm_mode 'server' with {world_size} training processes would deadlock: "
+                f"{DEADLOCK_NOTE}, and server mode gathers prompts across all ranks in each "
+                "call. Use vllm_mode 'colocate' (one engine per training GPU), or train with one "
+                "process against the server."
+            )
+        if args.vllm_mode == "colocate" and args.vllm_tensor_parallel_size > 1 and world_size > 1:
+            raise ValueError(
+                f"vllm_tensor_parallel_size {args.vllm_tensor_parallel_size} would deadlock: "
+                f"{DEADLOCK_NOTE}, and tensor-parallel colocate gathers prompts across its group "
+                "in each call. Keep vllm_tensor_parallel_size 1 (a 7B engine fits one GPU)."
+            )
+        if args.vllm_mode == "colocate" and args.vllm_enable_sleep_mode and sharded:
+            raise ValueError(
+                f"vllm_enable_sleep_mode with ZeRO-3/FSDP would deadlock: {DEADLOCK_NOTE}, and "
+                "waking a sleeping engine re-gathers the sharded weights in each call."
+            )
+    elif sharded and world_size > 1:
+        raise ValueError(
+            f"HF generate with ZeRO-3/FSDP on {world_size} processes would deadlock: "
+            f"{DEADLOCK_NOTE}, and each call gathers the sharded weights. Set use_vllm: true "
+            "and vllm_mode: colocate (training/configs/grpo_gpu.yaml does)."
+        )
 
 
 # --- parsing -----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from agent.formats import (
     to_trl_example,
 )
 from agent.parsing import PREDICTIONS, TOOL_NAME
-from agent.rollout import inspect
+from agent.rollout import NO_TOOL_PROMPT_NOTE, inspect
 from agent.spectra import Spectrum
 from agent.tasks import Task, build_prompt, get_task, system_prompt
 from agent.tool import SpectralVisualizationTool
@@ -254,7 +254,7 @@ def verl_parquet_items(paths: Iterable[Path]) -> list[LabelledSpectrum]:
     return items
 
 
-def prompt_trajectory(spectrum: Spectrum, task: Task) -> Trajectory:
+def prompt_trajectory(spectrum: Spectrum, task: Task, *, use_tool: bool = True) -> Trajectory:
     """The step-less trajectory ``agent.rollout.inspect`` starts from: prompts and I0."""
     initial = SpectralVisualizationTool(spectrum).render_full()
     if not initial.ok or initial.png is None:
@@ -265,14 +265,15 @@ def prompt_trajectory(spectrum: Spectrum, task: Task) -> Trajectory:
         task=task.code,
         spectrum=SpectrumRef.from_spectrum(spectrum),
         system_prompt=system_prompt(),
-        user_prompt=build_prompt(task),
+        user_prompt=build_prompt(task) + ("" if use_tool else NO_TOOL_PROMPT_NOTE),
         initial_image=ImageRef(initial.png, initial.wavelength_range, None),
     )
 
 
-def rl_row(item: LabelledSpectrum) -> dict[str, Any]:
+def rl_row(item: LabelledSpectrum, *, use_tool: bool = True) -> dict[str, Any]:
     """One GRPO row: prompt messages, [I0], label, task and the spectrum as plain lists."""
-    example = to_trl_example(prompt_trajectory(item.spectrum, get_task(item.task)), images_as="pil")
+    trajectory = prompt_trajectory(item.spectrum, get_task(item.task), use_tool=use_tool)
+    example = to_trl_example(trajectory, images_as="pil")
     spectrum = item.spectrum
     assert spectrum.mask is not None
     return {
@@ -292,13 +293,14 @@ def rl_row(item: LabelledSpectrum) -> dict[str, Any]:
     }
 
 
-def build_rl_dataset(items: Sequence[LabelledSpectrum]) -> Any:
-    """A ``datasets.Dataset`` of GRPO rows (columns ``RL_COLUMNS``)."""
+def build_rl_dataset(items: Sequence[LabelledSpectrum], *, use_tool: bool = True) -> Any:
+    """A ``datasets.Dataset`` of GRPO rows (columns ``RL_COLUMNS``); ``use_tool=False`` gives the
+    no-tool ablation's prompt (the one ``agent.rollout.inspect(use_tool=False)`` sends)."""
     from datasets import Dataset
 
     if not items:
         raise TrainingDataError("no labelled spectra to build a GRPO dataset from")
-    return Dataset.from_list([rl_row(item) for item in items])
+    return Dataset.from_list([rl_row(item, use_tool=use_tool) for item in items])
 
 
 def spectrum_from_row(row: dict[str, Any]) -> Spectrum:

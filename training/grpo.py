@@ -6,15 +6,25 @@ agent's own ``spectral_visualization_tool`` (plots come back as images), at most
 of the loss by TRL's ``tool_mask``. The reward is paper eq. 3 (``--reward spec_o3``, alpha 0.2)
 or SPECTRA's multi-objective reward (``--reward spectra``), both read with ``agent.parsing``.
 
-Two fixes from ml_path.md section 2 are applied here: the tokenizer gets TRL's Qwen3 response
-template (Qwen2.5 writes the same ``<tool_call>{json}</tool_call>``), and the processor carries the
-project chat template, which passes ``supports_tool_calling`` and renders tool messages exactly
-like the user tool-response turns of SFT trajectories.
+Fixes applied here: the processor carries the project chat template, which passes
+``supports_tool_calling`` and renders tool messages exactly like the user tool-response turns of
+SFT trajectories (ml_path.md section 2); the tokenizer's response parser is replaced by the
+agent's (``training.environment``), so TRL's tool loop follows ``agent.rollout_rules`` like the
+inspection loop does; and ``SpecvetGRPOTrainer`` gives logged completions one schema, since TRL
+1.16 writes a conversation whose tool turns hold content blocks and whose assistant turns hold
+text straight to parquet, which pyarrow refuses (``ArrowInvalid: cannot mix list and non-list``).
 
 # GPU: SpecVI-mini label-only rows from an SFT checkpoint, SPECTRA hyperparameters with LoRA
 ```bash
 python -m training.grpo --config training/configs/grpo_gpu.yaml --preset spectra \\
     --model_name_or_path runs/sft-7b --specvi_mini_tasks CV CS SS MG WD --output_dir runs/grpo-7b
+```
+
+# GPU: 8 GPUs, full fine-tuning under ZeRO-3, rollouts on colocated vLLM (grpo_gpu.yaml)
+```bash
+accelerate launch --config_file training/configs/accelerate/deepspeed_zero3.yaml -m training.grpo \\
+    --config training/configs/grpo_gpu.yaml --model_name_or_path runs/sft-7b \\
+    --specvi_mini_tasks CV CS SS MG WD --output_dir runs/grpo-7b
 ```
 
 # CPU smoke run on the tiny random model
@@ -26,20 +36,23 @@ python -m training.grpo --config training/configs/grpo_cpu_tiny.yaml
 
 from __future__ import annotations
 
-import copy
+import json
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.trajectory import IMAGE_PLACEHOLDER
 from training.callbacks import MetricsSink
-from training.checkpoint import new_lineage, save_checkpoint
+from training.checkpoint import new_lineage, save_trained
 from training.config import (
     DataArguments,
     ModelArguments,
     RunArguments,
     SpecvetGRPOConfig,
+    check_generation_setup,
     config_to_dict,
     parse_config,
 )
@@ -51,7 +64,11 @@ from training.data import (
     specvi_mini_items,
     verl_parquet_items,
 )
-from training.environment import SpectrumInspectionEnv
+from training.environment import (
+    TURN_ARGUMENT,
+    environment_factory,
+    install_agent_response_parser,
+)
 from training.rewards import SpectraRewardWeights, build_reward
 from training.sft import (
     final_metrics,
@@ -117,12 +134,81 @@ def spectra_weights(args: SpecvetGRPOConfig) -> SpectraRewardWeights:
 
 
 def tool_calling_processor(model_args: ModelArguments) -> Any:
-    """The processor with the project template and TRL's Qwen3 response parser (ml_path.md 2)."""
-    from trl.chat_template_utils import qwen3_template
-
+    """The processor with the project template and the agent's response parser."""
     processor = load_training_processor(model_args)
-    processor.tokenizer.response_template = copy.deepcopy(qwen3_template)
+    install_agent_response_parser(processor.tokenizer)
     return processor
+
+
+def loggable_messages(messages: Any) -> Any:
+    """A conversation in one schema pyarrow can store: every message becomes ``role``,
+    ``content`` (text, ``<image>`` where a picture was) and ``tool_calls`` (a list, arguments as
+    JSON text; ``{}`` for the agent's calls, whose whole turn is already the content)."""
+    if not isinstance(messages, list):
+        return messages
+    rows = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(
+                IMAGE_PLACEHOLDER if part.get("type") == "image" else str(part.get("text", ""))
+                for part in content
+            )
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", call)
+            arguments = function.get("arguments") or {}
+            if isinstance(arguments, dict) and TURN_ARGUMENT in arguments:
+                arguments = {}
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            calls.append(
+                {
+                    "type": "function",
+                    "function": {"name": str(function.get("name", "")), "arguments": text},
+                }
+            )
+        rows.append(
+            {
+                "role": str(message.get("role", "")),
+                "content": "" if content is None else str(content),
+                "tool_calls": calls,
+            }
+        )
+    return rows
+
+
+def _grpo_trainer_class() -> type:
+    from trl import GRPOTrainer
+
+    class SpecvetGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer with two TRL 1.16 fixes for image-returning environment tools.
+
+        - Completion logs (``OUTPUT_DIR/completions/*.parquet``) get one message schema.
+        - With ``environment_factory`` the prompt's ``pixel_values``/``image_grid_thw`` come back
+          as nested lists; a tool round in which no rollout of the rank has shown a plot yet
+          (all malformed or refused) then crashes in ``split_pixel_values_by_grid``
+          (``'list' object has no attribute 'prod'``). They are made tensors here.
+        """
+
+        def _tokenize_prompts(self, prompts: list) -> tuple:
+            import numpy as np
+            import torch
+
+            prompt_ids, images, fields = super()._tokenize_prompts(prompts)
+            for key in ("pixel_values", "image_grid_thw"):
+                if key in fields and not isinstance(fields[key], torch.Tensor):
+                    fields[key] = torch.as_tensor(np.asarray(fields[key]))
+            return prompt_ids, images, fields
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            if self.log_completions:
+                for key in ("prompt", "completion"):
+                    kept = [loggable_messages(messages) for messages in self._logs[key]]
+                    self._logs[key].clear()
+                    self._logs[key].extend(kept)
+            super().log(logs, start_time)
+
+    return SpecvetGRPOTrainer
 
 
 def build_grpo_run(
@@ -136,14 +222,13 @@ def build_grpo_run(
 ) -> GRPORun:
     """A ready GRPOTrainer on ``items`` (default: those ``data_args`` names)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from trl import GRPOTrainer
-
+    check_generation_setup(training_args)
     if items is None:
         items, sources = collect_items(data_args)
     else:
         sources = {"in_memory": len(items)}
     processor = tool_calling_processor(model_args)
-    dataset = build_rl_dataset(items)
+    dataset = build_rl_dataset(items, use_tool=data_args.use_tool)
     reward = build_reward(
         training_args.reward,
         tokenizer=processor.tokenizer,
@@ -153,17 +238,27 @@ def build_grpo_run(
     )
     sink = sink or metrics_sink(run_args, training_args.output_dir)
     run_name = training_args.run_name or Path(training_args.output_dir or "grpo").name
-    trainer = GRPOTrainer(
+    trainer = _grpo_trainer_class()(
         model=load_model(model_args),
         reward_funcs=[reward],
         args=training_args,
         train_dataset=dataset,
         processing_class=processor,
-        environment_factory=SpectrumInspectionEnv,
+        environment_factory=environment_factory(
+            max_tool_calls=_tool_budget(training_args.max_tool_calling_iterations),
+            use_tool=data_args.use_tool,
+        ),
         peft_config=lora_config(model_args),
-        callbacks=run_callbacks(run_args, processor, sink, stage="grpo", run_name=run_name),
+        callbacks=run_callbacks(
+            run_args, processor, sink, stage="grpo", run_name=run_name, use_tool=data_args.use_tool
+        ),
     )
     return GRPORun(trainer, processor, dataset, sink, sources)
+
+
+def _tool_budget(iterations: int | None) -> int:
+    """The environment's observation budget: TRL's cap on tool rounds (None: no cap)."""
+    return sys.maxsize if iterations is None else iterations
 
 
 def save_grpo_run(
@@ -182,7 +277,7 @@ def save_grpo_run(
         config=config_to_dict(model_args, data_args, run_args, training_args),
         metrics=final_metrics(run.trainer),
     )
-    return save_checkpoint(run.trainer.model, run.processor, training_args.output_dir, lineage)
+    return save_trained(run.trainer, run.processor, training_args.output_dir, lineage)
 
 
 def main(

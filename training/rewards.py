@@ -39,6 +39,7 @@ from typing import Any
 from agent import metrics, parsing
 from agent.evaluation import window_kind
 from agent.tasks import get_task
+from training.environment import TURN_ARGUMENT
 
 END_OF_TURN = "<|im_end|>"
 ASSISTANT_HEADER = "<|im_start|>assistant\n"
@@ -112,6 +113,8 @@ def _assistant_text(message: dict[str, Any]) -> str:
     pieces.append(content)
     for call in message.get("tool_calls") or []:
         function = call.get("function", call)
+        if TURN_ARGUMENT in (function.get("arguments") or {}):  # the raw turn is the content
+            continue
         payload = {"name": function.get("name"), "arguments": function.get("arguments")}
         pieces.append(f"<tool_call>{json.dumps(payload, ensure_ascii=False)}</tool_call>")
     return "".join(pieces)
@@ -178,7 +181,7 @@ def spec_o3_reward(
         spec_o3_value(prediction == label, good, alpha)
         for prediction, label, good in zip(predictions, ground_truth, formats, strict=True)
     ]
-    _log_batch(log_metric, ground_truth, predictions, formats, rollouts)
+    _log_batch(log_metric, ground_truth, predictions, formats, rollouts, kwargs.get("environments"))
     return rewards
 
 
@@ -299,7 +302,7 @@ def spectra_reward(
     ]
     predictions = [parsing.extract_prediction(rollout.turns) for rollout in rollouts]
     formats = [parsing.format_ok(rollout.turns).ok for rollout in rollouts]
-    _log_batch(log_metric, ground_truth, predictions, formats, rollouts)
+    _log_batch(log_metric, ground_truth, predictions, formats, rollouts, kwargs.get("environments"))
     return [part.total for part in components]
 
 
@@ -320,15 +323,35 @@ def _log_batch(
     predictions: Sequence[str | None],
     formats: Sequence[bool],
     rollouts: Sequence[Rollout],
+    environments: Sequence[Any] | None = None,
 ) -> None:
-    """Training-batch classification metrics (F1 on the rollouts of this step)."""
+    """Training-batch classification metrics (F1 on the rollouts of this step) and tool use."""
     if log_metric is None:
         return
+    log_tool_metrics(log_metric, environments)
     report = metrics.classification_report(list(labels), list(predictions))
     log_metric("batch_f1", report.f1)
     log_metric("batch_accuracy", report.accuracy)
     log_metric("format_ok_rate", sum(formats) / len(formats))
     log_metric("turns_mean", sum(len(r.turns) for r in rollouts) / len(rollouts))
+
+
+def log_tool_metrics(
+    log_metric: Callable[[str, float], None], environments: Sequence[Any] | None
+) -> None:
+    """``tool_calls_mean`` (calls the tool ran, per rollout) and ``tool_failure_rate`` (share of
+    observations without a plot: refused windows, malformed turns, a disabled tool; rule 4 of
+    ``agent.rollout_rules``), read from the environments' records.
+
+    TRL averages each logged name over its values on all ranks, so the failure rate is logged as
+    one 0/1 value per observation: the average is then the pooled rate over the whole batch.
+    """
+    if not environments:
+        return
+    log_metric("tool_calls_mean", sum(env.n_tool_calls for env in environments) / len(environments))
+    for env in environments:
+        for call in env.calls:
+            log_metric("tool_failure_rate", 0.0 if call.ok else 1.0)
 
 
 def build_reward(

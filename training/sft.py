@@ -38,7 +38,7 @@ from training.callbacks import (
     ValidationF1Callback,
     canonical_metrics,
 )
-from training.checkpoint import new_lineage, save_checkpoint
+from training.checkpoint import new_lineage, save_trained
 from training.config import (
     DataArguments,
     ModelArguments,
@@ -108,22 +108,18 @@ def metrics_sink(run_args: RunArguments, output_dir: str | None) -> JsonlMetrics
 
 
 def run_callbacks(
-    run_args: RunArguments, processor: Any, sink: MetricsSink, *, stage: str, run_name: str
+    run_args: RunArguments,
+    processor: Any,
+    sink: MetricsSink,
+    *,
+    stage: str,
+    run_name: str,
+    use_tool: bool = True,
 ) -> list[Any]:
     """The metrics callback, plus the validation-F1 callback when validation tasks are set."""
-    from agent.evaluation import EvalSample
-
     callbacks: list[Any] = [MetricsCallback(sink, stage=stage, run=run_name)]
     if run_args.validation_tasks:
-        n_pos = (run_args.validation_samples_per_task + 1) // 2
-        items = specvi_mini_items(
-            run_args.validation_tasks,
-            split="test",
-            n_pos=n_pos,
-            n_neg=run_args.validation_samples_per_task - n_pos,
-            seed=run_args.validation_seed,
-        )
-        samples = [EvalSample(i.sample_id, i.task, i.label, i.spectrum) for i in items]
+        samples, source = validation_samples(run_args)
         callbacks.append(
             ValidationF1Callback(
                 samples,
@@ -134,9 +130,67 @@ def run_callbacks(
                 max_new_tokens=run_args.validation_max_new_tokens,
                 max_tool_calls=run_args.validation_max_tool_calls,
                 run=run_name,
+                source=source,
+                use_tool=use_tool,
             )
         )
     return callbacks
+
+
+def validation_samples(run_args: RunArguments) -> tuple[list[Any], str]:
+    """The labelled validation set and its source ("real" or "synthetic")."""
+    from agent.evaluation import EvalSample
+
+    if run_args.validation_source not in ("auto", "real", "synthetic"):
+        raise ValueError(
+            f"validation_source must be auto, real or synthetic; got {run_args.validation_source!r}"
+        )
+    if run_args.validation_source != "synthetic":
+        real = real_validation_samples(run_args)
+        if real:
+            return real, "real"
+        if run_args.validation_source == "real":
+            raise ValueError(
+                f"no real validation spectra for tasks {run_args.validation_tasks}: run "
+                "`make real-data` (agent.real_corpus fetch) or set validation_source synthetic"
+            )
+    n_pos = (run_args.validation_samples_per_task + 1) // 2
+    items = specvi_mini_items(
+        run_args.validation_tasks,
+        split="test",
+        n_pos=n_pos,
+        n_neg=run_args.validation_samples_per_task - n_pos,
+        seed=run_args.validation_seed,
+    )
+    return [EvalSample(i.sample_id, i.task, i.label, i.spectrum) for i in items], "synthetic"
+
+
+def real_validation_samples(run_args: RunArguments) -> list[Any]:
+    """Up to ``validation_samples_per_task`` real spectra per task (positives first), or []
+    when the corpus cache is not there."""
+    from agent.evaluation import EvalSample
+
+    try:
+        from agent.real_corpus import CorpusUnavailable, load_corpus
+    except ImportError:
+        return []
+    try:
+        corpus = load_corpus("validation")
+    except (CorpusUnavailable, OSError) as error:
+        logger.info("real validation split unavailable (%s); using SpecVI-mini", error)
+        return []
+    samples = []
+    for task in run_args.validation_tasks:
+        labelled = [(entry, spectrum, entry.label(task)) for entry, spectrum in corpus]
+        chosen = sorted(
+            (row for row in labelled if row[2] is not None), key=lambda row: row[2] != "YES"
+        )[: run_args.validation_samples_per_task]
+        samples.extend(
+            EvalSample(entry.id, task, label, spectrum) for entry, spectrum, label in chosen
+        )
+    if not any(sample.label == "YES" for sample in samples):
+        return []  # F1 of the positive class needs positives
+    return samples
 
 
 def final_metrics(trainer: Any) -> dict[str, float]:
@@ -191,7 +245,28 @@ def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], di
         "sharegpt": list(data_args.sharegpt),
         "smoke_tasks": list(data_args.smoke_tasks),
     }
+    if not data_args.use_tool:
+        trajectories = [without_tool(trajectory) for trajectory in trajectories]
+        sources["use_tool"] = False
     return trajectories, sources
+
+
+def without_tool(trajectory: Trajectory) -> Trajectory:
+    """The no-tool ablation's demonstration (paper Table 4 #4): the no-tool prompt, I0 and the
+    trajectory's final answer turn only; trajectories without an answer are kept as they are."""
+    from agent.rollout import NO_TOOL_PROMPT_NOTE
+
+    if not trajectory.steps or trajectory.answer is None:
+        return trajectory
+    data = trajectory.to_dict()
+    data["user_prompt"] = trajectory.user_prompt + NO_TOOL_PROMPT_NOTE
+    last = dict(data["steps"][-1])
+    last["index"] = 0
+    data["steps"] = [last]
+    data["meta"] = {**trajectory.meta, "use_tool": False}
+    result = Trajectory.from_dict(data)
+    result.finalize(trajectory.stop_reason)
+    return result
 
 
 def build_sft_run(
@@ -226,7 +301,9 @@ def build_sft_run(
         train_dataset=data.dataset,
         processing_class=processor,
         peft_config=lora_config(model_args),
-        callbacks=run_callbacks(run_args, processor, sink, stage="sft", run_name=run_name),
+        callbacks=run_callbacks(
+            run_args, processor, sink, stage="sft", run_name=run_name, use_tool=data_args.use_tool
+        ),
     )
     return SFTRun(trainer, processor, data, sink, sources)
 
@@ -247,7 +324,7 @@ def save_sft_run(
         config=config_to_dict(model_args, data_args, run_args, training_args),
         metrics=final_metrics(run.trainer),
     )
-    return save_checkpoint(run.trainer.model, run.processor, training_args.output_dir, lineage)
+    return save_trained(run.trainer, run.processor, training_args.output_dir, lineage)
 
 
 def main(

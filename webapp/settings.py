@@ -8,6 +8,7 @@ optional integrations to scale out; see README.md.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -57,21 +58,25 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "axes",
     "annotation",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "annotation.uploads.UploadTemporaryFilesMiddleware",  # deletes a request's temporary uploads
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "annotation.permissions.RoleRuleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "webapp.middleware.ContentSecurityPolicyMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
 ]
 
 CONTENT_SECURITY_POLICY = os.getenv(
@@ -95,6 +100,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "annotation.permissions.nav_context",
             ],
         },
     },
@@ -116,6 +122,24 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out username + address
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes): LOGIN_FAILURE_LIMIT failed logins for one username from one
+# address lock that pair out for LOGIN_COOLOFF_MINUTES; a success resets the count. Behind a
+# reverse proxy set TRUSTED_PROXY_COUNT, or every visitor shares the proxy's address.
+AXES_ENABLED = envbool("LOGIN_THROTTLING", "True")
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "webapp.auth.client_ip"
+TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", 0)
+# API tokens (DRF authtoken) stop working this many hours after they were issued; users issue
+# a new one on their API token page.
+API_TOKEN_TTL_HOURS = envint("SPECVET_API_TOKEN_TTL_HOURS", 24 * 30)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -132,6 +156,15 @@ MEDIA_ROOT = Path(os.getenv("MEDIA_ROOT", BASE_DIR / "media"))
 # Training runs write datasets, metrics and checkpoints here; the web, training and inspection
 # workers must all see this path (shared storage when they run on several machines).
 TRAINING_OUTPUT_ROOT = Path(os.getenv("TRAINING_OUTPUT_ROOT", BASE_DIR / "var" / "training"))
+# Folders a "local checkpoint" policy may load weights from (colon-separated): a path a user
+# types is only ever loaded from inside one of these, or when it is a registered checkpoint.
+POLICY_CHECKPOINT_ROOTS = [
+    Path(root)
+    for root in os.getenv(
+        "POLICY_CHECKPOINT_ROOTS", f"{TRAINING_OUTPUT_ROOT}:{BASE_DIR / 'var' / 'checkpoints'}"
+    ).split(":")
+    if root
+]
 MEDIA_URL = "media/"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -147,20 +180,31 @@ STORAGES = {
 # Uploads of survey files: per-file and per-request limits.
 SPECTRUM_UPLOAD_MAX_BYTES = envint("SPECTRUM_UPLOAD_MAX_BYTES", 50 * 1024 * 1024)
 SPECTRUM_UPLOAD_MAX_FILES = envint("SPECTRUM_UPLOAD_MAX_FILES", 20)
+# Reading one survey file (upload or load_spectra command): its content once decompressed (and
+# a table's parsed numbers), pixels per spectrum, spectra per file. Past them it is refused.
+SPECTRUM_MAX_UNCOMPRESSED_BYTES = envint("SPECTRUM_MAX_UNCOMPRESSED_BYTES", 64 * 1024 * 1024)
+SPECTRUM_MAX_PIXELS = envint("SPECTRUM_MAX_PIXELS", 1_000_000)
+SPECTRUM_MAX_SPECTRA_PER_FILE = envint("SPECTRUM_MAX_SPECTRA_PER_FILE", 5_000)
+# Spectrum plots carry at most this many points per trace (min-max thinned beyond, keeping every
+# extreme); zooming fetches the window's own pixels. Survey spectra (DESI: 7,781 px) fit whole.
+SPECTRUM_PLOT_MAX_POINTS = envint("SPECTRUM_PLOT_MAX_POINTS", 8000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = [
     "annotation.uploads.SizeCappedUploadHandler",  # stops keeping a file past the upload limit
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
-    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+    "annotation.uploads.CleanedTemporaryFileUploadHandler",  # deleted when the request ends
 ]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "webapp.auth.ExpiringTokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "annotation.permissions.HasRoleRule",  # each API's role_rule; none declared: refused
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "webapp.schema.SpecvetAutoSchema",
@@ -242,16 +286,21 @@ JOB_LEASE_RETRY_DELAY = envint("JOB_LEASE_RETRY_DELAY", 60)
 CURATION_ACCEPTANCE_RULE = os.getenv("CURATION_ACCEPTANCE_RULE", "unanimous")
 
 # Optional integrations: off until configured.
+# These two register the model endpoint "default" on every migrate; its key is read from the
+# OPENAI_API_KEY variable (or the file OPENAI_API_KEY_FILE names) only when a call is made, and
+# only for that endpoint. Staff register other endpoints; a credential file they name must lie
+# inside one of MODEL_ENDPOINT_SECRET_DIRS.
 OPENAI_BASE_URL = os.getenv("OPENAI_BASE_URL", "")  # e.g. http://gpu-1:8000/v1 (vllm serve)
-OPENAI_API_KEY = envsecret("OPENAI_API_KEY")
 OPENAI_MODEL = os.getenv("OPENAI_MODEL", "")
-USE_OPENAI_POLICY = bool(OPENAI_BASE_URL and OPENAI_MODEL)
+MODEL_ENDPOINT_SECRET_DIRS = envlist("MODEL_ENDPOINT_SECRET_DIRS", "/run/secrets")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
+    # Failed logins and lockouts are warnings; every successful login is not worth a line.
+    "loggers": {"axes": {"level": os.getenv("LOG_LEVEL_AXES", "WARNING")}},
 }
 
 if not DEBUG:

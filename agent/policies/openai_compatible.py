@@ -13,12 +13,14 @@ Images travel as base64 PNG data URLs; tool results are user turns with the
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from agent.parsing import strip_special_tokens
 from agent.policies.base import (
     EndpointUnavailable,
     PolicyError,
@@ -78,8 +80,27 @@ class OpenAICompatiblePolicy:
         self._client = client or httpx.Client(timeout=timeout, transport=transport, headers=headers)
         if client is not None and api_key:
             self._client.headers.update(headers)
-        self.last_usage: dict[str, int | None] = {}
-        self.last_finish_reason: str | None = None
+        self._local = threading.local()
+
+    # Episodes may run in threads (agent.evaluation concurrency): the one httpx client is
+    # thread-safe, and what describes the last request is kept per thread.
+    concurrent_safe = True
+
+    @property
+    def last_usage(self) -> dict[str, int | None]:
+        return getattr(self._local, "usage", {})
+
+    @last_usage.setter
+    def last_usage(self, value: dict[str, int | None]) -> None:
+        self._local.usage = value
+
+    @property
+    def last_finish_reason(self) -> str | None:
+        return getattr(self._local, "finish_reason", None)
+
+    @last_finish_reason.setter
+    def last_finish_reason(self, value: str | None) -> None:
+        self._local.finish_reason = value
 
     def info(self) -> dict[str, Any]:
         return {
@@ -163,7 +184,7 @@ class OpenAICompatiblePolicy:
             "prompt_tokens": _int_or_none(usage.get("prompt_tokens")),
             "completion_tokens": _int_or_none(usage.get("completion_tokens")),
         }
-        return content
+        return strip_special_tokens(content)
 
 
 def _describe_transport_error(error: httpx.TransportError) -> str:

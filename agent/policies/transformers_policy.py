@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from agent.parsing import strip_special_tokens
 from agent.policies.base import SamplingParams, code_version, validate_messages
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>")
@@ -95,7 +96,9 @@ class TransformersPolicy:
             "completion_tokens": len(new_ids),
             "image_tokens": int((prompt_ids == self._image_token_id).sum()),
         }
-        return self.processor.tokenizer.decode(kept_ids, skip_special_tokens=False)
+        return strip_special_tokens(
+            self.processor.tokenizer.decode(kept_ids, skip_special_tokens=False)
+        )
 
     def _generation_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.chat_template import load_chat_template
+from agent.parsing import strip_special_tokens
 from agent.policies.base import PolicyError, SamplingParams, code_version, to_openai_messages
 
 INSTALL_HINT = "pip install -r requirements-gpu.txt"
@@ -115,7 +116,7 @@ class VLLMOfflinePolicy:
             if not output.outputs:
                 raise PolicyError(f"vLLM returned no completion for request {output.request_id}")
             completion = output.outputs[0]
-            texts.append(completion.text)
+            texts.append(strip_special_tokens(completion.text))
             self.last_batch_usage.append(
                 {
                     "prompt_tokens": len(output.prompt_token_ids or []),

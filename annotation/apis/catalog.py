@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import catalog, services
+from annotation import catalog, permissions, selectors, services
 from annotation.models import (
     Candidate,
     CatalogEntry,
@@ -120,6 +120,8 @@ def _provenance(run: InspectionRun) -> dict[str, Any]:
 
 
 class CatalogListApi(APIView):
+    role_rule = permissions.BROWSE
+
     class FilterSerializer(serializers.Serializer):
         task = serializers.CharField(required=False, allow_blank=True, default="")
         verdict = serializers.ChoiceField(
@@ -178,7 +180,10 @@ class CatalogListApi(APIView):
             catalog.check_filters(filters)
         except catalog.CatalogQueryError as error:
             raise ValidationError({"detail": str(error)}) from error
-        page = catalog.catalog_page(catalog.catalog_rows(filters, sort), page_number, page_size)
+        rows = selectors.catalog_entries_visible_to(
+            user=request.user, rows=catalog.catalog_rows(filters, sort)
+        )
+        page = catalog.catalog_page(rows, page_number, page_size)
         output = {
             "count": page.count,
             "count_capped": page.count_capped,
@@ -192,6 +197,8 @@ class CatalogListApi(APIView):
 
 
 class CatalogEntryDetailApi(APIView):
+    role_rule = permissions.BROWSE
+
     class OutputSerializer(CatalogEntryOutputSerializer):
         vote_share = serializers.FloatField(source="candidate.vote_share", allow_null=True)
         needs_expert = serializers.BooleanField(source="candidate.needs_expert", allow_null=True)
@@ -225,9 +232,9 @@ class CatalogEntryDetailApi(APIView):
 
     @extend_schema(operation_id="catalog_entry_retrieve", responses=OutputSerializer)
     def get(self, request: Request, entry_id: int) -> Response:
+        entries = selectors.catalog_entries_visible_to(user=request.user)
         entry = get_object_or_404(
-            CatalogEntry.objects.select_related("run__task", "run__created_by", "candidate"),
-            pk=entry_id,
+            entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
         )
         return Response(self.OutputSerializer(entry).data)
 
@@ -261,6 +268,8 @@ class VettingCandidateOutputSerializer(serializers.ModelSerializer):
 
 
 class VettingNextApi(APIView):
+    role_rule = permissions.VET
+
     class OutputSerializer(serializers.Serializer):
         remaining = serializers.IntegerField(help_text="candidates waiting for this expert")
         candidate = VettingCandidateOutputSerializer(allow_null=True)
@@ -272,12 +281,16 @@ class VettingNextApi(APIView):
         "(candidate is null when none waits).",
     )
     def get(self, request: Request) -> Response:
-        queue = catalog.vetting_queue(request.user)
+        queue = selectors.candidates_visible_to(
+            user=request.user, rows=catalog.vetting_queue(request.user)
+        )
         output = {"remaining": queue.count(), "candidate": queue.first()}
         return Response(self.OutputSerializer(output).data)
 
 
 class ExpertDecisionCreateApi(APIView):
+    role_rule = permissions.VET
+
     class InputSerializer(serializers.Serializer):
         candidate = serializers.IntegerField(min_value=1)
         decision = serializers.ChoiceField(choices=ExpertDecisionValue.values)
@@ -294,7 +307,9 @@ class ExpertDecisionCreateApi(APIView):
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         data = params.validated_data
-        candidate = get_object_or_404(Candidate, pk=data["candidate"])
+        candidate = get_object_or_404(
+            selectors.candidates_visible_to(user=request.user), pk=data["candidate"]
+        )
         existed = ExpertDecision.objects.filter(candidate=candidate, expert=request.user).exists()
         try:
             record = services.expert_decision_record(

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.editing import EditedAnswer, EditedStep, EditError, apply_edit
-from annotation import selectors, services
+from annotation import permissions, selectors, services
 from annotation.forms_curation import (
     EditorState,
     ImportFileError,
@@ -84,9 +84,11 @@ class WorkflowApi(APIView):
 
 
 def _get_curation_for_user(request: Request, curation_id: int) -> Curation:
-    """Every signed-in expert may read every curation (for now); writes are the services' call."""
+    """The curation, if this user may read it (selectors.Blinding), else 404; writes are the
+    services' call."""
+    curations = selectors.curations_visible_to(user=request.user)
     return get_object_or_404(
-        Curation.objects.select_related("task", "spectrum", "reviser", "auditor_1", "auditor_2"),
+        curations.select_related("task", "spectrum", "reviser", "auditor_1", "auditor_2"),
         pk=curation_id,
     )
 
@@ -206,6 +208,8 @@ def _paginated(request: Request, view: APIView, rows: Any, serializer: Any) -> R
 class MyWorkApi(WorkflowApi):
     """What waits for me, by stage: a count and the first ids of each queue."""
 
+    role_rule = permissions.CURATE
+
     IDS_PER_QUEUE = 100
 
     class QueueOutputSerializer(serializers.Serializer):
@@ -235,6 +239,8 @@ class MyWorkApi(WorkflowApi):
 
 
 class CurationListApi(WorkflowApi):
+    role_rule = permissions.CURATION_READ
+
     class FilterSerializer(serializers.Serializer):
         state = serializers.ChoiceField(choices=["", *CurationState.values], required=False)
         task = serializers.CharField(required=False, allow_blank=True)
@@ -244,16 +250,32 @@ class CurationListApi(WorkflowApi):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         rows = selectors.curation_list(**filters.validated_data).defer(*LIST_DEFER)
+        rows = selectors.curations_visible_to(user=request.user, rows=rows)
         return _paginated(request, self, rows, CurationOutputSerializer)
 
 
+class DiscardOutputSerializer(serializers.ModelSerializer):
+    by = serializers.SlugRelatedField(source="actor", slug_field="username", read_only=True)
+    reason = serializers.CharField(source="comment")
+    at = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = AuditLog
+        fields = ["by", "reason", "at"]
+
+
 class CurationDetailApi(WorkflowApi):
+    role_rule = permissions.CURATION_READ
+
     class OutputSerializer(CurationOutputSerializer):
         your_roles = serializers.ListField(child=serializers.CharField())
         actions = serializers.DictField(child=serializers.BooleanField())
         head = VersionOutputSerializer()
         audits = AuditOutputSerializer(many=True, help_text="only those blinding lets you see")
         votes = VoteOutputSerializer(many=True, help_text="only your own until all have voted")
+        discard = DiscardOutputSerializer(
+            allow_null=True, help_text="who discarded it and why; null unless discarded"
+        )
 
         class Meta(CurationOutputSerializer.Meta):
             fields = [
@@ -263,6 +285,7 @@ class CurationDetailApi(WorkflowApi):
                 "head",
                 "audits",
                 "votes",
+                "discard",
             ]
 
     @extend_schema(responses=OutputSerializer)
@@ -278,10 +301,14 @@ class CurationDetailApi(WorkflowApi):
         data["votes"] = VoteOutputSerializer(
             selectors.votes_visible_to(curation=curation, user=request.user), many=True
         ).data
+        discard = selectors.discard_entry(curation)
+        data["discard"] = DiscardOutputSerializer(discard).data if discard else None
         return Response(data)
 
 
 class CurationVersionDetailApi(WorkflowApi):
+    role_rule = permissions.CURATION_READ
+
     @extend_schema(responses=VersionOutputSerializer)
     def get(self, request: Request, curation_id: int, number: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -291,6 +318,8 @@ class CurationVersionDetailApi(WorkflowApi):
 
 class CurationHistoryApi(WorkflowApi):
     """The audit log (paginated, blinded like the page) and the version chain."""
+
+    role_rule = permissions.CURATION_READ
 
     class EntryOutputSerializer(serializers.ModelSerializer):
         actor = _username()
@@ -319,6 +348,8 @@ class CurationHistoryApi(WorkflowApi):
 class CurationImageApi(WorkflowApi):
     """A tool PNG of a stored trajectory (the png_sha256 references of the trajectory dicts)."""
 
+    role_rule = permissions.CURATION_READ
+
     @extend_schema(responses={(200, "image/png"): OpenApiResponse(description="PNG bytes")})
     def get(self, request: Request, sha256: str) -> HttpResponse:
         raw = request.query_params.get("curation", "")
@@ -338,6 +369,8 @@ def _curation_response(curation: Curation, code: int = status.HTTP_200_OK) -> Re
 
 
 class CurationScreenApi(WorkflowApi):
+    role_rule = permissions.CURATE
+
     class InputSerializer(serializers.Serializer):
         keep = serializers.BooleanField()
         reason = serializers.CharField(
@@ -357,6 +390,8 @@ class CurationScreenApi(WorkflowApi):
 
 
 class CurationClaimRevisionApi(WorkflowApi):
+    role_rule = permissions.CURATE
+
     @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -387,6 +422,8 @@ class RevisionInput(serializers.Serializer):
 
 class CurationRevisionSaveApi(WorkflowApi):
     """Save an edit (structured steps and answer) as a new version; images are re-rendered."""
+
+    role_rule = permissions.CURATE
 
     InputSerializer = RevisionInput
 
@@ -425,6 +462,8 @@ class CurationRevisionSaveApi(WorkflowApi):
 
 class CurationAutosaveApi(WorkflowApi):
     """Keep an unsaved edit (same body as a save); the revision page restores it."""
+
+    role_rule = permissions.CURATE
 
     InputSerializer = RevisionInput
 
@@ -471,6 +510,8 @@ class CurationAutosaveApi(WorkflowApi):
 
 
 class CurationSubmitForAuditApi(WorkflowApi):
+    role_rule = permissions.CURATE
+
     class InputSerializer(serializers.Serializer):
         base_number = serializers.IntegerField(min_value=1)
 
@@ -489,6 +530,8 @@ class CurationSubmitForAuditApi(WorkflowApi):
 
 
 class CurationClaimAuditApi(WorkflowApi):
+    role_rule = permissions.CURATE
+
     @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -497,6 +540,8 @@ class CurationClaimAuditApi(WorkflowApi):
 
 
 class AuditSubmitApi(WorkflowApi):
+    role_rule = permissions.CURATE
+
     class InputSerializer(serializers.Serializer):
         version_number = serializers.IntegerField(min_value=1)
         verdict = serializers.ChoiceField(choices=AuditVerdict.values)
@@ -521,6 +566,8 @@ class AuditSubmitApi(WorkflowApi):
 
 
 class VoteCastApi(WorkflowApi):
+    role_rule = permissions.CURATE
+
     class InputSerializer(serializers.Serializer):
         value = serializers.ChoiceField(choices=VoteValue.values)
         comment = serializers.CharField(allow_blank=True, required=False, default="")
@@ -538,6 +585,8 @@ class VoteCastApi(WorkflowApi):
 
 
 class CurationReassignApi(WorkflowApi):
+    role_rule = permissions.CURATION_MANAGE
+
     class InputSerializer(serializers.Serializer):
         role = serializers.ChoiceField(choices=services.ROLES)
         username = serializers.CharField(allow_null=True, help_text="null frees the role")
@@ -565,6 +614,8 @@ class CurationReassignApi(WorkflowApi):
 class CurationStandardizeApi(WorkflowApi):
     """Staff (re)run the standardization of an approved trajectory as a job."""
 
+    role_rule = permissions.CURATION_MANAGE
+
     @extend_schema(request=None, responses={202: JobOutputSerializer, 403: ERROR, 409: ERROR})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -584,6 +635,8 @@ class CurationStandardizeApi(WorkflowApi):
 class DraftJobCreateApi(WorkflowApi):
     """Draft trajectories for the first N labelled spectra matching the filters."""
 
+    role_rule = permissions.DRAFT
+
     class InputSerializer(serializers.Serializer):
         task = serializers.SlugRelatedField(slug_field="code", queryset=Task.objects.all())
         dataset = serializers.CharField(required=False, allow_blank=True, default="")
@@ -591,12 +644,21 @@ class DraftJobCreateApi(WorkflowApi):
         label = serializers.ChoiceField(choices=["", *Label.values], required=False, default="")
         skip_curated = serializers.BooleanField(required=False, default=True)
         limit = serializers.IntegerField(min_value=1, max_value=1000, default=20)
-        teacher = serializers.ChoiceField(choices=[], default="rule-based")
+        teacher = serializers.CharField(
+            max_length=60,
+            default="rule-based",
+            help_text="rule-based, or the name of an enabled model endpoint (GET /api/endpoints/)",
+        )
         max_tool_calls = serializers.IntegerField(min_value=1, max_value=16, default=8)
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.fields["teacher"].choices = [key for key, _ in teacher_choices()]
+        def validate_teacher(self, teacher: str) -> str:
+            # Read when a request is checked, not when the schema is built (no database then).
+            names = [key for key, _ in teacher_choices()]
+            if teacher not in names:
+                raise serializers.ValidationError(
+                    f"teacher {teacher!r} is not one of: {', '.join(names)} (a URL is not accepted)"
+                )
+            return teacher
 
     @extend_schema(request=InputSerializer, responses={201: JobOutputSerializer, 400: ERROR})
     def post(self, request: Request) -> Response:
@@ -611,6 +673,8 @@ class DraftJobCreateApi(WorkflowApi):
 
 class CurationImportApi(WorkflowApi):
     """Import a project JSONL or a ShareGPT ZIP; a bad file stores nothing."""
+
+    role_rule = permissions.DRAFT
 
     parser_classes = [MultiPartParser]
 
@@ -646,6 +710,8 @@ class CurationImportApi(WorkflowApi):
 
 
 class JobListApi(WorkflowApi):
+    role_rule = permissions.JOBS_READ
+
     @extend_schema(responses=JobOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         rows = Job.objects.select_related("created_by").order_by("-id")
@@ -653,6 +719,8 @@ class JobListApi(WorkflowApi):
 
 
 class JobDetailApi(WorkflowApi):
+    role_rule = permissions.JOBS_READ
+
     @extend_schema(responses=JobOutputSerializer)
     def get(self, request: Request, job_id: int) -> Response:
         job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
@@ -660,6 +728,8 @@ class JobDetailApi(WorkflowApi):
 
 
 class JobCancelApi(WorkflowApi):
+    role_rule = permissions.JOB_CONTROL
+
     @extend_schema(
         request=None,
         responses={
@@ -685,6 +755,8 @@ class JobCancelApi(WorkflowApi):
 class DatasetListApi(WorkflowApi):
     """Accepted trajectories per task and label, and the exports (paginated)."""
 
+    role_rule = permissions.DATASETS_READ
+
     @extend_schema(responses=ExportOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         rows = DatasetExport.objects.select_related("created_by").order_by("-version")
@@ -695,6 +767,8 @@ class DatasetListApi(WorkflowApi):
 
 class DatasetExportCreateApi(WorkflowApi):
     """Export accepted trajectories as the next version; same content gives the same version."""
+
+    role_rule = permissions.DATASET_EXPORT
 
     class InputSerializer(serializers.Serializer):
         task = serializers.CharField(required=False, allow_blank=True, default="")
@@ -720,6 +794,8 @@ class DatasetExportCreateApi(WorkflowApi):
 
 
 class DatasetDownloadApi(WorkflowApi):
+    role_rule = permissions.DATASETS_READ
+
     @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="the zip")})
     def get(self, request: Request, export_id: int) -> FileResponse:
         export = get_object_or_404(DatasetExport, pk=export_id)

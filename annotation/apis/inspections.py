@@ -10,7 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import selectors, services
+from annotation import permissions, selectors, services
+from annotation.apis.fields import IdField
 from annotation.models import Candidate, InspectionRun, Task
 
 
@@ -60,23 +61,39 @@ class CandidateOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+def _get_run_for_user(request: Request, run_id: int) -> InspectionRun:
+    """The run, if this user may read it; otherwise 404, as if there were none (Blinding)."""
+    runs = selectors.runs_visible_to(user=request.user).select_related("task")
+    return get_object_or_404(runs, pk=run_id)
+
+
+def _get_candidate_for_user(request: Request, candidate_id: int) -> Candidate:
+    candidates = selectors.candidates_visible_to(user=request.user).select_related("spectrum")
+    return get_object_or_404(candidates, pk=candidate_id)
+
+
 class InspectionRunListApi(APIView):
+    role_rule = permissions.INSPECTION_READ
+
     @extend_schema(responses=RunOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(
-            InspectionRun.objects.select_related("task"), request, view=self
+            selectors.runs_visible_to(user=request.user).select_related("task"), request, view=self
         )
         return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
 
 
 class InspectionRunCreateApi(APIView):
+    role_rule = permissions.INSPECT
+
     class InputSerializer(serializers.Serializer):
         task = serializers.SlugRelatedField(slug_field="code", queryset=Task.objects.all())
-        spectrum_ids = serializers.ListField(
-            child=serializers.IntegerField(), min_length=1, max_length=100000
+        spectrum_ids = serializers.ListField(child=IdField(), min_length=1, max_length=100000)
+        policy = serializers.DictField(
+            help_text='e.g. {"kind": "rule-based"} or {"kind": "openai", "endpoint": "default"} '
+            "(a registered endpoint, GET /api/endpoints/; base_url and api_key are refused)"
         )
-        policy = serializers.DictField(help_text='e.g. {"kind": "rule-based"}')
         sampling = serializers.DictField(required=False)
         rollouts = serializers.IntegerField(min_value=1, max_value=16, default=1)
         max_tool_calls = serializers.IntegerField(min_value=0, max_value=16, default=8)
@@ -106,15 +123,18 @@ class InspectionRunCreateApi(APIView):
 
 
 class InspectionRunDetailApi(APIView):
+    role_rule = permissions.INSPECTION_READ
+
     @extend_schema(responses=RunOutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
-        run = get_object_or_404(InspectionRun.objects.select_related("task"), pk=run_id)
+        run = _get_run_for_user(request, run_id)
         data = dict(RunOutputSerializer(run).data)
-        data["progress"] = selectors.run_progress(run=run)
-        data["metrics"] = selectors.run_metrics(run=run)
+        data["progress"] = selectors.run_progress(run=run, user=request.user)
+        data["metrics"] = selectors.run_metrics(run=run, user=request.user)
         paginator = PageNumberPagination()
+        candidates = selectors.candidates_visible_to(user=request.user).filter(run=run)
         page = paginator.paginate_queryset(
-            run.candidates.select_related("spectrum").order_by("id"), request, view=self
+            candidates.select_related("spectrum").order_by("id"), request, view=self
         )
         data["candidates"] = CandidateOutputSerializer(page, many=True).data
         data["candidates_count"] = paginator.page.paginator.count
@@ -122,20 +142,24 @@ class InspectionRunDetailApi(APIView):
 
 
 class InspectionRunCancelApi(APIView):
+    role_rule = permissions.INSPECTION_CONTROL
+
     class OutputSerializer(serializers.Serializer):
         cancelled = serializers.IntegerField(help_text="pending candidates that will not run")
 
     @extend_schema(request=None, responses=OutputSerializer)
     def post(self, request: Request, run_id: int) -> Response:
-        run = get_object_or_404(InspectionRun, pk=run_id)
+        run = _get_run_for_user(request, run_id)
         cancelled = services.inspection_run_cancel(run=run, actor=request.user)
         return Response({"cancelled": cancelled})
 
 
 class CandidateDetailApi(APIView):
+    role_rule = permissions.INSPECTION_READ
+
     @extend_schema(responses=CandidateOutputSerializer)
     def get(self, request: Request, candidate_id: int) -> Response:
-        candidate = get_object_or_404(Candidate.objects.select_related("spectrum"), pk=candidate_id)
+        candidate = _get_candidate_for_user(request, candidate_id)
         data = dict(CandidateOutputSerializer(candidate).data)
         data["rollouts"] = [
             {
@@ -152,6 +176,8 @@ class CandidateDetailApi(APIView):
 class CandidateStepsApi(APIView):
     """Steps stored so far (the live view's data), after a given step id."""
 
+    role_rule = permissions.INSPECTION_READ
+
     class OutputSerializer(serializers.Serializer):
         state = serializers.CharField()
         steps = serializers.ListField(child=serializers.DictField())
@@ -161,7 +187,7 @@ class CandidateStepsApi(APIView):
         responses=OutputSerializer,
     )
     def get(self, request: Request, candidate_id: int) -> Response:
-        candidate = get_object_or_404(Candidate, pk=candidate_id)
+        candidate = _get_candidate_for_user(request, candidate_id)
         try:
             after = int(request.query_params.get("after", "0"))
         except ValueError:
@@ -179,9 +205,11 @@ class CandidateStepsApi(APIView):
 
 
 class CandidateRetryApi(APIView):
+    role_rule = permissions.INSPECTION_CONTROL
+
     @extend_schema(request=None, responses=CandidateOutputSerializer)
     def post(self, request: Request, candidate_id: int) -> Response:
-        candidate = get_object_or_404(Candidate, pk=candidate_id)
+        candidate = _get_candidate_for_user(request, candidate_id)
         try:
             services.candidate_retry(candidate=candidate, actor=request.user)
         except services.WorkflowError as error:

@@ -17,7 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import selectors, services
+from annotation import endpoints, permissions, selectors, services
+from annotation.apis.fields import IdField
 from annotation.models import (
     Curation,
     CurationState,
@@ -27,6 +28,7 @@ from annotation.models import (
     RatingAssignment,
     RatingCampaign,
 )
+from annotation.roles import Role, users_holding
 from annotation.views.rating import (
     ANALYSIS_HIDDEN,
     FIGURES,
@@ -98,6 +100,8 @@ class BlindedItemSerializer(serializers.Serializer):
 class CampaignListApi(APIView):
     """Campaigns I rate (with my progress) and campaigns I manage."""
 
+    role_rule = permissions.RATING_READ
+
     class OutputSerializer(RatingCampaignSerializer):
         rater = serializers.BooleanField()
         manager = serializers.BooleanField()
@@ -121,6 +125,8 @@ class CampaignListApi(APIView):
 
 
 class CampaignCreateApi(APIView):
+    role_rule = permissions.RATING_MANAGE
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=120)
         description = serializers.CharField(required=False, allow_blank=True, default="")
@@ -128,13 +134,13 @@ class CampaignCreateApi(APIView):
             child=serializers.CharField(), min_length=1, help_text="usernames"
         )
         raters_per_item = serializers.IntegerField(min_value=1, max_value=50, default=2)
-        runs = serializers.ListField(child=serializers.IntegerField(), default=list)
+        runs = serializers.ListField(child=IdField(), default=list)
         rollouts_per_run = serializers.IntegerField(min_value=1, max_value=100000, default=50)
         curations = serializers.ListField(
-            child=serializers.IntegerField(), default=list, help_text="accepted curation ids"
+            child=IdField(), default=list, help_text="accepted curation ids"
         )
         pair_runs = serializers.ListField(
-            child=serializers.IntegerField(),
+            child=IdField(),
             min_length=2,
             max_length=2,
             required=False,
@@ -148,6 +154,14 @@ class CampaignCreateApi(APIView):
             missing = sorted(set(usernames) - {u.get_username() for u in users})
             if missing:
                 raise serializers.ValidationError(f"unknown users: {', '.join(missing)}")
+            raters = users_holding(Role.RATER).filter(pk__in=[u.pk for u in users])
+            not_raters = sorted(
+                {u.get_username() for u in users} - {u.get_username() for u in raters}
+            )
+            if not_raters:
+                raise serializers.ValidationError(
+                    f"not raters: {', '.join(not_raters)} (staff grant the rater role first)"
+                )
             return list(users)
 
         def validate_runs(self, ids: list[int]) -> list[InspectionRun]:
@@ -210,6 +224,8 @@ def _rows_by_id(rows: Any, ids: list[int], what: str) -> list[Any]:
 class CampaignDetailApi(APIView):
     """A campaign, my progress, and (for staff and its creator) every rater's progress."""
 
+    role_rule = permissions.RATING_READ
+
     class OutputSerializer(RatingCampaignSerializer):
         n_items = serializers.IntegerField()
         n_pairs = serializers.IntegerField()
@@ -241,6 +257,8 @@ class CampaignDetailApi(APIView):
 
 
 class CampaignCloseApi(APIView):
+    role_rule = permissions.RATING_MANAGE
+
     @extend_schema(request=None, responses=RatingCampaignSerializer)
     def post(self, request: Request, campaign_id: int) -> Response:
         campaign = get_campaign_for_user(request, campaign_id)
@@ -263,6 +281,8 @@ def _rater_campaign(request: Request, campaign_id: int) -> RatingCampaign | Resp
 
 class RatingNextItemApi(APIView):
     """The next trajectory in my order, blinded; `item` is null when none is left."""
+
+    role_rule = permissions.RATE
 
     class OutputSerializer(serializers.Serializer):
         campaign = RatingCampaignSerializer()
@@ -289,6 +309,8 @@ class RatingNextItemApi(APIView):
 
 class RatingSubmitApi(APIView):
     """Score one of my assignments 0-5 (while the campaign is open; a new score replaces mine)."""
+
+    role_rule = permissions.RATE
 
     class InputSerializer(serializers.Serializer):
         score = serializers.IntegerField(help_text="0-5, paper Table 7")
@@ -333,6 +355,8 @@ class RatingSubmitApi(APIView):
 class PairNextApi(APIView):
     """The next pair in my order, both sides blinded; `left` is null when none is left."""
 
+    role_rule = permissions.RATE
+
     class OutputSerializer(serializers.Serializer):
         campaign = RatingCampaignSerializer()
         progress = RaterProgressSerializer()
@@ -364,6 +388,8 @@ class PairNextApi(APIView):
 
 class PairJudgementSubmitApi(APIView):
     """left: the left explanation is better; tie; right: the right one is better."""
+
+    role_rule = permissions.RATE
 
     class InputSerializer(serializers.Serializer):
         outcome = serializers.CharField(help_text="left, tie or right")
@@ -399,6 +425,8 @@ class PairJudgementSubmitApi(APIView):
 class CampaignAnalysisApi(APIView):
     """Figure 4 for one campaign (the analysis page's data); raters only once it is closed."""
 
+    role_rule = permissions.RATING_READ
+
     @extend_schema(responses=OpenApiTypes.OBJECT, operation_id="rating_campaign_analysis")
     def get(self, request: Request, campaign_id: int) -> Response:
         campaign = get_campaign_for_user(request, campaign_id)
@@ -409,6 +437,8 @@ class CampaignAnalysisApi(APIView):
 
 class CampaignAnalysisFigureApi(APIView):
     """One figure's table (the same rows as its CSV export)."""
+
+    role_rule = permissions.RATING_READ
 
     class OutputSerializer(serializers.Serializer):
         figure = serializers.ChoiceField(choices=FIGURES)
@@ -440,22 +470,42 @@ class CampaignAnalysisFigureApi(APIView):
 class JudgeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Judge
-        fields = ["id", "name", "base_url", "model", "prompt", "include_images", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "endpoint",
+            "base_url",
+            "model",
+            "prompt",
+            "include_images",
+            "created_at",
+        ]
+
+    endpoint = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
 
 class JudgeListApi(APIView):
+    role_rule = permissions.RATING_MANAGE
+
     @extend_schema(responses=JudgeSerializer(many=True))
     def get(self, request: Request) -> Response:
         if not request.user.is_staff:
             return _forbidden("only staff can see the LLM judges' endpoints")
-        return Response(JudgeSerializer(Judge.objects.order_by("name"), many=True).data)
+        judges = Judge.objects.select_related("endpoint").order_by("name")
+        return Response(JudgeSerializer(judges, many=True).data)
 
 
 class JudgeCreateApi(APIView):
+    role_rule = permissions.RATING_MANAGE
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=80)
-        base_url = serializers.URLField()
-        model = serializers.CharField(max_length=200)
+        endpoint = serializers.CharField(
+            max_length=60, help_text="a registered model endpoint's name (GET /api/endpoints/)"
+        )
+        model = serializers.CharField(
+            max_length=200, required=False, help_text="optional: must be the endpoint's model"
+        )
         prompt = serializers.CharField(
             required=False, allow_blank=True, default="", help_text="empty: the Table 7 prompt"
         )
@@ -465,6 +515,28 @@ class JudgeCreateApi(APIView):
             if Judge.objects.filter(name=name).exists():
                 raise serializers.ValidationError(f"a judge named {name!r} exists already")
             return name
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            for refused in ("base_url", "api_key"):
+                if refused in self.initial_data:
+                    raise serializers.ValidationError(
+                        {
+                            refused: f"{refused} is not accepted; choose a registered endpoint: "
+                            f"{endpoints.choices_text()}"
+                        }
+                    )
+            try:
+                endpoint = endpoints.find_usable(attrs["endpoint"])
+            except endpoints.EndpointError as error:
+                raise serializers.ValidationError({"endpoint": str(error)}) from None
+            model = attrs.pop("model", None)
+            if model not in (None, "", endpoint.model):
+                raise serializers.ValidationError(
+                    {
+                        "model": f"endpoint {endpoint.name!r} serves {endpoint.model!r}, not {model!r}"
+                    }
+                )
+            return {**attrs, "endpoint": endpoint}
 
     @extend_schema(request=InputSerializer, responses=JudgeSerializer)
     def post(self, request: Request) -> Response:
@@ -481,6 +553,8 @@ class JudgeCreateApi(APIView):
 
 class JudgeRunApi(APIView):
     """Start a job in which the judge scores every trajectory of the campaign."""
+
+    role_rule = permissions.RATING_MANAGE
 
     class OutputSerializer(serializers.Serializer):
         job = serializers.IntegerField()

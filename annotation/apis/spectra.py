@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
+from django.conf import settings
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -14,11 +18,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.spectra import SpectrumFormatError
-from annotation import selectors, services
+from annotation import permissions, selectors, services
 from annotation.models import Label, Spectrum, Task
 
 
 class TaskListApi(APIView):
+    role_rule = permissions.BROWSE
+
     class OutputSerializer(serializers.ModelSerializer):
         class Meta:
             model = Task
@@ -56,6 +62,8 @@ class SpectrumOutputSerializer(serializers.ModelSerializer):
 
 
 class SpectrumListApi(APIView):
+    role_rule = permissions.BROWSE
+
     class FilterSerializer(serializers.Serializer):
         task = serializers.CharField(required=False, allow_blank=True)
         label = serializers.ChoiceField(choices=["", *Label.values], required=False)
@@ -74,6 +82,8 @@ class SpectrumListApi(APIView):
 
 
 class SpectrumDetailApi(APIView):
+    role_rule = permissions.BROWSE
+
     class OutputSerializer(SpectrumOutputSerializer):
         meta = serializers.JSONField()
 
@@ -96,6 +106,8 @@ class SpectrumDetailApi(APIView):
 
 
 class SpectrumRenderApi(APIView):
+    role_rule = permissions.BROWSE
+
     class InputSerializer(serializers.Serializer):
         wavelength_range = serializers.ListField(
             child=serializers.FloatField(), min_length=2, max_length=2, required=False
@@ -132,7 +144,55 @@ class SpectrumRenderApi(APIView):
         )
 
 
+class SpectrumPlotWindowApi(APIView):
+    """The plot's pixels with rest wavelength in [lo, hi], thinned like the page's plot when the
+    window holds more than max_points (every pixel otherwise): what a zoomed plot shows."""
+
+    role_rule = permissions.BROWSE
+
+    class FilterSerializer(serializers.Serializer):
+        lo = serializers.FloatField(required=False)
+        hi = serializers.FloatField(required=False)
+        max_points = serializers.IntegerField(required=False, min_value=10)
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            lo, hi = attrs.get("lo"), attrs.get("hi")
+            if lo is not None and hi is not None and lo >= hi:
+                raise serializers.ValidationError({"hi": f"must exceed lo ({lo}); got {hi}"})
+            return attrs
+
+    class OutputSerializer(serializers.Serializer):
+        wavelength = serializers.ListField(child=serializers.FloatField())
+        flux = serializers.ListField(child=serializers.FloatField(allow_null=True))
+        lower = serializers.ListField(
+            child=serializers.FloatField(allow_null=True), allow_null=True
+        )
+        upper = serializers.ListField(
+            child=serializers.FloatField(allow_null=True), allow_null=True
+        )
+        n_pixels = serializers.IntegerField(help_text="pixels in the window before thinning")
+        decimated = serializers.BooleanField()
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
+    def get(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        limit = settings.SPECTRUM_PLOT_MAX_POINTS
+        data = params.validated_data
+        return Response(
+            selectors.spectrum_plot_window(
+                row=row,
+                lo=data.get("lo"),
+                hi=data.get("hi"),
+                max_points=min(data.get("max_points", limit), limit),
+            )
+        )
+
+
 class SpectrumUploadApi(APIView):
+    role_rule = permissions.UPLOAD
+
     parser_classes = [MultiPartParser]
 
     class InputSerializer(serializers.Serializer):
@@ -145,9 +205,20 @@ class SpectrumUploadApi(APIView):
 
     @extend_schema(request=InputSerializer, responses=SpectrumOutputSerializer(many=True))
     def post(self, request: Request) -> Response:
-        params = self.InputSerializer(
-            data={**request.data.dict(), "files": request.FILES.getlist("files")}
-        )
+        try:
+            form = request.data
+        except UnsupportedMediaType:
+            form = None
+        if not isinstance(form, QueryDict):
+            # A body-less request parses to a plain dict, a JSON one not at all: no files either way.
+            return Response(
+                {
+                    "detail": "Nothing was stored. Send the spectrum files as multipart/form-data "
+                    "in the field 'files' (the request had no multipart body)."
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        params = self.InputSerializer(data={**form.dict(), "files": request.FILES.getlist("files")})
         params.is_valid(raise_exception=True)
         data = params.validated_data
         try:

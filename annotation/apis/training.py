@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation import selectors, services
+from annotation import permissions, selectors, services
 from annotation.apis.curation import _paginated
 from annotation.models import (
     DatasetExport,
@@ -88,6 +88,8 @@ class MetricOutputSerializer(serializers.ModelSerializer):
 
 
 class TrainingRunListApi(APIView):
+    role_rule = permissions.TRAINING_READ
+
     @extend_schema(responses=TrainingRunOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         return _paginated(request, self, selectors.training_runs(), TrainingRunOutputSerializer)
@@ -103,6 +105,8 @@ class LabelSourceSerializer(serializers.Serializer):
 
 
 class TrainingRunCreateApi(APIView):
+    role_rule = permissions.TRAIN
+
     class InputSerializer(serializers.Serializer):
         stage = serializers.ChoiceField(choices=TrainingStage.choices)
         preset = serializers.ChoiceField(choices=sorted(selectors.TRAINING_PRESETS))
@@ -149,6 +153,8 @@ class TrainingRunCreateApi(APIView):
 
 
 class TrainingRunDetailApi(APIView):
+    role_rule = permissions.TRAINING_READ
+
     @extend_schema(responses=TrainingRunOutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(selectors.training_runs(), pk=run_id)
@@ -164,6 +170,8 @@ class TrainingRunDetailApi(APIView):
 
 class TrainingRunMetricsApi(APIView):
     """Metric rows in the order they were written; ``after`` follows a live run."""
+
+    role_rule = permissions.TRAINING_READ
 
     @extend_schema(
         parameters=[
@@ -185,6 +193,8 @@ class TrainingRunMetricsApi(APIView):
 
 
 class TrainingRunCancelApi(APIView):
+    role_rule = permissions.TRAINING_CONTROL
+
     @extend_schema(request=None, responses=TrainingRunOutputSerializer)
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(selectors.training_runs(), pk=run_id)
@@ -197,6 +207,8 @@ class TrainingRunCancelApi(APIView):
 
 class PolicyCheckpointListApi(APIView):
     """Registered checkpoints; ``policy_spec`` is what an inspection run's ``policy`` takes."""
+
+    role_rule = permissions.TRAINING_READ
 
     @extend_schema(responses=CheckpointOutputSerializer(many=True))
     def get(self, request: Request) -> Response:

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from django.contrib import messages
-from django.db.models import Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import QuerySet
 from django.http import (
+    FileResponse,
     Http404,
     HttpRequest,
     HttpResponse,
@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import catalog, selectors, services
+from annotation import catalog, catalog_export, permissions, selectors, services
 from annotation.models import (
     Candidate,
     CandidateState,
@@ -30,10 +30,9 @@ from annotation.models import (
     ExpertDecision,
     ExpertDecisionValue,
     ImageBlob,
-    LiveStep,
-    Rollout,
     Task,
 )
+from annotation.permissions import require_role
 
 # The list's columns, with the sort key of those that sort.
 HEADERS = (
@@ -79,6 +78,7 @@ def _headers(request: HttpRequest, sort: str) -> list[dict[str, str]]:
     return headers
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def catalog_list(request: HttpRequest) -> HttpResponse:
     sort = catalog.normalize_sort(request.GET.get("sort"))
@@ -91,8 +91,17 @@ def catalog_list(request: HttpRequest) -> HttpResponse:
         # htmx leaves the page as it is on a 4xx answer; the message must replace the results.
         status = 200 if request.htmx else 400
     else:
-        rows = catalog.catalog_rows(filters, sort)
-        context["page"] = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
+        rows = selectors.catalog_entries_visible_to(
+            user=request.user, rows=catalog.catalog_rows(filters, sort)
+        )
+        page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
+        list_url = reverse("catalog_list")
+        context["page"] = page
+        context["rows"] = catalog.list_rows(
+            page.entries,
+            detail_prefix=reverse("catalog_detail", args=[0])[:-2],
+            list_url=list_url,
+        )
     context.update(
         filters=filters,
         query=_query_without(request, "page"),
@@ -137,11 +146,12 @@ def _provenance(entry: CatalogEntry) -> dict[str, Any]:
     }
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
+    entries = selectors.catalog_entries_visible_to(user=request.user)
     entry = get_object_or_404(
-        CatalogEntry.objects.select_related("run__task", "run__created_by", "candidate"),
-        pk=entry_id,
+        entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
     )
     candidate = entry.candidate
     decisions = (
@@ -162,27 +172,21 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
     )
 
 
-def _image_is_in_a_trajectory(sha256: str, candidate_id: str | None) -> bool:
-    """True when a rollout or live step refers to this image (so only tool images are
-    served here, not every stored blob). A candidate id narrows the search to its rows."""
-    scope = Q()
-    if candidate_id is not None:
-        if not candidate_id.isdigit():
-            return False
-        scope = Q(candidate_id=int(candidate_id))
-    for model in (Rollout, LiveStep):
-        rows = model.objects.filter(scope).annotate(text=Cast("data", TextField()))
-        if rows.filter(text__contains=sha256).exists():
-            return True
-    return False
-
-
+@require_role(permissions.BROWSE)
 @require_GET
 @cache_control(private=True, max_age=31536000, immutable=True)
 def catalog_image(request: HttpRequest, sha256: str) -> HttpResponse:
     if not catalog.is_sha256(sha256):
         raise Http404("not an image hash")
-    if not _image_is_in_a_trajectory(sha256, request.GET.get("candidate")):
+    # Only tool images of rollouts and live steps the user may read are served here, not
+    # every stored blob; a candidate id narrows the search to that candidate's rows.
+    raw = request.GET.get("candidate")
+    if raw is not None and not raw.isdigit():
+        raise Http404("no trajectory shows this image")
+    candidate_id = int(raw) if raw is not None else None
+    if not selectors.image_in_candidates(
+        user=request.user, sha256=sha256, candidate_id=candidate_id
+    ):
         raise Http404("no trajectory shows this image")
     blob = get_object_or_404(ImageBlob, sha256=sha256)
     return HttpResponse(bytes(blob.png), content_type="image/png")
@@ -196,13 +200,15 @@ def _export_rows(request: HttpRequest) -> tuple[QuerySet[CatalogEntry], int | No
     filters = catalog.filters_from_query(request.GET)
     limit = catalog.limit_from_query(request.GET)
     sort = catalog.normalize_sort(request.GET.get("sort"), default="id")
-    return catalog.catalog_rows(filters, sort), limit
+    rows = catalog.catalog_rows(filters, sort)
+    return selectors.catalog_entries_visible_to(user=request.user, rows=rows), limit
 
 
 def _file_name(extension: str) -> str:
     return f"specvet-catalog-{timezone.now():%Y%m%dT%H%M%SZ}.{extension}"
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def catalog_export_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     try:
@@ -222,22 +228,26 @@ def _table_export(request: HttpRequest, extension: str, content_type: str) -> Ht
     except catalog.CatalogQueryError as error:
         return HttpResponseBadRequest(str(error), content_type="text/plain")
     cap = min(limit or catalog.EXPORT_ROW_LIMIT, catalog.EXPORT_ROW_LIMIT)
-    result = catalog.catalog_table(rows, cap)
     query = _query_without(request, "limit")
-    writer = catalog.votable_bytes if extension == "vot" else catalog.fits_bytes
-    response = HttpResponse(writer(result, query=query), content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{_file_name(extension)}"'
+    writer = catalog_export.write_votable if extension == "vot" else catalog_export.write_fits
+    export = writer(rows, limit=cap, query=query)
+    # FileResponse streams the temporary file in blocks and closes (so deletes) it when done.
+    response = FileResponse(
+        export.file, content_type=content_type, as_attachment=True, filename=_file_name(extension)
+    )
     response["X-Catalog-Row-Limit"] = str(catalog.EXPORT_ROW_LIMIT)
-    response["X-Catalog-Rows"] = str(len(result.table))
-    response["X-Catalog-Truncated"] = "true" if result.truncated else "false"
+    response["X-Catalog-Rows"] = str(export.rows)
+    response["X-Catalog-Truncated"] = "true" if export.truncated else "false"
     return response
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def catalog_export_votable(request: HttpRequest) -> HttpResponse:
     return _table_export(request, "vot", "application/x-votable+xml")
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def catalog_export_fits(request: HttpRequest) -> HttpResponse:
     return _table_export(request, "fits", "application/fits")
@@ -247,17 +257,25 @@ def catalog_export_fits(request: HttpRequest) -> HttpResponse:
 
 
 def _vetting_candidate(request: HttpRequest) -> Candidate | None:
-    """The candidate asked for by ?candidate= (any finished one), else the user's next."""
+    """The candidate asked for by ?candidate= (any finished one it may read), else the user's
+    next."""
     wanted = request.GET.get("candidate", "")
     if wanted:
         if not wanted.isdigit():
             raise Http404("no such candidate")
         return get_object_or_404(
-            Candidate.objects.select_related("run__task", "spectrum"),
+            selectors.candidates_visible_to(user=request.user).select_related(
+                "run__task", "spectrum"
+            ),
             pk=int(wanted),
             state=CandidateState.DONE,
         )
-    return catalog.vetting_queue(request.user).first()
+    return _vetting_queue(request).first()
+
+
+def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
+    queue = catalog.vetting_queue(request.user)
+    return selectors.candidates_visible_to(user=request.user, rows=queue)
 
 
 def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -266,12 +284,13 @@ def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str
     return data
 
 
+@require_role(permissions.VET)
 @require_GET
 def vetting_queue(request: HttpRequest) -> HttpResponse:
     candidate = _vetting_candidate(request)
     context: dict[str, Any] = {
         "candidate": candidate,
-        "remaining": catalog.vetting_queue(request.user).count(),
+        "remaining": _vetting_queue(request).count(),
         "choices": ExpertDecisionValue.choices,
     }
     if candidate is not None:
@@ -285,13 +304,14 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
     return render(request, "catalog/vetting.html", context)
 
 
+@require_role(permissions.VET)
 @require_POST
 def vetting_decide(request: HttpRequest) -> HttpResponse:
     candidate_id = request.POST.get("candidate", "")
     if not candidate_id.isdigit():
         return HttpResponseBadRequest("candidate must be a candidate id", content_type="text/plain")
-    rows = Candidate.objects.select_related("spectrum").defer("spectrum__arrays", "spectrum__meta")
-    candidate = get_object_or_404(rows, pk=candidate_id)
+    rows = selectors.candidates_visible_to(user=request.user).select_related("spectrum")
+    candidate = get_object_or_404(rows.defer("spectrum__arrays", "spectrum__meta"), pk=candidate_id)
     try:
         services.expert_decision_record(
             candidate=candidate,

@@ -16,8 +16,7 @@ from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -29,7 +28,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
 from agent.editing import EditError, apply_edit, check_same_tool_actions
-from annotation import selectors, services
+from annotation import permissions, selectors, services
 from annotation.forms_curation import (
     AuditForm,
     CurationFilterForm,
@@ -42,6 +41,7 @@ from annotation.forms_curation import (
     StepDraft,
     VoteForm,
     read_import_upload,
+    teacher_spec,
 )
 from annotation.models import (
     Audit,
@@ -58,6 +58,7 @@ from annotation.models import (
     TrajectoryVersion,
     VersionKind,
 )
+from annotation.permissions import require_role
 
 PAGE_SIZE = 50
 QUEUE_PAGE_SIZE = 10
@@ -107,9 +108,10 @@ def status_for(error: services.WorkflowError) -> int:
 
 
 def _get_curation_for_user(request: HttpRequest, curation_id: int) -> Curation:
-    """Every signed-in expert may read every curation (for now); writes are the services' call."""
+    """The curation, if this user may read it (selectors.Blinding), else 404; writes are the
+    services' call."""
     return get_object_or_404(
-        Curation.objects.select_related(
+        selectors.curations_visible_to(user=request.user).select_related(
             "task", "spectrum", "reviser", "auditor_1", "auditor_2", "draft_job"
         ),
         pk=curation_id,
@@ -121,7 +123,7 @@ def _get_job_for_user(request: HttpRequest, job_id: int) -> Job:
 
 
 def job_cancel_allowed(job: Job, user: AbstractBaseUser) -> bool:
-    return job.created_by_id == user.pk or bool(getattr(user, "is_staff", False))
+    return permissions.is_owner_or_staff(user, job.created_by_id)
 
 
 def _get_rw_job_for_user(request: HttpRequest, job_id: int) -> Job:
@@ -369,33 +371,23 @@ def version_diff(old: TrajectoryVersion, new: TrajectoryVersion) -> VersionDiff:
 
 
 def history_visible_to(*, curation: Curation, user: AbstractBaseUser) -> QuerySet[AuditLog]:
-    """The audit log without what blinding hides: another auditor's verdict before both of
-    that round are in, and another voter's vote before the vote has closed."""
-    closed_rounds = list(
-        curation.audits.values("round")
-        .annotate(n=Count("id"))
-        .filter(n__gte=2)
-        .values_list("round", flat=True)
-    )
-    rows = selectors.curation_history(curation=curation).exclude(
-        Q(action__in=AUDIT_ACTIONS) & ~Q(actor=user) & ~Q(data__round__in=closed_rounds)
-    )
+    """The audit log without what blinding hides: another auditor's verdict while its round is
+    open, and another voter's vote before the vote has closed."""
+    rows = selectors.curation_history(curation=curation)
+    open_round = selectors.open_audit_round(curation)
+    if open_round is not None:
+        rows = rows.exclude(
+            Q(action__in=AUDIT_ACTIONS) & ~Q(actor=user) & Q(data__round=open_round)
+        )
     if curation.state not in (CurationState.ACCEPTED, CurationState.REJECTED):
         rows = rows.exclude(Q(action__in=VOTE_ACTIONS) & ~Q(actor=user))
     return rows.order_by("id")
 
 
 def image_is_readable(*, sha256: str, user: AbstractBaseUser, curation_id: int | None) -> bool:
-    """An image may be read when a trajectory version the user may read holds it (all signed-in
-    experts may read every curation for now), optionally within one curation."""
-    versions = TrajectoryVersion.objects.all()
-    if curation_id is not None:
-        versions = versions.filter(curation_id=curation_id)
-    return (
-        versions.annotate(text=Cast("data", TextField()))
-        .filter(text__contains=f'"{sha256}"')
-        .exists()
-    )
+    """An image may be read when a trajectory version the user may read holds it, optionally
+    within one curation."""
+    return selectors.image_in_curations(user=user, sha256=sha256, curation_id=curation_id)
 
 
 def draft_candidates(
@@ -438,9 +430,10 @@ def actions_for(curation: Curation, user: AbstractBaseUser) -> dict[str, bool]:
     is_reviser = curation.reviser_id == uid
     is_auditor = uid in (curation.auditor_1_id, curation.auditor_2_id)
     audited = curation.audits.filter(round=curation.audit_round, auditor_id=uid).exists()
+    may_audit = not audited and uid not in selectors.revision_authors(curation)
     voted = curation.votes.filter(voter_id=uid).exists()
-    is_staff = bool(getattr(user, "is_staff", False))
-    return {
+    is_staff = permissions.CURATION_MANAGE.allows(user)
+    workflow = {
         "screen": state == CurationState.SCREENING,
         "claim_revision": state in EDITABLE_STATES
         and curation.reviser_id is None
@@ -449,11 +442,16 @@ def actions_for(curation: Curation, user: AbstractBaseUser) -> dict[str, bool]:
         "submit": state == CurationState.IN_REVISION and is_reviser,
         "claim_audit": state == CurationState.IN_AUDIT
         and not (is_reviser or is_auditor)
+        and may_audit
         and (curation.auditor_1_id is None or curation.auditor_2_id is None),
-        "audit": state == CurationState.IN_AUDIT and is_auditor and not audited,
+        "audit": state == CurationState.IN_AUDIT and is_auditor and may_audit,
         "vote": state == CurationState.IN_VOTE
         and uid in (curation.reviser_id, curation.auditor_1_id, curation.auditor_2_id)
         and not voted,
+    }
+    if not permissions.CURATE.allows(user):  # the workflow's actions are the experts'
+        workflow = dict.fromkeys(workflow, False)
+    return workflow | {
         "standardize": is_staff and state == CurationState.APPROVED,
         "reassign": is_staff,
     }
@@ -483,6 +481,7 @@ def standardizer_of(version: TrajectoryVersion) -> dict[str, Any]:
 # --- my work and lists ------------------------------------------------------------------------
 
 
+@require_role(permissions.CURATE)
 @require_GET
 def my_work(request: HttpRequest) -> HttpResponse:
     queues = selectors.curation_queues(user=_expert(request))
@@ -500,12 +499,13 @@ def my_work(request: HttpRequest) -> HttpResponse:
     return render(request, "curation/my_work.html", {"sections": sections})
 
 
+@require_role(permissions.CURATION_READ)
 @require_GET
 def curation_list(request: HtmxHttpRequest) -> HttpResponse:
     form = CurationFilterForm(request.GET)
     filters = form.cleaned_data if form.is_valid() else {}
     rows = selectors.curation_list(state=filters.get("state", ""), task=filters.get("task", ""))
-    rows = rows.only(*LIST_FIELDS)
+    rows = selectors.curations_visible_to(user=request.user, rows=rows.only(*LIST_FIELDS))
     template = "curation/list.html" + ("#results" if request.htmx else "")
     return render(
         request,
@@ -536,6 +536,7 @@ def _detail_context(request: HttpRequest, curation: Curation) -> dict[str, Any]:
         "roles": roles_of(curation, user),
         "audits": selectors.audits_visible_to(curation=curation, user=user),
         "votes": selectors.votes_visible_to(curation=curation, user=user),
+        "discard": selectors.discard_entry(curation),
         "reassign_form": ReassignForm(),
     }
     if context["tab"] == "history":
@@ -555,11 +556,13 @@ def _render_detail(
     return render(request, template, context, status=status)
 
 
+@require_role(permissions.CURATION_READ)
 @require_GET
 def curation_detail(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     return _render_detail(request, _get_curation_for_user(request, curation_id))
 
 
+@require_role(permissions.CURATION_READ)
 @require_GET
 def version_detail(request: HttpRequest, curation_id: int, number: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -573,6 +576,7 @@ def version_detail(request: HttpRequest, curation_id: int, number: int) -> HttpR
     )
 
 
+@require_role(permissions.CURATION_READ)
 @require_GET
 @cache_control(private=True, max_age=86400, immutable=True)
 def curation_image(request: HttpRequest, sha256: str) -> HttpResponse:
@@ -588,6 +592,7 @@ def curation_image(request: HttpRequest, sha256: str) -> HttpResponse:
 # --- actions that answer with the detail page --------------------------------------------------
 
 
+@require_role(permissions.CURATE)
 @require_POST
 def claim_revision(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -599,6 +604,7 @@ def claim_revision(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     return redirect("curation_revise", curation.pk)
 
 
+@require_role(permissions.CURATE)
 @require_POST
 def claim_audit(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -610,6 +616,7 @@ def claim_audit(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     return redirect("curation_audit", curation.pk)
 
 
+@require_role(permissions.CURATE)
 @require_POST
 def submit_for_audit(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -625,6 +632,7 @@ def submit_for_audit(request: HtmxHttpRequest, curation_id: int) -> HttpResponse
     return redirect("curation_detail", curation.pk)
 
 
+@require_role(permissions.CURATION_MANAGE)
 @require_POST
 def reassign(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -644,6 +652,7 @@ def reassign(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     return redirect("curation_detail", curation.pk)
 
 
+@require_role(permissions.CURATION_MANAGE)
 @require_POST
 def standardize_run(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -682,6 +691,7 @@ def _screen_context(curation: Curation, form: ScreenForm, error: str) -> dict[st
     }
 
 
+@require_role(permissions.CURATE)
 @require_http_methods(["GET", "POST"])
 def screen(request: HttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -888,6 +898,7 @@ def _save_revision(
     return redirect("curation_revise", curation.pk)
 
 
+@require_role(permissions.CURATE)
 @require_http_methods(["GET", "POST"])
 def revise(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -916,6 +927,7 @@ def revise(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
     return _save_revision(request, curation, state, base_number)
 
 
+@require_role(permissions.CURATE)
 @require_GET
 def step_image(request: HttpRequest, curation_id: int) -> HttpResponse:
     """The tool's view of one editor step's range (htmx swaps it in place of the old image)."""
@@ -941,6 +953,7 @@ def step_image(request: HttpRequest, curation_id: int) -> HttpResponse:
     return render(request, "curation/revise.html#step-image", context)
 
 
+@require_role(permissions.CURATE)
 @require_POST
 def autosave(request: HttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -963,6 +976,7 @@ def autosave(request: HttpRequest, curation_id: int) -> HttpResponse:
 # --- audit -------------------------------------------------------------------------------------
 
 
+@require_role(permissions.CURATE)
 @require_http_methods(["GET", "POST"])
 def audit(request: HttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -1036,6 +1050,7 @@ def _audit_context(
 # --- standardization and vote ----------------------------------------------------------------
 
 
+@require_role(permissions.CURATION_READ)
 @require_GET
 def standardized(request: HttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -1075,6 +1090,7 @@ def _vote_context(
     }
 
 
+@require_role(permissions.CURATE)
 @require_http_methods(["GET", "POST"])
 def vote(request: HttpRequest, curation_id: int) -> HttpResponse:
     curation = _get_curation_for_user(request, curation_id)
@@ -1122,7 +1138,7 @@ def draft_params(data: dict[str, Any]) -> tuple[dict[str, Any], int]:
     params = {
         "spectrum_ids": ids,
         "task": task.code,
-        "teacher": {"kind": data["teacher"]},
+        "teacher": teacher_spec(data["teacher"]),
         "max_tool_calls": data["max_tool_calls"],
     }
     return params, len(ids)
@@ -1136,6 +1152,7 @@ DRAFT_DEFAULTS = {
 }
 
 
+@require_role(permissions.DRAFT)
 @require_http_methods(["GET", "POST"])
 def draft_new(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "POST":
@@ -1179,6 +1196,7 @@ def draft_new(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
+@require_role(permissions.DRAFT)
 @require_http_methods(["GET", "POST"])
 def curation_import(request: HttpRequest) -> HttpResponse:
     form = ImportForm(request.POST or None, request.FILES or None)
@@ -1208,12 +1226,14 @@ def curation_import(request: HttpRequest) -> HttpResponse:
 # --- jobs --------------------------------------------------------------------------------------
 
 
+@require_role(permissions.JOBS_READ)
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
     rows = Job.objects.select_related("created_by").order_by("-id")
     return render(request, "jobs/list.html", {"page": _page(request, rows)})
 
 
+@require_role(permissions.JOBS_READ)
 @require_GET
 def job_detail(request: HtmxHttpRequest, job_id: int) -> HttpResponse:
     job = _get_job_for_user(request, job_id)
@@ -1227,6 +1247,7 @@ def job_detail(request: HtmxHttpRequest, job_id: int) -> HttpResponse:
     return render(request, "jobs/detail.html", context)
 
 
+@require_role(permissions.JOB_CONTROL)
 @require_POST
 def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _get_rw_job_for_user(request, job_id)
@@ -1249,11 +1270,13 @@ def _datasets_context(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+@require_role(permissions.DATASETS_READ)
 @require_GET
 def dataset_list(request: HttpRequest) -> HttpResponse:
     return render(request, "curation/datasets.html", _datasets_context(request))
 
 
+@require_role(permissions.DATASET_EXPORT)
 @require_POST
 def dataset_export(request: HttpRequest) -> HttpResponse:
     latest = DatasetExport.objects.order_by("-version").first()
@@ -1274,6 +1297,7 @@ def dataset_export(request: HttpRequest) -> HttpResponse:
     return redirect("dataset_list")
 
 
+@require_role(permissions.DATASETS_READ)
 @require_GET
 def dataset_download(request: HttpRequest, export_id: int) -> FileResponse:
     export = get_object_or_404(DatasetExport, pk=export_id)  # every signed-in expert may read

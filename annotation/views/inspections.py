@@ -6,14 +6,15 @@ import json
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from annotation import selectors, services
+from annotation import permissions, selectors, services
 from annotation.forms_inspections import InspectionRunForm
 from annotation.models import Candidate, CandidateState, InspectionRun, Spectrum
+from annotation.permissions import require_role
 
 PAGE_SIZE = 50
 
@@ -29,13 +30,26 @@ def _candidate_spectra(form: InspectionRunForm) -> list[int]:
     return list(rows.values_list("pk", flat=True)[: data["limit"]])
 
 
+def _get_run_for_user(request: HttpRequest, run_id: int) -> InspectionRun:
+    """The run, if this user may read it; otherwise 404, as if there were none (Blinding)."""
+    runs = selectors.runs_visible_to(user=request.user).select_related("task")
+    return get_object_or_404(runs, pk=run_id)
+
+
+def _get_candidate_for_user(request: HttpRequest, candidate_id: int) -> Candidate:
+    candidates = selectors.candidates_visible_to(user=request.user)
+    return get_object_or_404(candidates.select_related("run__task", "spectrum"), pk=candidate_id)
+
+
+@require_role(permissions.INSPECTION_READ)
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = InspectionRun.objects.select_related("task", "created_by")
+    runs = selectors.runs_visible_to(user=request.user).select_related("task", "created_by")
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "inspections/run_list.html", {"page": page})
 
 
+@require_role(permissions.INSPECT)
 @require_http_methods(["GET", "POST"])
 def run_create(request: HttpRequest) -> HttpResponse:
     form = InspectionRunForm(request.POST or None, initial=request.GET or None)
@@ -60,10 +74,11 @@ def run_create(request: HttpRequest) -> HttpResponse:
     return render(request, "inspections/run_create.html", {"form": form})
 
 
+@require_role(permissions.INSPECTION_READ)
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(InspectionRun.objects.select_related("task"), pk=run_id)
-    progress = selectors.run_progress(run=run)
+    run = _get_run_for_user(request, run_id)
+    progress = selectors.run_progress(run=run, user=request.user)
     if request.htmx and request.GET.get("part") == "progress":
         response = render(
             request, "inspections/run_detail.html#progress", {"run": run, "progress": progress}
@@ -73,14 +88,15 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             response = HttpResponseStopPolling(response.content)
             response["HX-Refresh"] = "true"
         return response
-    candidates = run.candidates.select_related("spectrum").order_by("id")
+    candidates = selectors.candidates_visible_to(user=request.user).filter(run=run)
+    candidates = candidates.select_related("spectrum").order_by("id")
     state = request.GET.get("state", "")
     if state == "expert":
         candidates = candidates.filter(needs_expert=True)
     elif state:
         candidates = candidates.filter(state=state)
     page = Paginator(candidates, PAGE_SIZE).get_page(request.GET.get("page"))
-    metrics = selectors.run_metrics(run=run) if progress["done"] else None
+    metrics = selectors.run_metrics(run=run, user=request.user) if progress["done"] else None
     checkpoint = selectors.checkpoint_for_policy_spec(run.policy_spec)
     return render(
         request,
@@ -94,26 +110,37 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "policy_spec": {k: v for k, v in run.policy_spec.items() if k != "api_key"},
             "checkpoint": checkpoint,
             "lineage": selectors.lineage_summary(checkpoint.lineage) if checkpoint else None,
+            "can_control": _can_control(request, run),
         },
     )
 
 
+@require_role(permissions.INSPECTION_CONTROL)
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(InspectionRun, pk=run_id)
+    run = _get_run_for_user(request, run_id)
     cancelled = services.inspection_run_cancel(run=run, actor=request.user)  # type: ignore[arg-type]
     messages.info(request, f"Run cancelled: {cancelled} pending candidates will not run.")
     return redirect("run_detail", run_id=run.pk)
 
 
+@require_role(permissions.INSPECTION_CONTROL)
 @require_POST
 def candidate_retry(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    candidate = get_object_or_404(Candidate, pk=candidate_id)
+    candidate = _get_candidate_for_user(request, candidate_id)
     try:
         services.candidate_retry(candidate=candidate, actor=request.user)  # type: ignore[arg-type]
     except services.WorkflowError as error:
         messages.error(request, str(error))
     return redirect("candidate_live", candidate_id=candidate.pk)
+
+
+def _can_control(request: HttpRequest, run: InspectionRun) -> bool:
+    """Whether to show cancel and retry (the services check it again)."""
+    user = request.user
+    return permissions.INSPECTION_CONTROL.allows(user) and permissions.is_owner_or_staff(
+        user, run.created_by_id
+    )
 
 
 def _step_context(live: list) -> list[dict]:
@@ -123,11 +150,10 @@ def _step_context(live: list) -> list[dict]:
     ]
 
 
+@require_role(permissions.INSPECTION_READ)
 @require_GET
 def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    candidate = get_object_or_404(
-        Candidate.objects.select_related("run__task", "spectrum"), pk=candidate_id
-    )
+    candidate = _get_candidate_for_user(request, candidate_id)
     steps = selectors.live_steps_after(candidate=candidate, after=0)
     plot = selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
     plot["inspected"] = selectors.inspected_ranges([s.data for s in steps])
@@ -142,14 +168,16 @@ def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
             "plot_data": plot,
             "finished": candidate.state
             in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED),
+            "can_control": _can_control(request, candidate.run),
         },
     )
 
 
+@require_role(permissions.INSPECTION_READ)
 @require_GET
 def candidate_steps(request: HttpRequest, candidate_id: int) -> HttpResponse:
     """New steps since `after` (htmx polling); stops polling once the candidate is finished."""
-    candidate = get_object_or_404(Candidate.objects.select_related("run"), pk=candidate_id)
+    candidate = _get_candidate_for_user(request, candidate_id)
     try:
         after = int(request.GET.get("after", "0"))
     except ValueError:
@@ -182,17 +210,28 @@ def candidate_steps(request: HttpRequest, candidate_id: int) -> HttpResponse:
     )
 
 
+@require_role(permissions.INSPECTION_READ)
 @require_GET
 def candidate_outcome(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    candidate = get_object_or_404(Candidate.objects.select_related("run"), pk=candidate_id)
-    return render(request, "inspections/candidate_live.html#outcome", {"candidate": candidate})
+    candidate = _get_candidate_for_user(request, candidate_id)
+    context = {"candidate": candidate, "can_control": _can_control(request, candidate.run)}
+    return render(request, "inspections/candidate_live.html#outcome", context)
 
 
+@require_role(permissions.TOOL_IMAGE)
 @require_GET
 def image_blob(request: HttpRequest, sha256: str) -> HttpResponse:
-    """A stored tool image (content-addressed, immutable: cache it for a long time)."""
+    """A stored tool image (content-addressed, immutable: cache it for a long time), for those
+    who may read an object that shows it; ?candidate= or ?campaign= narrows the search."""
     from annotation.models import ImageBlob
 
+    scope = {
+        f"{name}_id": int(request.GET[name])
+        for name in ("candidate", "campaign")
+        if request.GET.get(name, "").isdigit()
+    }
+    if not selectors.image_readable(user=request.user, sha256=sha256, **scope):
+        raise Http404("no readable trajectory shows this image")
     blob = get_object_or_404(ImageBlob, sha256=sha256)
     response = HttpResponse(bytes(blob.png), content_type="image/png")
     response["Cache-Control"] = "private, max-age=31536000, immutable"

@@ -27,7 +27,7 @@ from django_htmx.middleware import HtmxDetails
 from rest_framework.request import Request
 
 from agent.agreement import RUBRIC
-from annotation import selectors, services
+from annotation import charts, permissions, selectors, services
 from annotation.forms_rating import CampaignForm, JudgeForm, PairForm, ScoreForm
 from annotation.models import (
     CampaignItem,
@@ -43,6 +43,7 @@ from annotation.models import (
     RatingCampaign,
     Rollout,
 )
+from annotation.permissions import require_role
 
 FIGURES = (
     "histograms",
@@ -71,9 +72,9 @@ class HtmxHttpRequest(HttpRequest):
 
 
 def is_manager(campaign: RatingCampaign, user: Any) -> bool:
-    """Staff and the campaign's creator run it: close it, follow raters, start judges."""
-    created_by_me = campaign.created_by_id is not None and campaign.created_by_id == user.pk
-    return bool(user.is_staff) or created_by_me
+    """Staff run every campaign: close it, follow raters, start judges. Its creator no longer
+    does once they lose the staff role (creating one needs it)."""
+    return permissions.RATING_MANAGE.allows(user)
 
 
 def is_rater(campaign: RatingCampaign, user: Any) -> bool:
@@ -110,13 +111,14 @@ ANALYSIS_HIDDEN = (
 # --- shared with the API: what raters see -------------------------------------------------------
 
 
-def image_url(image: dict[str, Any] | None) -> str | None:
+def image_url(image: dict[str, Any] | None, campaign_id: int) -> str | None:
+    """The image's URL, its access checked among the items of this campaign."""
     if not image or not image.get("png_sha256"):
         return None
-    return reverse("image_blob", args=[image["png_sha256"]])
+    return f"{reverse('image_blob', args=[image['png_sha256']])}?campaign={campaign_id}"
 
 
-def _rater_step(step: dict[str, Any]) -> dict[str, Any]:
+def _rater_step(step: dict[str, Any], campaign_id: int) -> dict[str, Any]:
     call = step.get("tool_call")
     result = step.get("tool_result")
     image = (result or {}).get("image")
@@ -141,7 +143,7 @@ def _rater_step(step: dict[str, Any]) -> dict[str, Any]:
             "image": None
             if not image
             else {
-                "url": image_url(image),
+                "url": image_url(image, campaign_id),
                 "wavelength_range": image.get("wavelength_range"),
                 "label": image.get("label"),
             },
@@ -158,13 +160,13 @@ def rater_item_view(item: CampaignItem) -> dict[str, Any]:
     the endpoint or the model).
     """
     data = selectors.blinded_trajectory(item.data)
-    steps = [_rater_step(step) for step in data.get("steps") or []]
+    steps = [_rater_step(step, item.campaign_id) for step in data.get("steps") or []]
     return {
         "blind_id": item.blind_id,
         "task": item.task.code,
         "question": item.task.question,
         "prompt": data.get("user_prompt") or "",
-        "initial_image": image_url(data.get("initial_image")),
+        "initial_image": image_url(data.get("initial_image"), item.campaign_id),
         "steps": steps,
         "answer": data.get("answer"),
         "stop_reason": data.get("stop_reason") or "",
@@ -179,6 +181,7 @@ def item_plot_data(item: CampaignItem, *, blinded: bool = True) -> dict[str, Any
     plot["inspected"] = selectors.inspected_ranges(item.data.get("steps") or [])
     if blinded:
         plot.pop("object_id", None)
+        plot.pop("zoom_url", None)  # it names the spectrum, which leads back to the run
     return plot
 
 
@@ -395,6 +398,7 @@ def csv_text(header: list[str], rows: list[list[Any]]) -> str:
 # --- campaigns ------------------------------------------------------------------------------------
 
 
+@require_role(permissions.RATING_READ)
 @require_GET
 def campaign_list(request: HttpRequest) -> HttpResponse:
     user = request.user
@@ -408,6 +412,7 @@ def campaign_list(request: HttpRequest) -> HttpResponse:
     return render(request, "rating/campaign_list.html", {"rating": rating, "managed": managed})
 
 
+@require_role(permissions.RATING_MANAGE)
 @require_http_methods(["GET", "POST"])
 def campaign_create(request: HttpRequest) -> HttpResponse:
     if not request.user.is_staff:
@@ -457,6 +462,7 @@ def _judge_rows(campaign: RatingCampaign) -> list[dict[str, Any]]:
     ]
 
 
+@require_role(permissions.RATING_READ)
 @require_GET
 def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)
@@ -479,6 +485,7 @@ def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
     return render(request, "rating/campaign_detail.html", context)
 
 
+@require_role(permissions.RATING_MANAGE)
 @require_POST
 def campaign_close(request: HttpRequest, campaign_id: int) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)
@@ -563,6 +570,7 @@ def _rate_submit(request: HtmxHttpRequest, campaign: RatingCampaign) -> HttpResp
     return _render_rate(request, _rate_context(campaign, user, next_one))
 
 
+@require_role(permissions.RATE)
 @require_http_methods(["GET", "POST"])
 def rate(request: HtmxHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)
@@ -632,6 +640,7 @@ def _pair_submit(request: HtmxHttpRequest, campaign: RatingCampaign) -> HttpResp
     return _render_pairs(request, _pairs_context(campaign, user, next_one))
 
 
+@require_role(permissions.RATE)
 @require_http_methods(["GET", "POST"])
 def pairs(request: HtmxHttpRequest, campaign_id: int) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)
@@ -652,6 +661,7 @@ def pairs(request: HtmxHttpRequest, campaign_id: int) -> HttpResponse:
 # --- analysis (paper Figure 4) --------------------------------------------------------------------
 
 
+@require_role(permissions.RATING_READ)
 @require_GET
 def analysis(request: HttpRequest, campaign_id: int) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)
@@ -663,6 +673,7 @@ def analysis(request: HttpRequest, campaign_id: int) -> HttpResponse:
     context = {
         "campaign": campaign,
         "analysis": data,
+        "analysis_chart": charts.analysis_chart_data(data),
         "disagreement": disagreement,
         "figures": FIGURES,
         "rubric": RUBRIC_ROWS,
@@ -670,6 +681,7 @@ def analysis(request: HttpRequest, campaign_id: int) -> HttpResponse:
     return render(request, "rating/analysis.html", context)
 
 
+@require_role(permissions.RATING_READ)
 @require_GET
 def analysis_csv(request: HttpRequest, campaign_id: int, figure: str) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)
@@ -685,6 +697,7 @@ def analysis_csv(request: HttpRequest, campaign_id: int, figure: str) -> HttpRes
     return response
 
 
+@require_role(permissions.RATING_READ)
 @require_GET
 def item_detail(request: HttpRequest, campaign_id: int, blind_id: str) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)
@@ -712,6 +725,7 @@ def item_detail(request: HttpRequest, campaign_id: int, blind_id: str) -> HttpRe
 # --- LLM judges -------------------------------------------------------------------------------
 
 
+@require_role(permissions.RATING_MANAGE)
 @require_http_methods(["GET", "POST"])
 def judge_list(request: HttpRequest) -> HttpResponse:
     if not request.user.is_staff:
@@ -725,10 +739,13 @@ def judge_list(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Judge {judge.name} added.")
             return redirect("rating_judges")
-    judges = Judge.objects.annotate(n_scores=Count("scores")).order_by("name")
+    judges = (
+        Judge.objects.select_related("endpoint").annotate(n_scores=Count("scores")).order_by("name")
+    )
     return render(request, "rating/judge_list.html", {"form": form, "judges": judges})
 
 
+@require_role(permissions.RATING_MANAGE)
 @require_POST
 def judge_run(request: HttpRequest, campaign_id: int, judge_id: int) -> HttpResponse:
     campaign = get_campaign_for_user(request, campaign_id)

@@ -12,9 +12,10 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
 from agent.spectra import SpectrumFormatError
-from annotation import selectors, services
+from annotation import permissions, selectors, services
 from annotation.forms import RenderForm, SpectrumUploadForm
 from annotation.models import Spectrum, Task
+from annotation.permissions import require_role
 
 PAGE_SIZE = 50
 
@@ -30,6 +31,7 @@ def _filters_from(request: HttpRequest) -> selectors.SpectrumFilters:
     )
 
 
+@require_role(permissions.SIGNED_IN)
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     counts = Spectrum.objects.order_by().values("dataset", "synthetic").annotate(n=Count("id"))
@@ -40,6 +42,7 @@ def home(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def spectrum_list(request: HttpRequest) -> HttpResponse:
     filters = _filters_from(request)
@@ -63,6 +66,7 @@ def spectrum_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
     row = get_object_or_404(Spectrum.objects.select_related("task"), pk=spectrum_id)
@@ -82,6 +86,7 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
     )
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 def spectrum_render(request: HttpRequest, spectrum_id: int) -> HttpResponse:
     """The tool's answer for a window: its text and the PNG the agent would see."""
@@ -101,6 +106,7 @@ def spectrum_render(request: HttpRequest, spectrum_id: int) -> HttpResponse:
     return render(request, "annotation/spectrum_detail.html#render-result", context)
 
 
+@require_role(permissions.BROWSE)
 @require_GET
 @cache_control(private=True, max_age=3600)
 def spectrum_render_png(request: HttpRequest, spectrum_id: int) -> HttpResponse:
@@ -120,6 +126,7 @@ def spectrum_render_png(request: HttpRequest, spectrum_id: int) -> HttpResponse:
     return HttpResponse(result.png, content_type="image/png")
 
 
+@require_role(permissions.UPLOAD)
 @require_http_methods(["GET", "POST"])
 def spectrum_upload(request: HttpRequest) -> HttpResponse:
     form = SpectrumUploadForm(request.POST or None, request.FILES or None)

@@ -15,9 +15,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from annotation import selectors, services
+from annotation import permissions, selectors, services
 from annotation.forms_training import TrainingRunForm
 from annotation.models import PolicyCheckpoint, TrainingRun, TrainingStage
+from annotation.permissions import require_role
 from annotation.views.curation import job_cancel_allowed
 
 PAGE_SIZE = 50
@@ -45,6 +46,7 @@ def _after(request: HttpRequest) -> int:
         return 0
 
 
+@require_role(permissions.TRAINING_READ)
 @require_GET
 def training_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.training_runs(), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -59,6 +61,7 @@ def training_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_role(permissions.TRAIN)
 @require_http_methods(["GET", "POST"])
 def training_create(request: HttpRequest) -> HttpResponse:
     stage = request.GET.get("stage", TrainingStage.SFT)
@@ -93,6 +96,7 @@ def _progress_context(run: TrainingRun, after: int) -> dict[str, Any]:
     }
 
 
+@require_role(permissions.TRAINING_READ)
 @require_GET
 def training_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = _get_run(run_id)
@@ -115,6 +119,7 @@ def training_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     return render(request, "training/detail.html", context)
 
 
+@require_role(permissions.TRAINING_CONTROL)
 @require_POST
 def training_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_rw_run_for_user(request, run_id)

@@ -43,6 +43,50 @@
     });
   }
 
+  // The page's plot of a long spectrum is thinned (at most a few thousand points per trace,
+  // every extreme kept); a zoom asks zoom_url for the window's own pixels and a reset restores
+  // the thinned whole.
+  function series(data) {
+    const band = !!(data.lower && data.upper);
+    return {
+      x: band ? [data.wavelength, data.wavelength, data.wavelength] : [data.wavelength],
+      y: band ? [data.upper, data.lower, data.flux] : [data.flux],
+    };
+  }
+
+  function wireZoom(node, data) {
+    if (!data.zoom_url) return;
+    const whole = series(data);
+    const indices = whole.x.map(function (_, i) { return i; });
+    let asked = 0;
+    let timer = null;
+    function show(part) { Plotly.restyle(node, part, indices); }
+    function fetchWindow(lo, hi) {
+      const mine = ++asked;
+      const url = data.zoom_url + "?lo=" + encodeURIComponent(lo) + "&hi=" + encodeURIComponent(hi);
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (part) {
+          if (!part || mine !== asked) return;  // refused, or a newer zoom answered first
+          const shown = series({ wavelength: part.wavelength, flux: part.flux,
+            lower: data.lower ? part.lower : null, upper: data.upper ? part.upper : null });
+          if (shown.x.length === indices.length) show(shown);
+        })
+        .catch(function () { /* keep the thinned view */ });
+    }
+    node.on("plotly_relayout", function (ev) {
+      if (ev["xaxis.autorange"]) {
+        asked++;
+        show(whole);
+        return;
+      }
+      const lo = ev["xaxis.range[0]"], hi = ev["xaxis.range[1]"];
+      if (lo === undefined || hi === undefined) return;
+      clearTimeout(timer);
+      timer = setTimeout(function () { fetchWindow(Number(lo), Number(hi)); }, 150);
+    });
+  }
+
   function draw(node, data) {
     const traces = [];
     if (data.lower && data.upper) {
@@ -74,6 +118,7 @@
     };
     Plotly.newPlot(node, traces, layout, { responsive: true, displaylogo: false });
     node.dataset.baseShapes = JSON.stringify(layout.shapes);
+    wireZoom(node, data);
     return node;
   }
 

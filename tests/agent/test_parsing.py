@@ -527,3 +527,16 @@ def test_it_names_the_same_tool_as_the_tool_module() -> None:
     from agent.tool import TOOL_NAME as tool_module_name
 
     assert tool_module_name == TOOL_NAME
+
+
+@pytest.mark.parametrize(
+    "suffix", ["<|im_end|>", "<|im_end|>\n<|endoftext|>", "<|endoftext|>", " <|im_start|>"]
+)
+def test_it_never_lets_chat_template_tokens_into_a_parsed_turn(suffix: str) -> None:
+    from agent.parsing import strip_special_tokens
+
+    answer = "<think>Broad lines.</think><answer>\\boxed{YES} broad H-alpha.</answer>"
+    parsed = parse_turn(answer + suffix)
+    assert (parsed.errors, parsed.answer.justification) == ([], "broad H-alpha.")
+    assert strip_special_tokens(answer + suffix) == answer
+    assert format_ok([answer + suffix]).ok

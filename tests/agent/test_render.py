@@ -11,13 +11,23 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFont
 
-from agent.bench import format_render_report, make_parser, run_render_benchmark
+from agent.bench import make_parser
+from agent.bench_render import (
+    TunedMatplotlibRenderer,
+    format_render_report,
+    random_windows,
+    run_render_benchmark,
+)
 from agent.render import (
     LINE_COLOUR,
+    LINE_COLOURS,
+    RENDERER_VERSION,
     SpectrumPlot,
     column_envelope,
+    encode_indexed_png,
     find_dejavu_font,
     load_font,
+    minor_ticks,
     nice_ticks,
     plot_area,
     render_png,
@@ -25,6 +35,7 @@ from agent.render import (
     running_median,
     tick_labels,
 )
+from agent.spectra import Spectrum
 
 SIZE = (644, 392)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +45,11 @@ def line_pixels(png: bytes) -> np.ndarray:
     """Boolean (height, width) map of pixels painted in the data-line colour."""
     with Image.open(io.BytesIO(png)) as image:
         rgb = np.asarray(image.convert("RGB"))
-    return np.all(rgb == np.array(LINE_COLOUR, dtype=np.uint8), axis=2)
+    # Any blend of the anti-aliased line counts: a stroke straddling two pixels paints both.
+    return np.any(
+        [np.all(rgb == np.array(colour, dtype=np.uint8), axis=2) for colour in LINE_COLOURS],
+        axis=0,
+    )
 
 
 def column_of(value: float, x_range: tuple[float, float]) -> int:
@@ -204,19 +219,103 @@ def test_it_imports_the_renderer_and_tool_without_matplotlib():
     assert result.stdout.strip() == "False"
 
 
-def test_it_reports_the_benchmark_structure_on_a_tiny_config():
-    summary = run_render_benchmark(repeats=2, n_spectra=1, max_windows=1)
-    assert summary["config"] == {"repeats": 2, "spectra": 1, "windows": 1}
-    for name in ("ours", "reference"):
-        for mode in ("uncached", "cached"):
-            assert set(summary[name][mode]) == {"median_ms", "p95_ms", "calls"}
-            assert summary[name][mode]["calls"] == 2
-        assert summary[name]["png_bytes_median"] > 0
+def test_it_reports_the_benchmark_structure_on_a_tiny_config(tmp_path):
+    summary = run_render_benchmark(windows_per_spectrum=2, save_dir=tmp_path)
+    assert summary["windows"] == 2 * (2 if "real LAMOST" in summary["spectra"] else 2)
+    for name in ("ours", "tuned", "paper"):
+        assert set(summary[name]) >= {"median_ms", "p95_ms", "calls", "png_bytes_median"}
+        assert summary[name]["calls"] == summary["windows"]
     assert summary["ours"]["image_sizes"] == [SIZE]
-    assert summary["speedup_uncached"] > 0 and summary["speedup_cached"] > 0
-    assert "speed-up" in format_render_report(summary)
+    assert summary["tuned"]["image_sizes"] == [SIZE]  # the tuned reference draws the same pixels
+    assert summary["ours"]["colours_median"] <= 16
+    assert {Path(path).name for path in summary["saved"]} == {
+        "render-ours.png",
+        "render-tuned.png",
+        "render-paper.png",
+    }
+    report = format_render_report(summary)
+    assert "the tuned matplotlib renderer" in report and "paper-style" in report
+
+
+def dense_spectrum_for_windows() -> Spectrum:
+    wavelength = np.linspace(3700.0, 9100.0, 3000)
+    flux = 1.0 + 0.1 * np.sin(wavelength / 50.0)
+    return Spectrum(wavelength=wavelength, flux=flux, survey="LAMOST", object_id="render-bench")
+
+
+def test_it_draws_distinct_windows_inside_the_coverage():
+    spectrum = dense_spectrum_for_windows()
+    windows = random_windows(spectrum, 25, np.random.default_rng(1))
+    assert len(set(windows)) == 25
+    assert all(spectrum.wavelength[0] <= lo < hi <= spectrum.wavelength[-1] for lo, hi in windows)
+
+
+def test_it_renders_the_tuned_reference_at_the_tool_size():
+    spectrum = dense_spectrum_for_windows()
+    png = TunedMatplotlibRenderer().render(spectrum, (4000.0, 4500.0), "<b>x</b>")
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.size == SIZE
 
 
 def test_it_parses_the_render_subcommand():
-    arguments = make_parser().parse_args(["render", "--repeats", "3", "--spectra", "2"])
-    assert (arguments.command, arguments.repeats, arguments.spectra) == ("render", 3, 2)
+    arguments = make_parser().parse_args(["render", "--windows", "3", "--save-dir", "out"])
+    assert (arguments.command, arguments.windows, arguments.save_dir) == ("render", 3, Path("out"))
+
+
+def test_it_anti_aliases_the_data_line():
+    """A sloped line crosses pixels partly: their colour is a blend, not all-or-nothing."""
+    wavelength = np.linspace(4000.0, 5000.0, 50)
+    plot = SpectrumPlot(
+        wavelength=wavelength,
+        flux=np.linspace(0.0, 1.0, 50),
+        good=np.ones(50, dtype=bool),
+        x_range=(4000.0, 5000.0),
+        y_range=(-0.1, 1.1),
+        title="slope",
+        x_label="Wavelength (Å)",
+        y_label="Flux",
+    )
+    with Image.open(io.BytesIO(render_png(plot, SIZE))) as image:
+        rgb = np.asarray(image.convert("RGB")).reshape(-1, 3)
+    colours = {tuple(int(c) for c in pixel) for pixel in np.unique(rgb, axis=0)}
+    blends = {c for c in colours if c != LINE_COLOUR and c[2] > c[0] + 20}  # bluish, not grey
+    assert LINE_COLOUR in colours
+    assert len(blends) >= 2
+
+
+@pytest.mark.parametrize("width", [7, 8])
+def test_it_encodes_indexed_pngs_that_pillow_reads_back_exactly(width):
+    rng = np.random.default_rng(width)
+    indices = rng.integers(0, 16, size=(5, width), dtype=np.uint8)
+    palette = [value for index in range(16) for value in (index * 16, 255 - index, index)]
+    with Image.open(io.BytesIO(encode_indexed_png(indices, palette, 1))) as image:
+        assert image.mode == "P" and image.size == (width, 5)
+        assert np.array_equal(np.asarray(image), indices)
+        assert image.getpalette()[:48] == palette
+
+
+@pytest.mark.parametrize(
+    ("major", "lo", "hi", "expected_count"),
+    [
+        ([4000.0, 5000.0, 6000.0], 3900.0, 6100.0, 8),  # 5 per step: 4 between each pair
+        ([0.0, 0.2, 0.4], 0.0, 0.4, 6),  # mantissa 2: 4 per step, 3 between each pair
+    ],
+)
+def test_it_places_minor_ticks_between_the_major_ones(major, lo, hi, expected_count):
+    minors = minor_ticks(major, lo, hi)
+    assert len(minors) == expected_count
+    assert not set(np.round(minors, 6)) & set(np.round(major, 6))
+
+
+def test_it_records_the_renderer_in_every_trajectory():
+    from agent.policies.rule_based import RuleBasedInspector
+    from agent.rollout import inspect
+    from agent.tasks import get_task
+
+    spectrum = dense_spectrum_for_windows()
+    trajectory = inspect(spectrum, get_task("CV"), RuleBasedInspector(), max_tool_calls=1)
+    assert trajectory.meta["renderer"] == {
+        "name": "specvet-pillow-aa",
+        "version": RENDERER_VERSION,
+        "image_size": list(SIZE),
+    }

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from agent.policies.base import PolicyError
-from agent.rollout import TOOL_DISABLED_TEXT, inspect
+from agent.rollout import inspect
+from agent.rollout_rules import TOOL_DISABLED_TEXT
 from agent.spectra import Spectrum
 from agent.tasks import get_task
 
@@ -131,11 +132,20 @@ def test_it_refuses_tool_calls_in_the_no_tool_ablation(spectrum, cv):
     assert images_in(policy.seen[-1]) == 1
 
 
-def test_it_gives_up_after_bounded_turns_without_progress(spectrum, cv):
+def test_it_counts_turns_without_progress_against_the_tool_budget(spectrum, cv):
     trajectory = inspect(spectrum, cv, ScriptedPolicy([]), max_tool_calls=2)
-    assert trajectory.stop_reason == "max_turns"
-    assert len(trajectory.steps) == 2 + 1 + 4
+    assert trajectory.stop_reason == "tool_limit"
+    assert [step.tool_result is not None for step in trajectory.steps] == [True, True, False]
     assert trajectory.answer is None
+
+
+def test_it_runs_only_the_first_of_two_calls_in_one_turn(spectrum, cv):
+    two_calls = call(6500, 6630) + call(4800, 4920, "H-beta").split("</think>")[1]
+    trajectory = inspect(spectrum, cv, ScriptedPolicy([two_calls, ANSWER_YES]))
+    first = trajectory.steps[0]
+    assert first.tool_result.image.wavelength_range[0] == pytest.approx(6500)
+    assert len(trajectory.images()) == 2
+    assert trajectory.format_ok is False
 
 
 def test_it_records_policy_info_and_timings(spectrum, cv):

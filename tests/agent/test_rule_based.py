@@ -256,7 +256,23 @@ def test_it_measures_in_the_rest_frame() -> None:
         assert parsing.extract_prediction(turns) == "YES"
         assert inspector.last_decision is not None
         decisions.append(inspector.last_decision["evidence"]["findings"])
-    assert decisions[0] == decisions[1]  # the same numbers, measured at the rest wavelengths
+    # the same findings and numbers, measured at the rest wavelengths; the sky lines are masked
+    # at their observed wavelengths, so a continuum median may move in its last digit
+    assert [f["window"] for f in decisions[0]] == [f["window"] for f in decisions[1]]
+    assert [_words(f["text"]) for f in decisions[0]] == [_words(f["text"]) for f in decisions[1]]
+    first, second = (_numbers(f["text"] for f in findings) for findings in decisions)
+    assert np.allclose(first, second, rtol=0.02, atol=0.011)
+
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def _words(text: str) -> str:
+    return _NUMBER.sub("#", text)
+
+
+def _numbers(texts: object) -> list[float]:
+    return [float(value) for text in texts for value in _NUMBER.findall(str(text))]
 
 
 def test_it_scores_a_task_without_code_from_its_window_kinds() -> None:
@@ -294,7 +310,7 @@ def test_it_scores_a_task_without_code_from_its_window_kinds() -> None:
 def test_it_reports_what_produced_the_answers() -> None:
     info = RuleBasedInspector(threshold=0.6).info()
     assert info["kind"] == "rule-based"
-    assert info["model"] == MODEL_NAME == "rule-based/v1"
+    assert info["model"] == MODEL_NAME == "rule-based/v2"
     assert info["threshold"] == 0.6
     assert info["code_version"] == code_version()
     assert info["name"] == "rule-based"

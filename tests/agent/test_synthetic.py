@@ -6,6 +6,7 @@ widths, half-maximum widths); they never read the generator's drawn parameters.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import Counter
@@ -16,10 +17,14 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from agent.spectra import Spectrum
+from agent.spectra import Spectrum, load_spectra
 from agent.synthetic import (
+    HARD_NEGATIVE_TRIES,
     N_PIXELS,
+    RESOLUTION_RANGE,
     SyntheticSample,
+    baseline_score,
+    baseline_threshold,
     bench_code,
     default_split_sizes,
     generate_sample,
@@ -32,7 +37,6 @@ from agent.synthetic import (
 from agent.tasks import build_prompt, get_task
 
 C_KMS = 299_792.458
-INSTRUMENT_FWHM_KMS = C_KMS / 1800.0  # 166.6 km/s at R = 1800
 SMALL_SIZES = {"train": {"n_pos": 2, "n_neg": 2}, "test": {"n_pos": 1, "n_neg": 3}}
 
 
@@ -183,11 +187,31 @@ def test_it_reaches_a_requested_signal_to_noise(target: float) -> None:
     assert np.median(measured) == pytest.approx(target, rel=0.15)
 
 
-def test_it_is_noisier_in_the_blue() -> None:
-    spectra = _spectra("MG", False, "fgk_dwarf", count=6)
-    assert (
-        _median_of(lambda s: _pixel_snr(s, 3750, 3900) / _pixel_snr(s, 6000, 7000), spectra) < 0.7
-    )
+def test_it_leaves_the_blue_end_with_the_signal_to_noise_of_real_lamost_spectra() -> None:
+    # the two real LAMOST files have S/N(3750-3900 A) / S/N(6000-7000 A) = 0.020 (G7) and 0.076
+    # (A2), and S/N(4500-5000 A) / S/N(6000-7000 A) = 0.40 and 0.59
+    spectra = _spectra("MG", False, "fgk_dwarf", count=10)
+
+    def ratio(low: float, high: float) -> Callable[[Spectrum], float]:
+        return lambda s: _pixel_snr(s, low, high) / _pixel_snr(s, 6000, 7000)
+
+    assert 0.02 <= _median_of(ratio(3750, 3900), spectra) <= 0.1
+    assert 0.3 <= _median_of(ratio(4500, 5000), spectra) <= 0.9
+
+
+def test_it_adds_oh_sky_lines_redward_of_6800() -> None:
+    spectra = _spectra("WD", True, "dc_wd", count=6)
+
+    def dips(spectrum: Spectrum, low: float, high: float) -> float:
+        """Share of pixels whose ivar is well below the running median (sky-line variance)."""
+        inside = (spectrum.wavelength >= low) & (spectrum.wavelength <= high) & spectrum.good
+        ivar = spectrum.ivar[inside]
+        baseline = np.median(np.lib.stride_tricks.sliding_window_view(ivar, 25), axis=1)
+        return float(np.mean(ivar[12:-12] < 0.7 * baseline))
+
+    assert _median_of(lambda s: dips(s, 8280, 9000), spectra) > 3 * _median_of(
+        lambda s: dips(s, 6400, 6800), spectra
+    ) + 0.01
 
 
 def test_it_is_noisier_at_the_dichroic() -> None:
@@ -245,9 +269,25 @@ def _halpha_fwhm(spectrum: Spectrum) -> float:
 
 
 def test_it_leaves_dme_balmer_emission_at_the_instrumental_width() -> None:
-    widths = [_halpha_fwhm(spectrum) for spectrum in _spectra("CV", False, "dme", snr=60.0)]
-    # intrinsic 20-90 km/s in quadrature with 166.6 km/s: 168-189 km/s before pixelisation
-    assert 0.8 * INSTRUMENT_FWHM_KMS < np.median(widths) < 1.6 * INSTRUMENT_FWHM_KMS
+    spectra = _spectra("CV", False, "dme", snr=60.0)
+    # intrinsic 20-90 km/s in quadrature with each spectrum's own 120-250 km/s line-spread
+    # function, then pixelised (69 km/s pixels)
+    ratios = [
+        _halpha_fwhm(spectrum) / spectrum.resolution.velocity_fwhm_at(_HALPHA)
+        for spectrum in spectra
+    ]
+    assert 0.8 < np.median(ratios) < 1.6
+
+
+def test_it_broadens_unresolved_lines_at_a_lower_resolving_power() -> None:
+    def width(power: float, seed: int) -> float:
+        rng = np.random.default_rng(seed)
+        drawn = generate_sample("CV", False, rng=rng, subtype="dme", snr=80.0, resolving_power=power)
+        return _halpha_fwhm(drawn.spectrum)
+
+    low = np.median([width(1250.0, 500 + seed) for seed in range(6)])
+    high = np.median([width(2450.0, 500 + seed) for seed in range(6)])
+    assert low > 1.3 * high
 
 
 def test_it_makes_cv_disc_lines_much_broader_than_dme_lines() -> None:
@@ -347,6 +387,86 @@ def test_it_puts_quasar_lines_away_from_rest_balmer_wavelengths() -> None:
         return _equivalent_width(spectrum, 6530, 6600, (6480, 6520), (6610, 6650))
 
     assert _median_of(halpha_ew, quasars) < 0.2 * _median_of(halpha_ew, cvs)
+
+
+# --- resolution -----------------------------------------------------------------------------------
+
+
+def test_it_records_a_resolving_power_drawn_per_spectrum(
+    mixed_samples: list[SyntheticSample],
+) -> None:
+    powers = []
+    for sample in mixed_samples:
+        resolution = sample.spectrum.resolution
+        assert resolution is not None and resolution.source == "file"
+        power = resolution.resolving_power_at(6000.0)
+        assert power == pytest.approx(sample.params["resolving_power"])
+        assert resolution.resolving_power_at(4000.0) == pytest.approx(power)  # constant R
+        powers.append(power)
+    assert RESOLUTION_RANGE[0] <= min(powers) and max(powers) <= RESOLUTION_RANGE[1]
+    assert max(powers) / min(powers) > 1.4
+
+
+def test_it_refuses_an_impossible_resolving_power() -> None:
+    with pytest.raises(ValueError, match="resolving_power"):
+        generate_sample("CV", True, rng=np.random.default_rng(0), resolving_power=-5.0)
+
+
+# --- hard negatives ------------------------------------------------------------------------------
+
+
+def _best_single_threshold_balanced_accuracy(task: str, samples: list[SyntheticSample]) -> float:
+    scores = np.array([baseline_score(task, sample.spectrum) for sample in samples])
+    labels = np.array([sample.label for sample in samples])
+    best = 0.0
+    for threshold in np.unique(scores):
+        said_yes = scores >= threshold
+        best = max(best, (np.mean(said_yes[labels]) + np.mean(~said_yes[~labels])) / 2)
+    return best
+
+
+@pytest.mark.parametrize("task", ["SS", "MG"])
+def test_it_keeps_negatives_the_weak_classifier_calls_positive(task: str) -> None:
+    hard = generate_split(task, "test", n_pos=10, n_neg=20, seed=8)
+    plain = generate_split(task, "test", n_pos=10, n_neg=20, seed=8, hard_negatives=False)
+    negatives = [sample for sample in hard if not sample.label]
+    passed = [
+        baseline_score(task, sample.spectrum) >= baseline_threshold(task) for sample in negatives
+    ]
+    assert np.mean(passed) >= 0.5
+    assert [s.params["baseline_positive"] for s in negatives] == passed
+    assert max(s.params["draws"] for s in negatives) <= HARD_NEGATIVE_TRIES
+    hard_separation = _best_single_threshold_balanced_accuracy(task, hard)
+    assert hard_separation < _best_single_threshold_balanced_accuracy(task, plain) - 0.1
+
+
+def test_it_leaves_positives_alone_when_negatives_are_rejection_sampled() -> None:
+    hard = generate_split("SS", "test", n_pos=3, n_neg=3, seed=2)
+    plain = generate_split("SS", "test", n_pos=3, n_neg=3, seed=2, hard_negatives=False)
+    assert [s.spectrum.flux.tobytes() for s in hard if s.label] == [
+        s.spectrum.flux.tobytes() for s in plain if s.label
+    ]
+
+
+# --- what the rendered image shows ---------------------------------------------------------------
+
+
+def test_it_renders_exactly_as_the_same_arrays_from_a_survey_file(
+    mixed_samples: list[SyntheticSample],
+) -> None:
+    from agent.tool import SpectralVisualizationTool
+
+    synthetic = mixed_samples[0].spectrum
+    survey_like = dataclasses.replace(
+        synthetic, survey="LAMOST", object_id="123456789", meta={}, source="spec-x.fits"
+    )
+    for spectrum_view in (
+        lambda tool: tool.render_full(),
+        lambda tool: tool.render((6400.0, 6700.0), label="H-alpha"),
+    ):
+        synthetic_png = spectrum_view(SpectralVisualizationTool(synthetic)).png
+        survey_png = spectrum_view(SpectralVisualizationTool(survey_like)).png
+        assert synthetic_png is not None and synthetic_png == survey_png
 
 
 # --- sampling, splits and reproducibility --------------------------------------------------------
@@ -488,6 +608,7 @@ def test_it_lists_every_sample_in_the_manifest(benchmark: Path) -> None:
         assert entry["object_id"] == f"SVM-{entry['task']}-{entry['split']}-{entry['index']:04d}"
         assert entry["subtype"] in subtypes(entry["task"], entry["label"] == "YES")
         assert entry["snr"] > 0
+        assert RESOLUTION_RANGE[0] <= entry["resolving_power"] <= RESOLUTION_RANGE[1]
 
 
 def test_it_marks_the_manifest_synthetic(benchmark: Path) -> None:
@@ -507,6 +628,9 @@ def test_it_writes_lamost_fits_that_say_synthetic(benchmark: Path) -> None:
         assert header["OBJTYPE"] == "SYNTHETIC"
         assert entry["subtype"] not in repr(header)
         assert hdus["COADD"].data["FLUX"][0].size == N_PIXELS
+    loaded = load_spectra(benchmark / entry["file"])[0]
+    assert loaded.resolution is not None
+    assert loaded.resolution.resolving_power_at(6000.0) == pytest.approx(entry["resolving_power"])
 
 
 def test_it_writes_specvi_bench_parquet_rows(benchmark: Path) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agent.render import LINE_COLOUR, plot_area
+from agent.render import LINE_COLOURS, plot_area
 from agent.spectra import Spectrum
 from agent.tool import (
     IMAGE_SIZE,
@@ -43,7 +43,11 @@ def line_pixels(result: ToolResult) -> np.ndarray:
     assert result.png is not None
     with Image.open(io.BytesIO(result.png)) as image:
         rgb = np.asarray(image.convert("RGB"))
-    return np.all(rgb == np.array(LINE_COLOUR, dtype=np.uint8), axis=2)
+    # Any blend of the anti-aliased line counts: a stroke straddling two pixels paints both.
+    return np.any(
+        [np.all(rgb == np.array(colour, dtype=np.uint8), axis=2) for colour in LINE_COLOURS],
+        axis=0,
+    )
 
 
 def column_of(value: float, x_range: tuple[float, float]) -> int:

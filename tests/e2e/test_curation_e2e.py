@@ -59,7 +59,9 @@ def vote_accept(page: Page, curation: Curation) -> None:
 def test_it_takes_a_draft_from_screening_to_accepted_with_three_experts(
     pages: BrowserPages,
 ) -> None:
-    payne, leavitt, cannon = (UserFactory(username=n) for n in ("payne", "leavitt", "cannon"))
+    payne, leavitt, cannon = (
+        UserFactory(username=n, roles=["expert"]) for n in ("payne", "leavitt", "cannon")
+    )
     curation = make_curation()
 
     # Payne logs in through the login page and screens the draft (key K keeps it).

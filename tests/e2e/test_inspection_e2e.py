@@ -72,7 +72,7 @@ def test_it_starts_a_rule_based_run_and_shows_the_steps_as_they_arrive(
     cv = Task.objects.get(code="CV")
     make_spectrum(object_id="POS", task=cv, label="YES", seed=1, line_amplitude=3.0)
     make_spectrum(object_id="NEG", task=cv, label="NO", seed=2, line_amplitude=0.0)
-    run_page = pages.open("leavitt", UserFactory(username="leavitt"))
+    run_page = pages.open("leavitt", UserFactory(username="leavitt", roles=["ml_engineer"]))
 
     run_page.goto("/inspections/new/")
     run_page.locator("#id_name").fill("browser run")

@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialize
 def test_it_opens_every_menu_page_without_a_script_error(pages: BrowserPages) -> None:
     cv = Task.objects.get(code="CV")
     row = make_spectrum(object_id="POS", task=cv, label="YES", seed=1, line_amplitude=3.0)
-    page = pages.open("cannon", UserFactory(username="cannon", is_staff=True))
+    page = pages.open(
+        "cannon", UserFactory(username="cannon", roles=["staff", "expert", "ml_engineer"])
+    )
     page.goto("/")
     menu = page.locator("header nav.nav a")
     expect(menu.first).to_be_visible()

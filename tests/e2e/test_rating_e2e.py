@@ -20,7 +20,7 @@ def expect_plots_drawn(page: Page, count: int) -> None:
 def test_it_scores_on_the_rubric_then_judges_a_pair_with_the_keyboard(
     pages: BrowserPages,
 ) -> None:
-    alice = UserFactory(username="alice")
+    alice = UserFactory(username="alice", roles=["rater"])
     # Two models' trajectories on one spectrum: two items to score and one pair to judge.
     campaign = make_campaign(Task.objects.get(code="CV"), [alice], alice, n=2, paired=True)
     page = pages.open("alice", alice)

@@ -27,7 +27,7 @@ from annotation.models import (
     Task,
     TrajectoryVersion,
 )
-from tests.factories import make_spectrum
+from tests.factories import make_endpoint, make_spectrum
 from tests.integration.conftest import WORKER_TEST_MARKS, wait_until
 
 pytestmark = WORKER_TEST_MARKS
@@ -44,7 +44,8 @@ def test_it_finishes_a_killed_inspection_candidate_once(cv, broker, start_worker
     chat_script.hold = 4
     run = InspectionRun.objects.create(
         task=cv,
-        policy_spec={"kind": "openai", "base_url": chat_script.base_url, "model": "scripted"},
+        policy_spec={"kind": "openai", "endpoint": "script", "model": "scripted"},
+        endpoint=make_endpoint(name="script", base_url=chat_script.base_url, model="scripted"),
         rollouts=2,
         max_tool_calls=1,
     )
@@ -84,12 +85,13 @@ def test_it_finishes_a_killed_draft_job_once(cv, broker, start_worker, chat_scri
     # Three spectra of two turns each: request 4 is the answer for the second spectrum.
     chat_script.hold = 4
     spectra = [make_spectrum(object_id=f"KILL-{i}", task=cv, label="YES", seed=i) for i in range(3)]
+    make_endpoint(name="script", base_url=chat_script.base_url, model="scripted")
     job = Job.objects.create(
         kind="draft",
         params={
             "task": "CV",
             "spectrum_ids": [s.pk for s in spectra],
-            "teacher": {"kind": "openai", "base_url": chat_script.base_url, "model": "scripted"},
+            "teacher": {"kind": "openai", "endpoint": "script"},
             "max_tool_calls": 1,
         },
     )

@@ -10,7 +10,7 @@ import socket
 
 from annotation import services
 from annotation.models import Candidate, CandidateState, InspectionRun, Task
-from tests.factories import make_spectrum
+from tests.factories import make_endpoint, make_spectrum
 from tests.integration.conftest import WORKER_TEST_MARKS, wait_until
 
 pytestmark = WORKER_TEST_MARKS
@@ -23,7 +23,8 @@ def test_it_retries_an_unreachable_endpoint_then_fails_with_the_reason(broker, s
         closed_url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
     run = InspectionRun.objects.create(
         task=Task.objects.get(code="CV"),
-        policy_spec={"kind": "openai", "base_url": closed_url, "model": "m", "max_retries": 1},
+        policy_spec={"kind": "openai", "endpoint": "closed", "model": "m", "max_retries": 1},
+        endpoint=make_endpoint(name="closed", base_url=closed_url),
         max_tool_calls=1,
     )
     candidate = Candidate.objects.create(run=run, spectrum=make_spectrum())

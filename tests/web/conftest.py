@@ -9,12 +9,47 @@ from tests.factories import UserFactory
 
 @pytest.fixture
 def expert(db):
-    return UserFactory(username="payne")
+    return UserFactory(username="payne", roles=["expert"])
 
 
 @pytest.fixture
 def outsider(db):
-    return UserFactory(username="outsider")
+    """An expert who has no part in the object under test."""
+    return UserFactory(username="outsider", roles=["expert"])
+
+
+@pytest.fixture
+def ml_engineer(db):
+    return UserFactory(username="fleming", roles=["ml_engineer"])
+
+
+@pytest.fixture
+def rater(db):
+    return UserFactory(username="maury", roles=["rater"])
+
+
+@pytest.fixture
+def viewer(db):
+    return UserFactory(username="viewer", roles=["viewer"])
+
+
+@pytest.fixture
+def staff(db):
+    return UserFactory(username="stella", roles=["staff"])
+
+
+@pytest.fixture
+def ml_client(ml_engineer) -> Client:
+    client = Client()
+    client.force_login(ml_engineer)
+    return client
+
+
+@pytest.fixture
+def ml_api_client(ml_engineer) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(ml_engineer)
+    return client
 
 
 @pytest.fixture

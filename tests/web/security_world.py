@@ -33,7 +33,7 @@ from annotation.models import (
     Spectrum,
     Task,
 )
-from tests.factories import ScriptedPolicy, UserFactory, make_spectrum
+from tests.factories import ScriptedPolicy, UserFactory, make_endpoint, make_spectrum
 
 
 @dataclass
@@ -212,7 +212,7 @@ def make_campaigns(runs: list[InspectionRun], users: dict[str, Any], text: str):
     for judgement in PairJudgement.objects.filter(pair__campaign=closed):
         services.pair_judgement_submit(judgement=judgement, rater=judgement.rater, outcome="tie")
     judge = services.judge_create(
-        name=text, base_url="http://127.0.0.1:9/v1", model=text, actor=users["staff"]
+        name=text, endpoint=make_endpoint(name="judge-world", model=text), actor=users["staff"]
     )
     for item in closed.items.all():
         services.judge_score_record(judge=judge, item=item, score=4, reason=text, raw=text)
@@ -221,11 +221,16 @@ def make_campaigns(runs: list[InspectionRun], users: dict[str, Any], text: str):
 
 
 def build_world(text: str, *, monkeypatch, capture) -> World:
-    users = {
-        name: UserFactory(username=name)
-        for name in ("reviser", "auditor", "second_auditor", "outsider")
+    # The auditors also rate the campaigns; the outsider (no part in any object) may also start
+    # ML work, so the pages of every domain have a reader among them.
+    roles = {
+        "reviser": ["expert"],
+        "auditor": ["expert", "rater"],
+        "second_auditor": ["expert", "rater"],
+        "outsider": ["expert", "ml_engineer"],
+        "staff": ["staff"],
     }
-    users["staff"] = UserFactory(username="staff", is_staff=True)
+    users = {name: UserFactory(username=name, roles=held) for name, held in roles.items()}
     task = make_task(text)
     spectrum = make_spectrum(object_id=text, task=task, label="YES")  # stored from "{text}.fits"
     accepted, reopened, discarded = make_curations(task, spectrum, users, text)

@@ -17,7 +17,7 @@ from annotation.models import CatalogEntry, InspectionRun
 
 pytestmark = pytest.mark.django_db
 
-ROW = re.compile(r"^(?P<case>.+?)\s{2,}(?P<matches>[\d,]+\+?)(?:\s+\d+\.\d){4}$")
+ROW = re.compile(r"^(?P<case>.+?)\s{2,}(?P<matches>[\d,]+\+?)(?:\s+\d+\.\d+){6}$")
 
 
 def run_bench(*args: str) -> str:
@@ -83,3 +83,13 @@ def test_it_writes_lamost_style_designations(ra, dec, expected):
 )
 def test_it_takes_the_nearest_rank_percentile(values, fraction, expected):
     assert bench_catalog.percentile(values, fraction) == expected
+
+
+def test_it_reports_full_exports_with_rows_size_and_peak_memory():
+    output = run_bench("--rows", "300", "--repeats", "1", "--full-exports")
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("full exports"))
+    table = {line.split()[0]: line.split()[1:] for line in lines[start + 2 : start + 5]}
+    assert set(table) == {"CSV", "VOTable", "FITS"}
+    assert table["VOTable"][0] == "300" and table["FITS"][0] == "300"
+    assert all(float(values[2]) > 0 for values in table.values())  # MB written

@@ -35,16 +35,22 @@ def csv_rows(response) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+def body(response) -> bytes:
+    assert response.streaming  # VOTable and FITS are streamed from a temporary file
+    return b"".join(response.streaming_content)
+
+
 def votable_of(response) -> tuple[Table, dict[str, str]]:
-    votable = parse_votable(io.BytesIO(response.content))
+    votable = parse_votable(io.BytesIO(body(response)))
     infos = {info.name: info.value for info in votable.resources[0].infos}
     return votable.get_first_table().to_table(), infos
 
 
 def fits_of(response) -> tuple[Table, fits.Header]:
-    with fits.open(io.BytesIO(response.content)) as hdus:
+    data = body(response)
+    with fits.open(io.BytesIO(data)) as hdus:
         header = hdus["CATALOG"].header.copy()
-    return Table.read(io.BytesIO(response.content), format="fits", hdu="CATALOG"), header
+    return Table.read(io.BytesIO(data), format="fits", hdu="CATALOG"), header
 
 
 def text(value) -> str:
@@ -120,7 +126,7 @@ def test_it_exports_a_votable_that_astropy_reads_back(expert_client, entries):
 
 def test_it_puts_ucds_on_the_votable_fields(expert_client, entries):
     votable = parse_votable(
-        io.BytesIO(expert_client.get(reverse("catalog_export_votable")).content)
+        io.BytesIO(body(expert_client.get(reverse("catalog_export_votable"))))
     )
     ucds = {field.name: field.ucd for field in votable.get_first_table().fields}
     assert ucds["ra"] == "pos.eq.ra;meta.main"

@@ -20,7 +20,7 @@ HX_HEADERS = re.compile(r"<body hx-headers='([^']*)'>")
 
 @pytest.fixture
 def rater(db):
-    return UserFactory(username="alice")
+    return UserFactory(username="alice", roles=["rater"])
 
 
 @pytest.fixture

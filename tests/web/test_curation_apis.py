@@ -20,17 +20,17 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def reviser(db):
-    return UserFactory(username="reviser")
+    return UserFactory(username="reviser", roles=["expert", "ml_engineer"])  # drafts, exports
 
 
 @pytest.fixture
 def auditor(db):
-    return UserFactory(username="auditor")
+    return UserFactory(username="auditor", roles=["expert", "ml_engineer"])  # datasets
 
 
 @pytest.fixture
 def second_auditor(db):
-    return UserFactory(username="second_auditor")
+    return UserFactory(username="second_auditor", roles=["expert"])
 
 
 @pytest.fixture

@@ -30,22 +30,22 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def reviser(db):
-    return UserFactory(username="reviser")
+    return UserFactory(username="reviser", roles=["expert"])
 
 
 @pytest.fixture
 def auditor(db):
-    return UserFactory(username="auditor")
+    return UserFactory(username="auditor", roles=["expert", "ml_engineer"])  # exports
 
 
 @pytest.fixture
 def second_auditor(db):
-    return UserFactory(username="second_auditor")
+    return UserFactory(username="second_auditor", roles=["expert"])
 
 
 @pytest.fixture
 def outsider(db):
-    return UserFactory(username="outsider")
+    return UserFactory(username="outsider", roles=["expert", "ml_engineer"])  # drafts, imports
 
 
 @pytest.fixture

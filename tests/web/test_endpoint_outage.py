@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from annotation import jobs, services
 from annotation.models import Candidate, CandidateState, Curation, Job, JobState, Task
-from tests.factories import make_spectrum
+from tests.factories import give_roles, make_endpoint, make_spectrum
 
 pytestmark = pytest.mark.django_db
 
@@ -35,10 +35,12 @@ def unreachable(url: str) -> str:
 
 def policy_at(url: str) -> dict:
     # Two quick attempts inside the policy; the job's own retries are what these tests check.
-    return {"kind": "openai", "base_url": url, "model": "m", "max_retries": 2, "backoff": 0.0}
+    endpoint = make_endpoint(name="closed", base_url=url)
+    return {"kind": "openai", "endpoint": endpoint.name, "max_retries": 2, "backoff": 0.0}
 
 
 def start_run(cv, expert, url: str):
+    give_roles(expert, "ml_engineer")
     return services.inspection_run_create(
         task=cv, spectrum_ids=[make_spectrum().pk], policy_spec=policy_at(url), created_by=expert
     )
@@ -94,6 +96,7 @@ def test_it_does_not_retry_a_cancelled_candidate(cv, expert, closed_url):
 
 
 def draft_job(cv, expert, url: str) -> Job:
+    give_roles(expert, "ml_engineer")
     spectra = [make_spectrum(object_id=f"D{i}", task=cv, label="YES", seed=i) for i in range(3)]
     return services.job_create(
         kind="draft",

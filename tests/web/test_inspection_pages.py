@@ -18,7 +18,7 @@ def labelled(db):
     ]
 
 
-def start(expert_client, django_capture_on_commit_callbacks, **overrides):
+def start(ml_client, django_capture_on_commit_callbacks, **overrides):
     data = {
         "task": "CV",
         "labelled_for_task": "on",
@@ -30,13 +30,13 @@ def start(expert_client, django_capture_on_commit_callbacks, **overrides):
         "confidence_threshold": 0.99,
     } | overrides
     with django_capture_on_commit_callbacks(execute=True):
-        return expert_client.post(reverse("run_create"), data)
+        return ml_client.post(reverse("run_create"), data)
 
 
 def test_it_starts_a_run_on_the_filtered_candidates(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    response = start(expert_client, django_capture_on_commit_callbacks)
+    response = start(ml_client, django_capture_on_commit_callbacks)
     run = InspectionRun.objects.get()
     assert response["Location"] == reverse("run_detail", args=[run.pk])
     assert set(run.candidates.values_list("spectrum__object_id", flat=True)) == {"POS", "NEG"}
@@ -44,20 +44,20 @@ def test_it_starts_a_run_on_the_filtered_candidates(
 
 
 def test_it_refuses_several_rollouts_of_a_deterministic_policy(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    response = start(expert_client, django_capture_on_commit_callbacks, rollouts=3)
+    response = start(ml_client, django_capture_on_commit_callbacks, rollouts=3)
     assert response.status_code == 200
     assert "deterministic" in response.content.decode()
     assert not InspectionRun.objects.exists()
 
 
 def test_it_shows_progress_metrics_and_calibration_on_a_labelled_run(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    start(expert_client, django_capture_on_commit_callbacks)
+    start(ml_client, django_capture_on_commit_callbacks)
     run = InspectionRun.objects.get()
-    response = expert_client.get(reverse("run_detail", args=[run.pk]))
+    response = ml_client.get(reverse("run_detail", args=[run.pk]))
     body = response.content.decode()
     assert response.context["progress"]["finished"] is True
     assert response.context["metrics"]["n"] == 2
@@ -66,22 +66,22 @@ def test_it_shows_progress_metrics_and_calibration_on_a_labelled_run(
 
 
 def test_it_stops_progress_polling_when_the_run_is_finished(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    start(expert_client, django_capture_on_commit_callbacks)
+    start(ml_client, django_capture_on_commit_callbacks)
     run = InspectionRun.objects.get()
-    response = expert_client.get(
+    response = ml_client.get(
         reverse("run_detail", args=[run.pk]), {"part": "progress"}, HTTP_HX_REQUEST="true"
     )
     assert response.status_code == 286
 
 
 def test_it_shows_the_live_steps_with_images_and_the_inspected_windows(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    start(expert_client, django_capture_on_commit_callbacks)
+    start(ml_client, django_capture_on_commit_callbacks)
     candidate = Candidate.objects.get(spectrum__object_id="POS")
-    response = expert_client.get(reverse("candidate_live", args=[candidate.pk]))
+    response = ml_client.get(reverse("candidate_live", args=[candidate.pk]))
     body = response.content.decode()
     assert response.context["plot_data"]["inspected"]
     assert "/images/" in body
@@ -89,12 +89,12 @@ def test_it_shows_the_live_steps_with_images_and_the_inspected_windows(
 
 
 def test_it_ends_the_step_polling_with_an_event_once_finished(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    start(expert_client, django_capture_on_commit_callbacks)
+    start(ml_client, django_capture_on_commit_callbacks)
     candidate = Candidate.objects.get(spectrum__object_id="POS")
     last = candidate.live_steps.order_by("-id").first().pk
-    response = expert_client.get(
+    response = ml_client.get(
         reverse("candidate_steps", args=[candidate.pk]), {"after": last}, HTTP_HX_REQUEST="true"
     )
     assert response.content == b""
@@ -102,24 +102,24 @@ def test_it_ends_the_step_polling_with_an_event_once_finished(
 
 
 def test_it_returns_new_steps_after_a_given_one(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    start(expert_client, django_capture_on_commit_callbacks)
+    start(ml_client, django_capture_on_commit_callbacks)
     candidate = Candidate.objects.get(spectrum__object_id="POS")
     first = candidate.live_steps.order_by("id").first().pk
-    response = expert_client.get(
+    response = ml_client.get(
         reverse("candidate_steps", args=[candidate.pk]), {"after": first}, HTTP_HX_REQUEST="true"
     )
     assert response.content.count(b'class="step card"') == candidate.live_steps.count() - 1
 
 
 def test_it_reloads_the_live_page_when_another_attempt_replaced_the_steps(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    start(expert_client, django_capture_on_commit_callbacks)
+    start(ml_client, django_capture_on_commit_callbacks)
     candidate = Candidate.objects.get(spectrum__object_id="POS")
     shown_attempt = candidate.attempts - 1  # the page was opened before a worker was lost
-    response = expert_client.get(
+    response = ml_client.get(
         reverse("candidate_steps", args=[candidate.pk]),
         {"after": 0, "attempt": shown_attempt},
         HTTP_HX_REQUEST="true",
@@ -128,33 +128,33 @@ def test_it_reloads_the_live_page_when_another_attempt_replaced_the_steps(
 
 
 def test_it_polls_with_the_attempt_it_shows(
-    expert_client, labelled, django_capture_on_commit_callbacks
+    ml_client, labelled, django_capture_on_commit_callbacks
 ):
-    start(expert_client, django_capture_on_commit_callbacks)
+    start(ml_client, django_capture_on_commit_callbacks)
     candidate = Candidate.objects.get(spectrum__object_id="POS")
     Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.RUNNING)  # still going
-    page = expert_client.get(reverse("candidate_live", args=[candidate.pk])).content.decode()
+    page = ml_client.get(reverse("candidate_live", args=[candidate.pk])).content.decode()
     assert f"attempt={candidate.attempts}" in page
 
 
-def test_it_serves_stored_tool_images(expert_client, labelled, django_capture_on_commit_callbacks):
-    start(expert_client, django_capture_on_commit_callbacks)
+def test_it_serves_stored_tool_images(ml_client, labelled, django_capture_on_commit_callbacks):
+    start(ml_client, django_capture_on_commit_callbacks)
     step = (
         Candidate.objects.get(spectrum__object_id="POS")
         .live_steps.exclude(data__tool_result=None)
         .first()
     )
     sha = step.data["tool_result"]["image"]["png_sha256"]
-    response = expert_client.get(reverse("image_blob", args=[sha]))
+    response = ml_client.get(reverse("image_blob", args=[sha]))
     assert response["Content-Type"] == "image/png"
     assert response.content.startswith(b"\x89PNG")
 
 
 def test_it_runs_and_reports_through_the_api(
-    api_client, labelled, django_capture_on_commit_callbacks
+    ml_api_client, labelled, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        created = api_client.post(
+        created = ml_api_client.post(
             reverse("api_run_create"),
             {
                 "task": "CV",
@@ -164,16 +164,16 @@ def test_it_runs_and_reports_through_the_api(
             format="json",
         )
     assert created.status_code == 201, created.data
-    detail = api_client.get(reverse("api_run_detail", args=[created.data["id"]]))
+    detail = ml_api_client.get(reverse("api_run_detail", args=[created.data["id"]]))
     assert detail.data["progress"]["done"] == 2
     assert detail.data["metrics"]["n"] == 2
     candidate_id = detail.data["candidates"][0]["id"]
-    steps = api_client.get(reverse("api_candidate_steps", args=[candidate_id]))
+    steps = ml_api_client.get(reverse("api_candidate_steps", args=[candidate_id]))
     assert steps.data["state"] == "done" and steps.data["steps"]
 
 
-def test_it_rejects_a_bad_policy_through_the_api(api_client, labelled):
-    response = api_client.post(
+def test_it_rejects_a_bad_policy_through_the_api(ml_api_client, labelled):
+    response = ml_api_client.post(
         reverse("api_run_create"),
         {"task": "CV", "spectrum_ids": [labelled[0].pk], "policy": {"kind": "oracle"}},
         format="json",

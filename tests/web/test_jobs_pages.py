@@ -15,12 +15,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def reviser(db):
-    return UserFactory(username="reviser")
+    return UserFactory(username="reviser", roles=["ml_engineer"])  # starts the drafts
 
 
 @pytest.fixture
 def outsider(db):
-    return UserFactory(username="outsider")
+    return UserFactory(username="outsider", roles=["ml_engineer"])
 
 
 @pytest.fixture

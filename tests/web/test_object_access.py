@@ -30,12 +30,13 @@ def stella(db):
 
 @pytest.fixture
 def alice(db):
-    return UserFactory(username="alice")
+    return UserFactory(username="alice", roles=["rater"])
 
 
 @pytest.fixture
 def outsider(db):
-    return UserFactory(username="outsider")
+    """A rater of another campaign, and an expert outside the curation under test."""
+    return UserFactory(username="outsider", roles=["rater", "expert"])
 
 
 def make_campaign(name: str, raters, creator, n: int = 2):
@@ -123,9 +124,13 @@ def test_it_answers_404_to_a_rater_of_another_campaign(
     assert OTHER_COMMENT not in body and "model-a" not in body and "theirs" not in body
 
 
-@pytest.mark.parametrize("name", ["rating_rate", "rating_pairs", "rating_campaign_close"])
+# Closing is refused to every rater by role (403) before the campaign is even looked up.
+@pytest.mark.parametrize(
+    ("name", "status"),
+    [("rating_rate", 404), ("rating_pairs", 404), ("rating_campaign_close", 403)],
+)
 def test_it_answers_404_to_an_outsiders_post_and_changes_nothing(
-    campaign, outsider_campaign, outsider, name
+    campaign, outsider_campaign, outsider, name, status
 ):
     assignment = RatingAssignment.objects.filter(item__campaign=campaign).first()
     response = logged_in(outsider).post(
@@ -133,7 +138,7 @@ def test_it_answers_404_to_an_outsiders_post_and_changes_nothing(
     )
     campaign.refresh_from_db()
     assignment.refresh_from_db()
-    assert response.status_code == 404
+    assert response.status_code == status
     assert assignment.score == 4 and not campaign.closed
 
 
@@ -163,7 +168,7 @@ def test_it_lists_only_the_outsiders_own_campaigns(campaign, outsider_campaign, 
 @pytest.fixture
 def people(db):
     names = ("reviser", "auditor", "second_auditor")
-    return {name: UserFactory(username=name) for name in names}
+    return {name: UserFactory(username=name, roles=["expert"]) for name in names}
 
 
 BLINDED_READS = [

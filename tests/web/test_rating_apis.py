@@ -22,19 +22,19 @@ from annotation.models import (
     Rollout,
     Task,
 )
-from tests.factories import UserFactory, make_spectrum, make_trajectory
+from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def alice(db):
-    return UserFactory(username="alice")
+    return UserFactory(username="alice", roles=["rater"])
 
 
 @pytest.fixture
 def bob(db):
-    return UserFactory(username="bob")
+    return UserFactory(username="bob", roles=["rater"])
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def test_it_runs_the_whole_rating_flow_with_token_auth(runs, alice, stella):
 def test_it_refuses_campaign_creation_to_non_staff(runs, alice):
     response = create_campaign(alice, runs, [alice])
     assert response.status_code == 403
-    assert "only staff" in response.json()["detail"]
+    assert "you need the staff role" in response.json()["detail"]
     assert not RatingCampaign.objects.exists()
 
 
@@ -142,7 +142,9 @@ def test_it_names_runs_without_shared_spectra(cv, alice, stella):
 
 
 def test_it_balances_assignments_of_a_campaign_created_through_the_api(cv, stella):
-    raters = [UserFactory(username=name).username for name in ("ann", "ben", "cat")]
+    raters = [
+        UserFactory(username=name, roles=["rater"]).username for name in ("ann", "ben", "cat")
+    ]
     rows = [make_spectrum(object_id=f"B{i}", seed=i, task=cv) for i in range(5)]
     run = make_run(cv, "solo", "model-a", rows)
     payload = {"name": "balance", "raters": raters, "raters_per_item": 2}
@@ -212,11 +214,10 @@ def test_it_refuses_the_next_item_to_someone_not_rating(runs, alice, bob, stella
 
 @pytest.mark.parametrize(("username", "expected"), [("stella", 201), ("alice", 403)])
 def test_it_lets_only_staff_add_a_judge(alice, stella, username, expected):
+    make_endpoint(name="judge", model="gpt-x")
     user = {"stella": stella, "alice": alice}[username]
     response = token_client(user).post(
-        reverse("api_rating_judge_create"),
-        {"name": "gpt", "base_url": "http://judge.local/v1", "model": "gpt-x"},
-        "json",
+        reverse("api_rating_judge_create"), {"name": "gpt", "endpoint": "judge"}, "json"
     )
     assert response.status_code == expected
 
@@ -224,10 +225,9 @@ def test_it_lets_only_staff_add_a_judge(alice, stella, username, expected):
 def test_it_gives_a_new_judge_the_table_7_prompt_by_default(stella):
     from agent.judges import JUDGE_RUBRIC_PROMPT
 
+    make_endpoint(name="judge", model="gpt-x")
     response = token_client(stella).post(
-        reverse("api_rating_judge_create"),
-        {"name": "gpt", "base_url": "http://judge.local/v1", "model": "gpt-x"},
-        "json",
+        reverse("api_rating_judge_create"), {"name": "gpt", "endpoint": "judge"}, "json"
     )
     assert response.json()["prompt"] == JUDGE_RUBRIC_PROMPT
 
@@ -236,7 +236,7 @@ def test_it_runs_a_judge_over_the_campaign(
     runs, alice, stella, monkeypatch, django_capture_on_commit_callbacks
 ):
     campaign_id = create_campaign(stella, runs, [alice]).json()["id"]
-    judge = services.judge_create(name="gpt", base_url="http://j.local/v1", model="m", actor=stella)
+    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
 
     class FakeJudge:
         def generate(self, messages):
@@ -254,7 +254,7 @@ def test_it_runs_a_judge_over_the_campaign(
 
 def test_it_refuses_a_second_run_of_a_judge_still_queued(runs, alice, stella):
     campaign_id = create_campaign(stella, runs, [alice]).json()["id"]
-    judge = services.judge_create(name="gpt", base_url="http://j.local/v1", model="m", actor=stella)
+    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
     url = reverse("api_rating_judge_run", args=[campaign_id, judge.pk])
     client = token_client(stella)
     assert client.post(url).status_code == 202  # its job stays queued: no commit in this test
@@ -265,7 +265,7 @@ def test_it_refuses_a_second_run_of_a_judge_still_queued(runs, alice, stella):
 
 def test_it_refuses_to_let_a_rater_start_a_judge(runs, alice, stella):
     campaign_id = create_campaign(stella, runs, [alice]).json()["id"]
-    judge = services.judge_create(name="gpt", base_url="http://j.local/v1", model="m", actor=stella)
+    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
     response = token_client(alice).post(
         reverse("api_rating_judge_run", args=[campaign_id, judge.pk])
     )

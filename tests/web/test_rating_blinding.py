@@ -35,17 +35,17 @@ CONTEXT_PROCESSOR_KEYS = {
 
 @pytest.fixture
 def alice(db):
-    return UserFactory(username="alice")
+    return UserFactory(username="alice", roles=["rater"])
 
 
 @pytest.fixture
 def bob(db):
-    return UserFactory(username="bob")
+    return UserFactory(username="bob", roles=["rater"])
 
 
 @pytest.fixture
 def carol(db):
-    return UserFactory(username="carol")
+    return UserFactory(username="carol", roles=["rater"])
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ import pytest
 
 from annotation import jobs, selectors, services
 from annotation.models import CampaignItem, JudgeScore, RatingAssignment, Task
-from tests.factories import UserFactory, make_spectrum, make_trajectory
+from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def raters(db):
-    return [UserFactory(username=f"rater{i}") for i in range(3)]
+    return [UserFactory(username=f"rater{i}", roles=["rater"]) for i in range(3)]
 
 
 @pytest.fixture
@@ -128,9 +128,7 @@ def test_it_analyses_scores_agreement_and_judges(
     campaign = make_campaign(raters, staff, n=4, per_item=3)
     for assignment in RatingAssignment.objects.filter(item__campaign=campaign):
         services.rating_submit(assignment=assignment, rater=assignment.rater, score=4)
-    judge = services.judge_create(
-        name="gpt", base_url="http://127.0.0.1:9/v1", model="m", actor=staff
-    )
+    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=staff)
 
     class FakeJudge:
         def generate(self, messages):
@@ -151,9 +149,7 @@ def test_it_stores_a_judge_reply_without_a_score_as_unscored(
     raters, staff, monkeypatch, django_capture_on_commit_callbacks
 ):
     campaign = make_campaign(raters, staff, n=2, per_item=1)
-    judge = services.judge_create(
-        name="vague", base_url="http://127.0.0.1:9/v1", model="m", actor=staff
-    )
+    judge = services.judge_create(name="vague", endpoint=make_endpoint(), actor=staff)
 
     class Vague:
         def generate(self, messages):

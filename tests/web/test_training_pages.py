@@ -18,23 +18,25 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("training_dirs")]
 
 @pytest.fixture
 def colleague(db):
-    return UserFactory(username="colleague")
+    return UserFactory(username="colleague", roles=["ml_engineer"])
 
 
 @pytest.fixture
-def run(expert, export, tiny_model_path):
+def run(ml_engineer, export, tiny_model_path):
     return services.training_run_create(
         stage="sft",
         preset="cpu-tiny",
         base_model=str(tiny_model_path),
         dataset_export=export,
-        created_by=expert,
+        created_by=ml_engineer,
     )
 
 
 @pytest.fixture
-def checkpoint(expert, lineage_folder):
-    return services.policy_checkpoint_register(path=lineage_folder, name="cli-sft", actor=expert)
+def checkpoint(ml_engineer, lineage_folder):
+    return services.policy_checkpoint_register(
+        path=lineage_folder, name="cli-sft", actor=ml_engineer
+    )
 
 
 def poll(client, run, after=0):
@@ -53,7 +55,7 @@ def json_script(body: str, element_id: str):
 
 @pytest.mark.slow
 def test_it_starts_a_tiny_sft_run_from_the_page(
-    expert_client, export, tiny_model_path, django_capture_on_commit_callbacks
+    ml_client, export, tiny_model_path, django_capture_on_commit_callbacks
 ):
     form = {
         "stage": "sft",
@@ -63,16 +65,16 @@ def test_it_starts_a_tiny_sft_run_from_the_page(
         "max_steps": 1,
     }
     with django_capture_on_commit_callbacks(execute=True):
-        response = expert_client.post(reverse("training_create"), form)
+        response = ml_client.post(reverse("training_create"), form)
     run = TrainingRun.objects.get()
     assert response["Location"] == reverse("training_detail", args=[run.pk])
-    page = expert_client.get(response["Location"]).content.decode()
+    page = ml_client.get(response["Location"]).content.decode()
     assert "succeeded" in page
     assert f"Checkpoint registered as policy <strong>sft-run-{run.pk}</strong>" in page
 
 
-def test_it_explains_what_a_grpo_run_lacks(expert_client):
-    response = expert_client.post(reverse("training_create"), {"stage": "grpo", "preset": "gpu"})
+def test_it_explains_what_a_grpo_run_lacks(ml_client):
+    response = ml_client.post(reverse("training_create"), {"stage": "grpo", "preset": "gpu"})
     body = response.content.decode()
     assert response.status_code == 200
     assert "GRPO needs labelled spectra; choose their data set" in body
@@ -80,51 +82,51 @@ def test_it_explains_what_a_grpo_run_lacks(expert_client):
     assert not TrainingRun.objects.exists()
 
 
-def test_it_shows_the_services_refusal_on_the_form(expert_client, export):
+def test_it_shows_the_services_refusal_on_the_form(ml_client, export):
     form = {"stage": "sft", "preset": "gpu", "dataset_export": export.pk}
-    body = expert_client.post(reverse("training_create"), form).content.decode()
+    body = ml_client.post(reverse("training_create"), form).content.decode()
     assert "the gpu preset names no base model" in body
 
 
-def test_it_offers_the_labelled_data_sets_for_grpo(expert_client):
+def test_it_offers_the_labelled_data_sets_for_grpo(ml_client):
     make_spectrum(
         object_id="RL-1", dataset="rl-tests", task=Task.objects.get(code="CV"), label="NO"
     )
     make_spectrum(object_id="UNLABELLED", dataset="uploads-only")
-    body = expert_client.get(reverse("training_create"), {"stage": "grpo"}).content.decode()
+    body = ml_client.get(reverse("training_create"), {"stage": "grpo"}).content.decode()
     assert '<option value="rl-tests">' in body
     assert "uploads-only" not in body
 
 
-def test_it_keeps_polling_while_the_run_is_queued(expert_client, run):
-    response = poll(expert_client, run)
+def test_it_keeps_polling_while_the_run_is_queued(ml_client, run):
+    response = poll(ml_client, run)
     assert response.status_code == 200
     assert 'hx-trigger="every 2s"' in response.content.decode()
 
 
-def test_it_stops_polling_once_the_run_has_finished(expert_client, run, lineage_folder):
+def test_it_stops_polling_once_the_run_has_finished(ml_client, run, lineage_folder):
     services.training_run_claim(run_id=run.pk)
     services.training_run_finish(run_id=run.pk, checkpoint_path=lineage_folder, result={})
-    response = poll(expert_client, run)
+    response = poll(ml_client, run)
     assert response.status_code == 286
     assert "hx-trigger" not in response.content.decode()
 
 
-def test_it_sends_each_poll_only_the_points_recorded_since_the_last(expert_client, run):
+def test_it_sends_each_poll_only_the_points_recorded_since_the_last(ml_client, run):
     services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
-    first = json_script(poll(expert_client, run).content.decode(), "training-points")
+    first = json_script(poll(ml_client, run).content.decode(), "training-points")
     services.training_metrics_record(run_id=run.pk, step=2, metrics={"loss": 2.0})
-    body = poll(expert_client, run, after=first["last_id"]).content.decode()
+    body = poll(ml_client, run, after=first["last_id"]).content.decode()
     assert json_script(body, "training-points")["series"]["loss"] == {"x": [2], "y": [2.0]}
     last = TrainingMetric.objects.filter(run=run).latest("id").pk
     assert f"after={last}" in body
 
 
-def test_it_draws_the_figure_6_curves_from_data_not_inline_script(expert_client, run):
+def test_it_draws_the_figure_6_curves_from_data_not_inline_script(ml_client, run):
     services.training_metrics_record(
         run_id=run.pk, step=1, metrics={"loss": 2.5, "reward_mean": 0.4, "val_f1": 0.5}
     )
-    body = expert_client.get(reverse("training_detail", args=[run.pk])).content.decode()
+    body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
     series = json_script(body, "training-chart")["series"]
     assert (series["loss"]["y"], series["reward_mean"]["y"], series["val_f1"]["y"]) == (
         [2.5],
@@ -135,24 +137,24 @@ def test_it_draws_the_figure_6_curves_from_data_not_inline_script(expert_client,
     assert not re.search(r"<script(?![^>]*(\bsrc=|application/json))", body)
 
 
-def test_it_escapes_a_failure_message(expert_client, run):
+def test_it_escapes_a_failure_message(ml_client, run):
     services.training_run_claim(run_id=run.pk)
     services.job_fail(job_id=run.job_id, error="ValueError: <script>alert('pwned')</script>")
-    body = expert_client.get(reverse("training_detail", args=[run.pk])).content.decode()
+    body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
     assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in body
     assert "<script>alert" not in body
 
 
-def test_it_escapes_a_run_name_in_the_list(expert_client, export, tiny_model_path, expert):
+def test_it_escapes_a_run_name_in_the_list(ml_client, export, tiny_model_path, ml_engineer):
     services.training_run_create(
         stage="sft",
         preset="cpu-tiny",
         base_model=str(tiny_model_path),
         dataset_export=export,
         name='<img src=x onerror="alert(1)">',
-        created_by=expert,
+        created_by=ml_engineer,
     )
-    body = expert_client.get(reverse("training_list")).content.decode()
+    body = ml_client.get(reverse("training_list")).content.decode()
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in body
     assert "<img src=x" not in body
 
@@ -167,22 +169,22 @@ def test_it_redirects_an_outsider_to_the_login_page(run):
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
 
 
-def test_it_lets_only_the_creator_or_staff_cancel_from_the_page(expert_client, colleague, run):
+def test_it_lets_only_the_creator_or_staff_cancel_from_the_page(ml_client, colleague, run):
     other = Client()
     other.force_login(colleague)
     assert other.post(reverse("training_cancel", args=[run.pk])).status_code == 403
-    expert_client.post(reverse("training_cancel", args=[run.pk]))
+    ml_client.post(reverse("training_cancel", args=[run.pk]))
     run.job.refresh_from_db()
     assert run.job.state == JobState.CANCELLED
 
 
-def test_it_links_training_from_the_navigation(expert_client):
-    body = expert_client.get(reverse("home")).content.decode()
+def test_it_links_training_from_the_navigation(ml_client):
+    body = ml_client.get(reverse("home")).content.decode()
     assert f'href="{reverse("training_list")}"' in body
 
 
-def test_it_lists_registered_policies_with_their_lineage(expert_client, checkpoint):
-    body = expert_client.get(reverse("training_list")).content.decode()
+def test_it_lists_registered_policies_with_their_lineage(ml_client, checkpoint):
+    body = ml_client.get(reverse("training_list")).content.decode()
     assert "cli-sft" in body and "ab12cd34ef56ab78" in body
     assert f"?policy=checkpoint&amp;checkpoint={checkpoint.pk}" in body
 
@@ -191,14 +193,14 @@ def test_it_lists_registered_policies_with_their_lineage(expert_client, checkpoi
 
 
 def test_it_offers_a_registered_checkpoint_as_an_inspection_policy_with_its_lineage(
-    expert_client, checkpoint, tiny_model_path
+    ml_client, checkpoint, tiny_model_path
 ):
-    body = expert_client.get(reverse("run_create")).content.decode()
+    body = ml_client.get(reverse("run_create")).content.decode()
     assert "Registered checkpoint" in body
     assert f"cli-sft · SFT · data ab12cd34ef56ab78 · base {tiny_model_path} · lr 2e-05" in body
 
 
-def test_it_starts_an_inspection_run_with_the_checkpoint_as_policy(expert_client, checkpoint):
+def test_it_starts_an_inspection_run_with_the_checkpoint_as_policy(ml_client, checkpoint):
     make_spectrum(object_id="CAND-1", task=Task.objects.get(code="CV"), label="YES")
     form = {
         "task": "CV",
@@ -211,16 +213,16 @@ def test_it_starts_an_inspection_run_with_the_checkpoint_as_policy(expert_client
         "max_tool_calls": 8,
         "confidence_threshold": 0.5,
     }
-    expert_client.post(reverse("run_create"), form)
+    ml_client.post(reverse("run_create"), form)
     run = InspectionRun.objects.get()
     assert run.policy_spec == {"kind": "transformers", "model_path": checkpoint.path}
-    page = expert_client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    page = ml_client.get(reverse("run_detail", args=[run.pk])).content.decode()
     assert "Policy cli-sft: registered checkpoint" in page and "ab12cd34ef56ab78" in page
 
 
-def test_it_asks_which_checkpoint_when_none_is_chosen(expert_client, checkpoint):
+def test_it_asks_which_checkpoint_when_none_is_chosen(ml_client, checkpoint):
     form = {"task": "CV", "limit": 10, "policy": "checkpoint", "temperature": 0, "rollouts": 1}
     form |= {"max_tool_calls": 8, "confidence_threshold": 0.5}
-    body = expert_client.post(reverse("run_create"), form).content.decode()
+    body = ml_client.post(reverse("run_create"), form).content.decode()
     assert "choose one of the registered checkpoints" in body
     assert not InspectionRun.objects.exists()

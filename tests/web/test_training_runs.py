@@ -31,12 +31,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("training_dirs")]
 
 @pytest.fixture
 def trainer(db):
-    return UserFactory(username="trainer")
+    return UserFactory(username="trainer", roles=["ml_engineer"])
 
 
 @pytest.fixture
 def colleague(db):
-    return UserFactory(username="colleague")
+    return UserFactory(username="colleague", roles=["ml_engineer"])
 
 
 @pytest.fixture

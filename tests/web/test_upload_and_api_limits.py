@@ -57,10 +57,10 @@ def test_it_reads_the_type_from_the_content_not_the_name(expert_client, api_clie
     assert not Spectrum.objects.exists()
 
 
-def test_it_refuses_a_trajectory_import_over_the_size_limit(expert_client, settings):
+def test_it_refuses_a_trajectory_import_over_the_size_limit(ml_client, settings):
     settings.SPECTRUM_UPLOAD_MAX_BYTES = 10
     upload = SimpleUploadedFile("drafts.jsonl", b'{"id": "x"}\n' * 5)
-    response = expert_client.post(reverse("curation_import"), {"file": upload})
+    response = ml_client.post(reverse("curation_import"), {"file": upload})
     body = response.content.decode()
     assert response.status_code == 400
     assert "Nothing was stored" in body and "over the limit of 10 bytes" in body
@@ -84,5 +84,5 @@ def test_it_throttles_each_user_on_their_own(api_client, three_per_minute):
     for _ in range(4):
         api_client.get(reverse("api_task_list"))
     other = APIClient()
-    other.force_authenticate(UserFactory(username="other"))
+    other.force_authenticate(UserFactory(username="other", roles=["viewer"]))
     assert other.get(reverse("api_task_list")).status_code == 200

@@ -15,7 +15,9 @@ once untimed first, so the figures are for a warm database and warm caches.
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from uuid import uuid4
 import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.test import Client
@@ -34,6 +37,7 @@ from django.urls import reverse
 
 from annotation import catalog
 from annotation.models import CatalogEntry, InspectionRun, Task
+from annotation.roles import Role
 
 BENCH_USER = "bench-catalog"
 TASK_CODES = ("CV", "CS", "SS", "MG", "WD", "O", "B", "A")
@@ -54,6 +58,36 @@ COPY_COLUMNS = (
     "synthetic",
     "created_at",
 )
+
+
+class RssSampler:
+    """Peak resident memory above the level at entry, sampled every 5 ms from /proc."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._page = os.sysconf("SC_PAGE_SIZE")
+
+    def _rss(self) -> int:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * self._page
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak_bytes = max(self.peak_bytes, self._rss() - self._baseline)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._baseline = self._rss()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_bytes = max(self.peak_bytes, self._rss() - self._baseline)
 
 
 @dataclass(frozen=True)
@@ -171,6 +205,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--export-rows", type=int, default=1000, help="CSV rows streamed per export request"
         )
+        parser.add_argument(
+            "--full-exports",
+            action="store_true",
+            help="also export every row as CSV, VOTable and FITS: time, size and peak memory",
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--keep", action="store_true", help="keep the generated rows")
         parser.add_argument(
@@ -184,6 +223,9 @@ class Command(BaseCommand):
             if options[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
         user = get_user_model().objects.create_user(username=f"{BENCH_USER}-{uuid4().hex[:12]}")
+        # A throwaway reader: the viewer role is all the catalog needs, and no audited grant is
+        # made for an account that lives only as long as this command.
+        Group.objects.get_or_create(name=Role.VIEWER.value)[0].user_set.add(user)
         run = None
         try:
             if options["existing"]:
@@ -201,6 +243,8 @@ class Command(BaseCommand):
                 f"of the first {options['export_rows']:,} rows"
             )
             self._report(self._measure(user, options))
+            if options["full_exports"]:
+                self._report_full_exports(self._client(user))
         finally:
             user.delete()
             if run is not None and not options["keep"]:
@@ -255,6 +299,7 @@ class Command(BaseCommand):
         results = []
         for case in CASES:
             list_url = f"{reverse('catalog_list')}?{urlencode(case.params)}"
+            api_url = f"{reverse('api_catalog_list')}?{urlencode(case.params)}"
             export_params = {k: v for k, v in case.params.items() if k != "page"}
             export_params["limit"] = str(options["export_rows"])
             export_url = f"{reverse('catalog_export_csv')}?{urlencode(export_params)}"
@@ -263,6 +308,7 @@ class Command(BaseCommand):
                     "case": case,
                     "matches": self._matches(case),
                     "list": self._time_list(client, list_url, options["repeats"]),
+                    "api": self._time_list(client, api_url, options["repeats"]),
                     "csv": self._time_export(client, export_url, options["repeats"]),
                 }
             )
@@ -299,19 +345,47 @@ class Command(BaseCommand):
                 times.append(elapsed)
         return times
 
+    def _report_full_exports(self, client: Client) -> None:
+        """Every row in each format, through the view; peak RSS sampled while it runs."""
+        self.stdout.write(
+            f"\nfull exports (every row, cap {catalog.EXPORT_ROW_LIMIT:,}); peak memory is the "
+            "process's resident set above its level before the export"
+        )
+        self.stdout.write(f"{'format':<8}{'rows':>12}{'seconds':>10}{'MB out':>10}{'peak MB':>10}")
+        for name, view in (
+            ("CSV", "catalog_export_csv"),
+            ("VOTable", "catalog_export_votable"),
+            ("FITS", "catalog_export_fits"),
+        ):
+            with RssSampler() as sampler:
+                started = time.perf_counter()
+                response = client.get(reverse(view))
+                size = sum(len(block) for block in response.streaming_content)
+                elapsed = time.perf_counter() - started
+            if response.status_code != 200:
+                raise CommandError(f"{view} answered {response.status_code}")
+            rows = response.get("X-Catalog-Rows", "-")
+            self.stdout.write(
+                f"{name:<8}{rows:>12}{elapsed:>10.1f}{size / 1e6:>10.3f}"
+                f"{sampler.peak_bytes / 1e6:>10.1f}"
+            )
+
     def _report(self, results: list[dict[str, Any]]) -> None:
         width = max(len(result["case"].name) for result in results)
         header = (
             f"{'case':<{width}}  {'matches':>8}  {'list p50':>8}  {'list p95':>8}  "
-            f"{'csv p50':>8}  {'csv p95':>8}   (ms)"
+            f"{'csv p50':>8}  {'csv p95':>8}  {'api p50':>8}  {'html/api':>8}   (ms)"
         )
         self.stdout.write(header)
         self.stdout.write("-" * len(header))
         for result in results:
             list_ms = [1000 * t for t in result["list"]]
             csv_ms = [1000 * t for t in result["csv"]]
+            api_ms = [1000 * t for t in result["api"]]
             self.stdout.write(
                 f"{result['case'].name:<{width}}  {result['matches']:>8}  "
                 f"{statistics.median(list_ms):8.1f}  {percentile(list_ms, 0.95):8.1f}  "
-                f"{statistics.median(csv_ms):8.1f}  {percentile(csv_ms, 0.95):8.1f}"
+                f"{statistics.median(csv_ms):8.1f}  {percentile(csv_ms, 0.95):8.1f}  "
+                f"{statistics.median(api_ms):8.1f}  "
+                f"{statistics.median(list_ms) / statistics.median(api_ms):8.2f}"
             )

@@ -25,14 +25,16 @@ from annotation.models import (
     Spectrum,
     Task,
 )
+from annotation.roles import Role, has_role
 
 DEMO_PASSWORD = "specvet-demo"
 DEMO_EXPERTS = [
-    # (user name, full name, staff)
-    ("cannon", "Annie Jump Cannon", True),
-    ("payne", "Cecilia Payne", False),
-    ("leavitt", "Henrietta Leavitt", False),
+    # (user name, full name, roles)
+    ("cannon", "Annie Jump Cannon", {Role.STAFF, Role.EXPERT, Role.ML_ENGINEER}),
+    ("payne", "Cecilia Payne", {Role.EXPERT, Role.RATER}),
+    ("leavitt", "Henrietta Leavitt", {Role.EXPERT, Role.RATER}),
 ]
+DEMO_VIEWER = ("viewer", "Catalog Viewer", {Role.VIEWER})
 SHARED_LAMOST = settings.BASE_DIR.parent / "shared" / "data" / "lamost"
 
 
@@ -59,23 +61,27 @@ class Command(BaseCommand):
             self._inspection_runs(experts)
         if not RatingCampaign.objects.exists():
             self._campaign(experts)
-        names = ", ".join(name for name, _, _ in DEMO_EXPERTS)
+        self._account(*DEMO_VIEWER)
         self.stdout.write("")
-        self.stdout.write(f"Demo experts (password {DEMO_PASSWORD!r}): {names}; cannon is staff.")
+        self.stdout.write(f"Demo accounts (password {DEMO_PASSWORD!r}):")
+        for username, _, roles in [*DEMO_EXPERTS, DEMO_VIEWER]:
+            self.stdout.write(f"  {username}: {', '.join(sorted(r.value for r in roles))}")
 
     def _experts(self) -> dict[str, Any]:
-        users = get_user_model()
-        experts = {}
-        for username, full_name, staff in DEMO_EXPERTS:
-            user, created = users.objects.get_or_create(username=username)
-            if created:
-                first, _, last = full_name.rpartition(" ")
-                user.first_name, user.last_name = first, last
-                user.is_staff = user.is_superuser = staff
-                user.set_password(DEMO_PASSWORD)
-                user.save()
-            experts[username] = user
-        return experts
+        return {
+            username: self._account(username, name, roles) for username, name, roles in DEMO_EXPERTS
+        }
+
+    def _account(self, username: str, full_name: str, roles: set[Role]) -> Any:
+        user, created = get_user_model().objects.get_or_create(username=username)
+        if created:
+            first, _, last = full_name.rpartition(" ")
+            user.first_name, user.last_name = first, last
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+        if not user.is_superuser:  # a superuser from an older demo holds every role already
+            services.user_roles_set(user=user, roles=roles, actor=None)
+        return user
 
     def _load_real_lamost(self) -> None:
         paths = sorted(Path(SHARED_LAMOST).glob("*.fits*")) if SHARED_LAMOST.exists() else []
@@ -199,7 +205,7 @@ class Command(BaseCommand):
         campaign = services.campaign_create(
             name="Demo: rule-based reasoning quality",
             description="Rate each trajectory's coherence and physical consistency (0-5).",
-            raters=list(experts.values()),
+            raters=[user for user in experts.values() if has_role(user, Role.RATER)],
             raters_per_item=2,
             sources=services.rating_sources_from_rollouts(rollouts + others),
             created_by=experts["cannon"],

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agent import evaluation
 from agent.policies import build_policy
 from agent.trajectory import Trajectory
+from annotation import endpoints
 
 
 class Command(BaseCommand):
@@ -31,8 +32,11 @@ class Command(BaseCommand):
             help="name of a checkpoint registered as a policy (Training page); implies "
             "--policy transformers with its folder, or --policy vllm when given",
         )
-        parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://h:8000/v1")
-        parser.add_argument("--model", help="model name at the endpoint (openai)")
+        parser.add_argument(
+            "--endpoint",
+            help="registered model endpoint (openai; default: the endpoint 'default' of the "
+            "OPENAI_* settings); staff register others on the Model endpoints page",
+        )
         parser.add_argument("--benchmark", default="specvi-mini", choices=evaluation.BENCHMARKS)
         parser.add_argument("--split", default="test")
         parser.add_argument("--tasks", default="CV,CS,SS,MG,WD")
@@ -42,12 +46,24 @@ class Command(BaseCommand):
         parser.add_argument("--manifest", type=Path, help="a labelled set's manifest.json")
         parser.add_argument("--max-tool-calls", type=int, default=8)
         parser.add_argument("--no-tool", action="store_true", help="ablation: I0 only")
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=1,
+            help="episodes per turn-synchronous batch (vllm: one generate call per turn)",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=1,
+            help="episodes in flight at once (openai: bounded concurrent requests)",
+        )
         parser.add_argument("--out", type=Path, help="JSON report path")
         parser.add_argument("--save-trajectories", type=Path, help="folder for trajectory JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tasks = [code.strip().upper() for code in options["tasks"].split(",") if code.strip()]
-        policy = build_policy(_policy_spec(options))
+        policy = _policy(options)
         samples = _samples(options, tasks)
         if not samples:
             raise CommandError(f"no samples for split {options['split']!r} and tasks {tasks}")
@@ -70,6 +86,8 @@ class Command(BaseCommand):
             use_tool=not options["no_tool"],
             max_tool_calls=options["max_tool_calls"],
             on_result=progress,
+            batch_size=options["batch_size"],
+            concurrency=options["concurrency"],
         )
         sys.stderr.write("\n")
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -103,11 +121,18 @@ def _policy_spec(options: dict[str, Any]) -> dict[str, Any]:
         if not options["model_path"]:
             raise CommandError(f"--policy {kind} needs --model-path")
         return {"kind": kind, "model_path": options["model_path"]}
-    base_url = options["base_url"] or settings.OPENAI_BASE_URL
-    model = options["model"] or settings.OPENAI_MODEL
-    if not base_url or not model:
-        raise CommandError("--policy openai needs --base-url and --model (or OPENAI_* settings)")
-    return {"kind": kind, "base_url": base_url, "model": model, "api_key": settings.OPENAI_API_KEY}
+    return {"kind": kind, "endpoint": options.get("endpoint") or endpoints.DEFAULT_ENDPOINT}
+
+
+def _policy(options: dict[str, Any]) -> Any:
+    """The policy to evaluate; an ``openai`` one calls a registered endpoint with its own key."""
+    spec = _policy_spec(options)
+    if spec["kind"] != "openai":
+        return build_policy(spec)
+    try:
+        return endpoints.endpoint_policy(endpoints.find_usable(spec["endpoint"]))
+    except endpoints.EndpointError as error:
+        raise CommandError(str(error)) from None
 
 
 def _samples(options: dict[str, Any], tasks: list[str]) -> list[evaluation.EvalSample]:

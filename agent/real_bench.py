@@ -1,0 +1,259 @@
+"""The rule-based inspector on real spectra beside the synthetic benchmark.
+
+    python -m agent.real_bench                      # the table: task x {dev, validation, synthetic}
+    python -m agent.real_bench calibrate            # refit the confidence on the development part
+
+Per task and part: n, positives, accuracy, balanced accuracy, positive-class F1, expected
+calibration error (10 bins) and the wrong answers given with confidence >= 0.9; then the triage
+curve on real data: the F1 (accuracy where a part has no positive) of the decisions kept when
+the least confident 0/10/20/30 % are deferred to experts.
+
+Calibration (``calibrate``): per task, Platt scaling of the raw evidence score fitted on the
+development part only. A task with fewer than MIN_POSITIVES development positives gets a
+temperature only (slope, no intercept, never above 1): with so few positives a threshold cannot
+be placed, and a corpus without positives must not make the inspector surer than its rules.
+The validation part is never used to fit anything.
+
+Synthetic figures are SpecVI-mini (``agent.synthetic``), labelled "synthetic" everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agent.calibration import (
+    PlattScaling,
+    expected_calibration_error,
+    fit_platt,
+    reliability_bins,
+)
+from agent.metrics import classification_report
+from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector
+from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus
+from agent.spectra import Spectrum
+from agent.tasks import get_task
+
+MIN_POSITIVES = 3
+DEFERRALS = (0.0, 0.1, 0.2, 0.3)
+CONFIDENT = 0.9
+SYNTHETIC_SEED = 20240913
+PARTS = ("development", "validation", "synthetic")
+
+
+@dataclass(frozen=True)
+class Scored:
+    task: str
+    item: str
+    label: str  # YES / NO
+    score: float  # raw evidence score (log-odds before calibration)
+
+
+@dataclass(frozen=True)
+class PartReport:
+    n: int
+    positives: int
+    accuracy: float
+    balanced_accuracy: float
+    f1: float | None  # None without positives
+    ece: float
+    confident_wrong: int
+    triage: tuple[tuple[float, float], ...]  # (deferral, F1 of what is kept; NaN undefined)
+
+
+def score_spectra(
+    items: Sequence[tuple[str, Spectrum, dict[str, str | None]]], tasks: Sequence[str] = TASKS
+) -> list[Scored]:
+    """Raw scores of the uncalibrated inspector; ``items`` are (id, spectrum, {task: label})."""
+    inspector = RuleBasedInspector(calibration=None)
+    scored = []
+    for task in tasks:
+        definition = get_task(task)
+        for item, spectrum, labels in items:
+            label = labels.get(task)
+            if label is None:
+                continue
+            inspector.begin(spectrum=spectrum, task=definition, use_tool=False)
+            assert inspector.last_decision is not None
+            scored.append(Scored(task, item, label, float(inspector.last_decision["score"])))
+    return scored
+
+
+def real_items(split: str) -> list[tuple[str, Spectrum, dict[str, str | None]]]:
+    return [
+        (entry.id, spectrum, {task: entry.label(task) for task in TASKS})
+        for entry, spectrum in load_corpus(split)
+    ]
+
+
+def synthetic_items(per_task: int, seed: int = SYNTHETIC_SEED) -> list[tuple[str, Any, Any]]:
+    """SpecVI-mini test spectra: ``per_task`` per task, a third of them positives."""
+    from agent.synthetic import generate_split
+
+    items = []
+    for task in TASKS:
+        n_pos = max(per_task // 3, 1)
+        for sample in generate_split(task, "test", n_pos=n_pos, n_neg=per_task - n_pos, seed=seed):
+            label = "YES" if sample.label else "NO"
+            items.append((sample.spectrum.object_id, sample.spectrum, {task: label}))
+    return items
+
+
+def fit_calibration(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
+    fits: dict[str, dict[str, Any]] = {}
+    for task in TASKS:
+        rows = [s for s in scored if s.task == task]
+        if not rows:
+            continue
+        labels = [s.label == "YES" for s in rows]
+        positives = sum(labels)
+        full = positives >= MIN_POSITIVES
+        platt = fit_platt([s.score for s in rows], labels, intercept=full)
+        if not full:
+            platt = PlattScaling(min(max(platt.slope, 0.1), 1.0), 0.0)
+        fits[task] = {
+            "slope": round(platt.slope, 6),
+            "intercept": round(platt.intercept, 6),
+            "method": "Platt" if full else "temperature (slope <= 1, no intercept)",
+            "n": len(rows),
+            "positives": positives,
+        }
+    return fits
+
+
+def write_calibration(fits: dict[str, dict[str, Any]]) -> None:
+    manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    document = {
+        "description": "Per-task calibration of the rule-based inspector's evidence score: "
+        "P(YES) = logistic(slope * score + intercept). Fitted by `python -m agent.real_bench "
+        "calibrate` on the development part of the real corpus only.",
+        "corpus_version": manifest["version"],
+        "min_positives_for_platt": MIN_POSITIVES,
+        "tasks": fits,
+    }
+    CALIBRATION_PATH.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+def _platts(fits: dict[str, dict[str, Any]]) -> dict[str, PlattScaling]:
+    return {task: PlattScaling(fit["slope"], fit["intercept"]) for task, fit in fits.items()}
+
+
+def report(scored: Sequence[Scored], calibration: dict[str, PlattScaling]) -> PartReport:
+    labels = [s.label for s in scored]
+    probabilities = [
+        calibration[s.task](s.score)
+        if s.task in calibration
+        else 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0)))
+        for s in scored
+    ]
+    predictions = ["YES" if p >= 0.5 else "NO" for p in probabilities]
+    confidences = [max(p, 1.0 - p) for p in probabilities]
+    correct = [p == y for p, y in zip(predictions, labels, strict=True)]
+    summary = classification_report(labels, predictions)
+    positives = labels.count("YES")
+    tpr = _rate(predictions, labels, "YES")
+    tnr = _rate(predictions, labels, "NO")
+    balanced = float(np.mean([r for r in (tpr, tnr) if r is not None])) if labels else math.nan
+    bins = reliability_bins(confidences, correct, n_bins=10)
+    return PartReport(
+        n=len(scored),
+        positives=positives,
+        accuracy=summary.accuracy,
+        balanced_accuracy=balanced,
+        f1=summary.f1 if positives else None,
+        ece=expected_calibration_error(bins),
+        confident_wrong=sum(
+            1 for c, ok in zip(confidences, correct, strict=True) if c >= CONFIDENT and not ok
+        ),
+        triage=_triage(labels, predictions, confidences, positives > 0),
+    )
+
+
+def _rate(predictions: Sequence[str], labels: Sequence[str], value: str) -> float | None:
+    chosen = [p == value for p, y in zip(predictions, labels, strict=True) if y == value]
+    return float(np.mean(chosen)) if chosen else None
+
+
+def _triage(
+    labels: Sequence[str], predictions: Sequence[str], confidences: Sequence[float], f1: bool
+) -> tuple[tuple[float, float], ...]:
+    """F1 (or accuracy without positives) of the most confident (1 - d) share, for each d."""
+    order = sorted(range(len(labels)), key=lambda i: -confidences[i])
+    points = []
+    for deferral in DEFERRALS:
+        kept = order[: max(int(math.ceil((1.0 - deferral) * len(order))), 1)] if order else []
+        kept_labels = [labels[i] for i in kept]
+        report_ = classification_report(kept_labels, [predictions[i] for i in kept])
+        if f1 and "YES" not in kept_labels:
+            points.append((deferral, math.nan))  # every positive deferred: F1 undefined
+        else:
+            points.append((deferral, report_.f1 if f1 else report_.accuracy))
+    return tuple(points)
+
+
+def run(*, synthetic_per_task: int, refit: bool) -> tuple[dict[str, dict[str, PartReport]], dict]:
+    development = score_spectra(real_items("development"))
+    fits = fit_calibration(development)
+    if refit:
+        write_calibration(fits)
+    calibration = _platts(fits)
+    parts = {"development": development, "validation": score_spectra(real_items("validation"))}
+    if synthetic_per_task > 0:
+        parts["synthetic"] = score_spectra(synthetic_items(synthetic_per_task))
+    table: dict[str, dict[str, PartReport]] = {}
+    for task in TASKS:
+        table[task] = {
+            part: report([s for s in rows if s.task == task], calibration)
+            for part, rows in parts.items()
+        }
+    return table, fits
+
+
+def _fmt(value: float | None) -> str:
+    return (
+        "   —"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else f"{value:.2f}"
+    )
+
+
+def format_table(table: dict[str, dict[str, PartReport]]) -> str:
+    lines = [
+        "Rule-based inspector, calibrated on the real development part "
+        "(synthetic = SpecVI-mini, SYNTHETIC)",
+        f"{'task':<4} {'part':<12} {'n':>4} {'pos':>4} {'acc':>5} {'bacc':>5} {'F1':>5} "
+        f"{'ECE':>5} {'wrong@0.9':>9}   triage F1 (acc w/o pos) at deferral 0/10/20/30 %",
+    ]
+    for task, parts in table.items():
+        for part, r in parts.items():
+            triage = " ".join(_fmt(value) for _, value in r.triage)
+            lines.append(
+                f"{task:<4} {part:<12} {r.n:>4} {r.positives:>4} {_fmt(r.accuracy):>5} "
+                f"{_fmt(r.balanced_accuracy):>5} {_fmt(r.f1):>5} {_fmt(r.ece):>5} "
+                f"{r.confident_wrong:>9}   {triage}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent.real_bench", description=__doc__)
+    parser.add_argument("command", nargs="?", choices=("table", "calibrate"), default="table")
+    parser.add_argument("--synthetic", type=int, default=60, help="synthetic spectra per task")
+    args = parser.parse_args(argv)
+    table, fits = run(synthetic_per_task=args.synthetic, refit=args.command == "calibrate")
+    if args.command == "calibrate":
+        print(f"wrote {CALIBRATION_PATH}")
+        for task, fit in fits.items():
+            print(f"  {task}: {fit}")
+    print(format_table(table))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""training.gpu_smoke on the CPU: its configs, parameter counts and stage arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+from training import grpo, sft
+from training.gpu_smoke import format_report, make_parser, model_config, parameter_count, smoke_plan
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tiny_model_path):
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(tiny_model_path))
+
+
+def test_it_defaults_to_both_paper_sizes():
+    options = make_parser().parse_args([])
+    assert (options.sizes, options.steps) == (["3b", "7b"], 3)
+
+
+@pytest.mark.parametrize(("size", "low", "high"), [("3b", 3.7e9, 3.85e9), ("7b", 8.2e9, 8.35e9)])
+def test_it_builds_the_architecture_of_each_size(tiny_config, size, low, high):
+    config = model_config(size, tiny_config)
+    assert low < parameter_count(config) < high
+    assert config.image_token_id == tiny_config.image_token_id
+    text = config.text_config
+    head_dim = text.hidden_size // text.num_attention_heads
+    assert sum(text.rope_parameters["mrope_section"]) == head_dim // 2
+
+
+def test_it_keeps_the_tiny_model_for_cpu_runs(tiny_config):
+    assert parameter_count(model_config("tiny", tiny_config)) == parameter_count(tiny_config)
+
+
+def test_it_runs_the_gpu_configs_with_a_few_steps(tmp_path, tiny_model_path):
+    plan = smoke_plan("7b", tiny_model_path, tmp_path, steps=2, use_vllm=False)
+    sft_args = sft.parse_args([*plan["sft"], "--use_cpu", "true"])
+    grpo_args = grpo.parse_args([*plan["grpo"], "--use_cpu", "true"])
+    assert (sft_args[3].max_steps, sft_args[3].assistant_only_loss) == (2, True)
+    assert sft_args[1].smoke_tasks == ["CV"]
+    assert (grpo_args[3].max_steps, grpo_args[3].use_vllm, grpo_args[3].num_generations) == (
+        2,
+        False,
+        8,
+    )
+    assert grpo_args[3].output_dir == str(tmp_path / "7b" / "grpo")
+
+
+def test_it_prints_speed_and_memory_and_names_failures():
+    report = {
+        "vllm_installed": False,
+        "sizes": {
+            "7b": {
+                "sft": {
+                    "ok": True,
+                    "seconds": 12.0,
+                    "tokens": 2400,
+                    "tokens_per_s": 200.0,
+                    "peak_gib": 61.5,
+                },
+                "grpo": {"ok": False, "error": "OutOfMemoryError: CUDA out of memory"},
+            }
+        },
+    }
+    text = format_report(report)
+    assert "200.0" in text and "61.5" in text and "OutOfMemoryError" in text
+
+
+def test_it_can_run_the_same_plan_on_the_cpu(tmp_path, tiny_model_path):
+    plan = smoke_plan("tiny", tiny_model_path, tmp_path, steps=1, use_vllm=False, cpu=True)
+    args = grpo.parse_args(plan["grpo"])[3]
+    assert (args.use_cpu, args.bf16, args.gradient_checkpointing) == (True, False, False)

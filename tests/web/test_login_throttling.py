@@ -1,0 +1,114 @@
+"""Login throttling (django-axes): failed logins for one username from one address lock it out."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from axes.models import AccessAttempt
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.factories import PASSWORD, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+LIMIT = 3
+
+
+@pytest.fixture(autouse=True)
+def _throttling(settings):
+    settings.AXES_ENABLED = True
+    settings.AXES_FAILURE_LIMIT = LIMIT
+    settings.AXES_COOLOFF_TIME = timedelta(minutes=15)
+
+
+@pytest.fixture
+def irene(db):
+    return UserFactory(username="irene")
+
+
+def log_in(password: str, *, username: str = "irene", address: str = "198.51.100.7", url="login"):
+    client = Client(REMOTE_ADDR=address)
+    return client, client.post(reverse(url), {"username": username, "password": password})
+
+
+def fail(times: int, **kwargs) -> None:
+    for attempt in range(1, times + 1):
+        _, response = log_in("wrong password", **kwargs)
+        # the form again with its error; the failure that reaches the limit answers the lockout
+        assert response.status_code == (429 if attempt >= LIMIT else 200)
+
+
+def test_it_locks_out_a_username_and_address_after_the_failure_limit(irene):
+    fail(LIMIT)
+    client, response = log_in(PASSWORD)  # even the right password now
+    assert response.status_code == 429
+    assert "Too many failed logins" in response.text
+    assert "irene" in response.text
+    assert "_auth_user_id" not in client.session
+
+
+def test_it_lets_the_same_user_in_from_another_address(irene):
+    fail(LIMIT)
+    client, response = log_in(PASSWORD, address="203.0.113.9")
+    assert response.status_code == 302
+    assert client.session["_auth_user_id"] == str(irene.pk)
+
+
+def test_it_lets_another_user_in_from_the_locked_address(irene):
+    UserFactory(username="otto")
+    fail(LIMIT)
+    _, response = log_in(PASSWORD, username="otto")
+    assert response.status_code == 302
+
+
+def test_it_lets_the_user_in_again_after_the_cool_off(irene):
+    fail(LIMIT)
+    AccessAttempt.objects.update(attempt_time=timezone.now() - timedelta(minutes=16))
+    _, response = log_in(PASSWORD)
+    assert response.status_code == 302
+
+
+def test_it_forgets_failures_after_a_successful_login(irene):
+    fail(LIMIT - 1)
+    assert log_in(PASSWORD)[1].status_code == 302
+    fail(LIMIT - 1)
+    assert log_in(PASSWORD)[1].status_code == 302
+
+
+def test_it_throttles_the_admin_login_too(irene):
+    fail(LIMIT, url="admin:login")
+    _, response = log_in(PASSWORD, url="admin:login")
+    assert response.status_code == 429
+
+
+def test_it_counts_the_address_a_trusted_proxy_saw(irene, settings):
+    settings.TRUSTED_PROXY_COUNT = 1
+    for _ in range(LIMIT):
+        Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="192.0.2.1, 198.51.100.7").post(
+            reverse("login"), {"username": "irene", "password": "wrong"}
+        )
+    locked = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.7")
+    assert (
+        locked.post(reverse("login"), {"username": "irene", "password": PASSWORD}).status_code
+        == 429
+    )
+    # a client forging addresses to the left of what the proxy appended gains nothing
+    forged = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="1.2.3.4, 198.51.100.7")
+    assert (
+        forged.post(reverse("login"), {"username": "irene", "password": PASSWORD}).status_code
+        == 429
+    )
+    other = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="203.0.113.9")
+    assert (
+        other.post(reverse("login"), {"username": "irene", "password": PASSWORD}).status_code == 302
+    )
+
+
+def test_it_leaves_force_login_alone(irene):
+    fail(LIMIT)
+    client = Client(REMOTE_ADDR="198.51.100.7")
+    client.force_login(irene)  # what the other tests do: no password, no throttling
+    assert client.get(reverse("home")).status_code == 200

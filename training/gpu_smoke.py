@@ -1,0 +1,301 @@
+"""GPU smoke test of the training recipe on random-initialised Qwen2.5-VL-3B and -7B.
+
+No weights can be downloaded where this runs, so each model is built from its architecture
+(Qwen2.5-VL-3B/7B-Instruct ``config.json`` values) with random weights and the tiny byte-level
+tokenizer and image processor of ``training.tiny_model``; what is measured is speed and memory,
+not quality. For each size it runs a few SFT steps and a few GRPO steps with the GPU configs
+(``training/configs/*_gpu.yaml``; GRPO generates with colocated vLLM when vLLM is installed, HF
+``generate`` otherwise), then vLLM generation when installed, and prints tokens/s and peak GPU
+memory per stage (JSON in ``OUT/gpu_smoke.json``):
+
+```bash
+python -m training.gpu_smoke --sizes 3b 7b --steps 3 --out /tmp/gpu-smoke
+```
+
+One H100/H200 holds the 7B full fine-tuning steps only with small batches; the defaults here use
+batch 1 x 4 accumulation for SFT and 8 rollouts for GRPO. ``--sizes tiny --cpu`` runs the same plan on
+the tiny model on any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+_VISION_BASE = {
+    "depth": 32,
+    "hidden_size": 1280,
+    "intermediate_size": 3420,
+    "num_heads": 16,
+    "patch_size": 14,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "window_size": 112,
+    "fullatt_block_indexes": [7, 15, 23, 31],
+}
+_ROPE = {"mrope_section": [16, 24, 24], "rope_theta": 1000000.0, "rope_type": "default"}
+# Qwen2.5-VL-{3B,7B}-Instruct config.json; the vocabulary stays the real size (151,936) so the
+# embedding and LM head cost what they cost, though the smoke tokenizer uses few ids.
+SIZES: dict[str, dict[str, Any]] = {
+    "3b": {
+        "text": {
+            "hidden_size": 2048,
+            "intermediate_size": 11008,
+            "num_hidden_layers": 36,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            "rope_parameters": _ROPE,
+            "max_position_embeddings": 128000,
+        },
+        "vision": {**_VISION_BASE, "out_hidden_size": 2048},
+    },
+    "7b": {
+        "text": {
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "vocab_size": 151936,
+            "tie_word_embeddings": False,
+            "rope_parameters": _ROPE,
+            "max_position_embeddings": 128000,
+        },
+        "vision": {**_VISION_BASE, "out_hidden_size": 3584},
+    },
+    "tiny": {"text": {}, "vision": {}},  # training.tiny_model as it is
+}
+
+
+def model_config(size: str, tiny_config: Any) -> Any:
+    """The Qwen2_5_VLConfig of ``size``, with the smoke tokenizer's special-token ids."""
+    from transformers import Qwen2_5_VLConfig
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose from {sorted(SIZES)}")
+    text = {**tiny_config.text_config.to_dict(), **SIZES[size]["text"]}
+    if SIZES[size]["text"]:
+        text.pop("layer_types", None)  # derived from num_hidden_layers again
+    vision = {**tiny_config.vision_config.to_dict(), **SIZES[size]["vision"]}
+    tie = text.get("tie_word_embeddings", False)
+    return Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=tiny_config.image_token_id,
+        video_token_id=tiny_config.video_token_id,
+        vision_start_token_id=tiny_config.vision_start_token_id,
+        vision_end_token_id=tiny_config.vision_end_token_id,
+        tie_word_embeddings=tie,
+    )
+
+
+def parameter_count(config: Any) -> int:
+    """Parameters of a model of ``config``, counted without allocating them."""
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    with torch.device("meta"):
+        model = Qwen2_5_VLForConditionalGeneration(config)
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def build_checkpoint(size: str, path: Path, *, device: str = "cuda") -> Path:
+    """A random ``size`` checkpoint in bf16 with the tiny tokenizer and processor."""
+    import torch
+    from transformers import AutoConfig, Qwen2_5_VLForConditionalGeneration
+
+    from training.tiny_model import build_tiny_model
+
+    build_tiny_model(path)
+    if size == "tiny":
+        return path
+    config = model_config(size, AutoConfig.from_pretrained(str(path)))
+    with torch.device(device):
+        model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)
+    model.save_pretrained(path)
+    del model
+    return path
+
+
+def smoke_plan(
+    size: str, checkpoint: Path, out: Path, *, steps: int, use_vllm: bool, cpu: bool = False
+) -> dict[str, list[str]]:
+    """Command-line arguments of the SFT and GRPO stages (``training.sft``/``training.grpo``)."""
+    common = [
+        "--model_name_or_path",
+        str(checkpoint),
+        "--max_steps",
+        str(steps),
+        "--save_strategy",
+        "no",
+        "--validation_every_steps",
+        "1000000",
+        "--report_to",
+        "none",
+        *(
+            ["--use_cpu", "true", "--bf16", "false", "--gradient_checkpointing", "false"]
+            if cpu
+            else []
+        ),
+    ]
+    sft = [
+        "--config",
+        str(CONFIGS / "sft_gpu.yaml"),
+        *common,
+        "--smoke_tasks",
+        "CV",
+        "--smoke_samples_per_task",
+        "8",
+        "--per_device_train_batch_size",
+        "1",
+        "--gradient_accumulation_steps",
+        "4",
+        "--output_dir",
+        str(out / size / "sft"),
+    ]
+    grpo = [
+        "--config",
+        str(CONFIGS / "grpo_gpu.yaml"),
+        *common,
+        "--specvi_mini_tasks",
+        "CV",
+        "--specvi_mini_positives",
+        "4",
+        "--specvi_mini_negatives",
+        "4",
+        "--per_device_train_batch_size",
+        "8",
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_completion_length",
+        "512",
+        "--use_vllm",
+        "true" if use_vllm else "false",
+        "--output_dir",
+        str(out / size / "grpo"),
+    ]
+    return {"sft": sft, "grpo": grpo}
+
+
+def _measure(stage: Callable[[], int | None]) -> dict[str, Any]:
+    """Seconds, tokens/s and peak GPU memory of ``stage`` (which returns its token count)."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    try:
+        tokens = stage()
+    except Exception as error:  # a smoke report names what failed and goes on
+        return {"ok": False, "error": f"{type(error).__name__}: {error}"}
+    seconds = time.perf_counter() - started
+    return {
+        "ok": True,
+        "seconds": round(seconds, 2),
+        "tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 1) if tokens else None,
+        "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
+    }
+
+
+def _train(module: Any, argv: list[str]) -> int | None:
+    parsed = module.parse_args(argv)
+    run = (module.build_sft_run if module.__name__.endswith("sft") else module.build_grpo_run)(
+        *parsed
+    )
+    run.trainer.train()
+    seen = [
+        entry.get("num_tokens") for entry in run.trainer.state.log_history if "num_tokens" in entry
+    ]
+    tokens = int(seen[-1]) if seen else int(run.trainer.state.num_input_tokens_seen or 0)
+    del run
+    return tokens or None
+
+
+def _vllm_generate(checkpoint: Path, n_prompts: int = 32, max_tokens: int = 256) -> int:
+    import vllm
+
+    llm = vllm.LLM(
+        model=str(checkpoint),
+        max_model_len=4096,
+        gpu_memory_utilization=0.5,
+        limit_mm_per_prompt={"image": 1},
+    )
+    params = vllm.SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=1.0)
+    outputs = llm.generate(
+        [{"prompt_token_ids": [10, 20, 30, 40] * 16}] * n_prompts, params, use_tqdm=False
+    )
+    return sum(len(output.outputs[0].token_ids) for output in outputs)
+
+
+def run_smoke(sizes: Sequence[str], out: Path, *, steps: int, cpu: bool = False) -> dict[str, Any]:
+    from training import grpo, sft
+
+    vllm_installed = importlib.util.find_spec("vllm") is not None and not cpu
+    report: dict[str, Any] = {"vllm_installed": vllm_installed, "sizes": {}}
+    for size in sizes:
+        checkpoint = build_checkpoint(size, out / size / "model", device="cpu" if cpu else "cuda")
+        plan = smoke_plan(size, checkpoint, out, steps=steps, use_vllm=vllm_installed, cpu=cpu)
+        results = {
+            "sft": _measure(lambda argv=plan["sft"]: _train(sft, argv)),
+            "grpo": _measure(lambda argv=plan["grpo"]: _train(grpo, argv)),
+        }
+        if vllm_installed:
+            results["vllm_generate"] = _measure(lambda path=checkpoint: _vllm_generate(path))
+        report["sizes"][size] = results
+    (out / "gpu_smoke.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"vLLM installed: {report['vllm_installed']}",
+        "size  stage          ok   seconds  tokens/s  peak GiB",
+    ]
+    for size, stages in report["sizes"].items():
+        for stage, row in stages.items():
+            if not row["ok"]:
+                lines.append(f"{size:<5} {stage:<14} no   {row['error'][:100]}")
+                continue
+            lines.append(
+                f"{size:<5} {stage:<14} yes  {row['seconds']:7.1f}  {row['tokens_per_s'] or 0:8.1f}  "
+                f"{row['peak_gib'] if row['peak_gib'] is not None else '-':>8}"
+            )
+    return "\n".join(lines)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m training.gpu_smoke", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--sizes", nargs="+", default=["3b", "7b"], choices=sorted(SIZES))
+    parser.add_argument("--steps", type=int, default=3, help="optimizer steps per stage")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/gpu-smoke"))
+    parser.add_argument(
+        "--cpu", action="store_true", help="run the plan on the CPU (use --sizes tiny)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    options = make_parser().parse_args(argv)
+    if options.steps < 1:
+        raise SystemExit("--steps must be >= 1")
+    report = run_smoke(options.sizes, options.out, steps=options.steps, cpu=options.cpu)
+    print(format_report(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()
