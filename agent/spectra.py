@@ -767,13 +767,17 @@ def _desi_resolution(
     for arm in arms:
         if f"{arm}_RESOLUTION" not in names:
             continue
-        matrix = np.asarray(hdus[f"{arm}_RESOLUTION"].data, dtype=np.float64)
+        # Only this target's slice is converted: converting the whole (targets x diagonals x
+        # pixels) matrix once per target made a many-target coadd quadratic to read.
+        matrix = hdus[f"{arm}_RESOLUTION"].data
+        if matrix is None:
+            continue
         if matrix.ndim == 2:
             matrix = matrix[np.newaxis]
         wave = arm_data[arm][0]
         if matrix.ndim != 3 or matrix.shape[0] <= row or matrix.shape[2] != wave.size:
             continue
-        kernel = np.clip(matrix[row], 0.0, None)
+        kernel = np.clip(np.asarray(matrix[row], dtype=np.float64), 0.0, None)
         offsets = np.arange(kernel.shape[0]) - kernel.shape[0] // 2
         total = kernel.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):

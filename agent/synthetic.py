@@ -21,9 +21,10 @@ How a spectrum is made:
   radial velocities of tens of km/s with a halo-like tail to a few hundred.
 - **Observation** (what the two real LAMOST files in ``shared/data/lamost`` show): reddening and
   interstellar lines; a flux-calibration tilt; telluric O2 A/B and water bands; a two-arm
-  throughput whose blue end collapses below ~4200 A (S/N at 3750-3900 A is 2-10 % of the S/N at
-  6000-7000 A in the real files: 0.020 for the G7 star, 0.076 for the A2 star), with the dichroic
-  junction near 5700-5900 A (a throughput dip, a flux step and a calibration bump or dip);
+  throughput whose blue end falls off below ~4500 A (the real files have S/N(3750-3900 A) /
+  S/N(6000-7000 A) = 0.020 for the G7 star and 0.076 for the A2 star, 0.14 and 0.35 at 4000-4500
+  A; FGK and A stars drawn here get medians of about 0.03 and 0.05, 0.24 and 0.35), with the
+  dichroic junction near 5700-5900 A (a throughput dip, a flux step and a calibration bump);
   Poisson + sky + read noise for a red S/N drawn log-uniform in 5-80; imperfectly subtracted sky
   lines (5577, 5890/5896, 6300/6363 A, OH bands redward of 6800 A: scale and wavelength errors
   leave residuals and P-Cygni-like wiggles); cosmic-ray spikes and masked bad pixels (ivar = 0).
@@ -245,9 +246,12 @@ def _instrument(resolving_power: float) -> _Instrument:
 
 # The object builders deep inside a draw need the spectrum's instrument; a context variable keeps
 # it out of every signature (and is safe across threads).
-_CURRENT_INSTRUMENT: ContextVar[_Instrument] = ContextVar(
-    "specvi_mini_instrument", default=_instrument(RESOLUTION)
-)
+_NOMINAL_INSTRUMENT = _instrument(RESOLUTION)
+_CURRENT_INSTRUMENT: ContextVar[_Instrument] = ContextVar("specvi_mini_instrument")
+
+
+def _current_instrument() -> _Instrument:
+    return _CURRENT_INSTRUMENT.get(_NOMINAL_INSTRUMENT)
 
 
 @contextmanager
@@ -261,7 +265,7 @@ def _observed_with(instrument: _Instrument) -> Iterator[None]:
 
 def _profile(centre: float, fwhm_kms: float, lorentz: float) -> tuple[slice, np.ndarray, float]:
     """Unit-peak pseudo-Voigt on the grid (instrumental width added) and its area in A."""
-    width = centre * math.hypot(fwhm_kms, _CURRENT_INSTRUMENT.get().fwhm_kms) / C_KMS
+    width = centre * math.hypot(fwhm_kms, _current_instrument().fwhm_kms) / C_KMS
     reach = width * (3.0 + 40.0 * lorentz)
     window = _span(centre - reach, centre + reach)
     x2 = ((WAVELENGTH[window] - centre) / width) ** 2
@@ -273,7 +277,7 @@ def _profile(centre: float, fwhm_kms: float, lorentz: float) -> tuple[slice, np.
 
 
 def _convolve_lsf(values: np.ndarray) -> np.ndarray:
-    kernel = _CURRENT_INSTRUMENT.get().kernel
+    kernel = _current_instrument().kernel
     half = kernel.size // 2
     return np.convolve(np.pad(values, half, mode="edge"), kernel, mode="valid")
 
@@ -1208,10 +1212,10 @@ def _oh_forest() -> tuple[tuple[float, float], ...]:
 SKY_EMISSION = SKY_LINES + _oh_forest()
 _SNR_PIXELS = _span(*_SNR_WINDOW)
 _READ_NOISE_VARIANCE = 20.0  # counts^2 per pixel
-# The blue end: throughput falls as a logistic of this width (A) around a per-spectrum edge, which
-# leaves 3750-3900 A with a few per cent of the red S/N, as in the real LAMOST files.
-BLUE_EDGE_RANGE = (3950.0, 4250.0)
-_BLUE_EDGE_WIDTH = 110.0
+# The blue end: throughput falls as a logistic of this width (A) around a per-spectrum edge,
+# fitted by eye to the S/N profiles of the two real LAMOST files (see the module docstring).
+BLUE_EDGE_RANGE = (4250.0, 4550.0)
+_BLUE_EDGE_WIDTH = 200.0
 
 
 def _throughput(dichroic: float, dip_depth: float, blue_edge: float) -> np.ndarray:

@@ -2,7 +2,23 @@ from __future__ import annotations
 
 from django import forms
 
+from agent.resolution import Resolution, ResolutionError, parse_user_value
 from annotation.models import Label, Task
+
+RESOLUTION_HELP = (
+    "Optional: the instrumental resolution, overriding what the file or the survey's default "
+    "says. A resolving power (1800 or R=1800), an FWHM in Å (2.5 A) or in km/s (150 km/s)."
+)
+
+
+def _user_resolution(text: str) -> Resolution | None:
+    """The user's resolution (source "user"), None when left blank."""
+    if not text.strip():
+        return None
+    try:
+        return parse_user_value(text)
+    except ResolutionError as error:
+        raise forms.ValidationError(str(error)) from None
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -29,6 +45,12 @@ class SpectrumUploadForm(forms.Form):
     dataset = forms.SlugField(max_length=80, initial="uploads")
     task = forms.ModelChoiceField(queryset=Task.objects.all(), required=False, to_field_name="code")
     label = forms.ChoiceField(choices=[("", "unlabelled"), *Label.choices], required=False)
+    resolution = forms.CharField(
+        label="Resolving power R", max_length=40, required=False, help_text=RESOLUTION_HELP
+    )
+
+    def clean_resolution(self) -> Resolution | None:
+        return _user_resolution(self.cleaned_data.get("resolution") or "")
 
 
 class RenderForm(forms.Form):

@@ -75,6 +75,15 @@ class Spectrum(models.Model):
     content_hash = models.CharField(max_length=64, db_index=True)
     meta = models.JSONField(default=dict, blank=True)
     source_name = models.CharField(max_length=255, blank=True)
+    # Instrumental resolution for lists and pages; the full FWHM(lambda) travels with the arrays.
+    resolution_r = models.FloatField(
+        null=True, blank=True, help_text="resolving power lambda/FWHM at 6000 Å"
+    )
+    resolution_source = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="file, survey default, sampling estimate or user (agent.resolution)",
+    )
 
     # Where it came from and, for labelled sets, what it is.
     dataset = models.CharField(max_length=80, db_index=True, default="uploads")

@@ -28,6 +28,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agent import tasks as agent_tasks
+from agent.resolution import Resolution
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from agent.trajectory import Trajectory
@@ -242,6 +243,7 @@ def _spectrum_row(
 ) -> Spectrum:
     good = value.good
     finite_wave = value.wavelength[good] if good.any() else value.wavelength
+    resolution = value.resolution
     return Spectrum(
         object_id=value.object_id[:120] or source_name[:120],
         survey=value.survey[:40],
@@ -256,6 +258,8 @@ def _spectrum_row(
         content_hash=spectrum_content_hash(value),
         meta=value.meta,
         source_name=source_name[:255],
+        resolution_r=None if resolution is None else resolution.resolving_power_at(6000.0),
+        resolution_source="" if resolution is None else resolution.source,
         dataset=dataset,
         split=split,
         task=task,
@@ -356,8 +360,12 @@ def spectra_import_uploads(
     dataset: str = "uploads",
     task: Task | None = None,
     label: str = "",
+    resolution: Resolution | None = None,
 ) -> ImportResult:
-    """Import uploaded files all-or-nothing: one bad file and nothing is stored."""
+    """Import uploaded files all-or-nothing: one bad file and nothing is stored.
+
+    ``resolution`` (source "user") replaces what the files or survey defaults say, for every
+    spectrum of the upload."""
     if not files:
         raise UploadRejected("no file was uploaded")
     if len(files) > settings.SPECTRUM_UPLOAD_MAX_FILES:
@@ -388,6 +396,9 @@ def spectra_import_uploads(
     duplicates = 0
     with transaction.atomic():
         for name, values in parsed:
+            if resolution is not None:
+                for value in values:
+                    value.resolution = resolution
             result = spectra_store(
                 values=values,
                 dataset=dataset,

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent.resolution import Resolution, ResolutionError, parse_user_value
 from agent.spectra import SpectrumFormatError
 from annotation import permissions, selectors, services
 from annotation.models import Label, Spectrum, Task
@@ -57,6 +58,8 @@ class SpectrumOutputSerializer(serializers.ModelSerializer):
             "label",
             "synthetic",
             "source_name",
+            "resolution_r",
+            "resolution_source",
             "created_at",
         ]
 
@@ -202,6 +205,22 @@ class SpectrumUploadApi(APIView):
             slug_field="code", queryset=Task.objects.all(), required=False, allow_null=True
         )
         label = serializers.ChoiceField(choices=["", *Label.values], default="")
+        resolution = serializers.CharField(
+            max_length=40,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="optional override of the instrumental resolution (source 'user'): a "
+            "resolving power (1800, R=1800), an FWHM in Å (2.5 A) or in km/s (150 km/s)",
+        )
+
+        def validate_resolution(self, value: str) -> Resolution | None:
+            if not value.strip():
+                return None
+            try:
+                return parse_user_value(value)
+            except ResolutionError as error:
+                raise serializers.ValidationError(str(error)) from None
 
     @extend_schema(request=InputSerializer, responses=SpectrumOutputSerializer(many=True))
     def post(self, request: Request) -> Response:
@@ -228,6 +247,7 @@ class SpectrumUploadApi(APIView):
                 dataset=data["dataset"],
                 task=data.get("task"),
                 label=data["label"],
+                resolution=data.get("resolution"),
             )
         except (SpectrumFormatError, services.UploadRejected) as error:
             return Response(

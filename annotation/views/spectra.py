@@ -82,6 +82,7 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
             "plot_data": selectors.spectrum_plot_data(row=row, task=task),
             "form": RenderForm(initial={"lo": 6500, "hi": 6630, "label": "H-alpha"}),
             "coverage": selectors.spectrum_tool(row).coverage(),
+            "resolution": selectors.spectrum_value(row).resolution,
         },
     )
 
@@ -139,6 +140,7 @@ def spectrum_upload(request: HttpRequest) -> HttpResponse:
                 dataset=data["dataset"],
                 task=data["task"],
                 label=data["label"],
+                resolution=data["resolution"],
             )
         except (SpectrumFormatError, services.UploadRejected) as error:
             form.add_error("files", f"Nothing was stored. {error}")

@@ -209,9 +209,10 @@ def test_it_adds_oh_sky_lines_redward_of_6800() -> None:
         baseline = np.median(np.lib.stride_tricks.sliding_window_view(ivar, 25), axis=1)
         return float(np.mean(ivar[12:-12] < 0.7 * baseline))
 
-    assert _median_of(lambda s: dips(s, 8280, 9000), spectra) > 3 * _median_of(
-        lambda s: dips(s, 6400, 6800), spectra
-    ) + 0.01
+    assert (
+        _median_of(lambda s: dips(s, 8280, 9000), spectra)
+        > 3 * _median_of(lambda s: dips(s, 6400, 6800), spectra) + 0.01
+    )
 
 
 def test_it_is_noisier_at_the_dichroic() -> None:
@@ -282,7 +283,9 @@ def test_it_leaves_dme_balmer_emission_at_the_instrumental_width() -> None:
 def test_it_broadens_unresolved_lines_at_a_lower_resolving_power() -> None:
     def width(power: float, seed: int) -> float:
         rng = np.random.default_rng(seed)
-        drawn = generate_sample("CV", False, rng=rng, subtype="dme", snr=80.0, resolving_power=power)
+        drawn = generate_sample(
+            "CV", False, rng=rng, subtype="dme", snr=80.0, resolving_power=power
+        )
         return _halpha_fwhm(drawn.spectrum)
 
     low = np.median([width(1250.0, 500 + seed) for seed in range(6)])
