@@ -423,7 +423,9 @@ def format_table(report: EvaluationReport) -> str:
     """Paper Table 1 layout (Acc and F1 per task, then Avg), then tool-use columns."""
     codes = list(report.tasks)
     lines = [
-        f"{report.policy.get('name', 'policy')} on {report.benchmark} / {report.split}"
+        f"{report.policy.get('name', 'policy')} on {report.benchmark}"
+        + (" (SYNTHETIC)" if report.benchmark == "specvi-mini" else "")
+        + f" / {report.split}"
         + ("" if report.use_tool else " (no tool)")
         + f"  ({sum(r.n for r in report.tasks.values())} spectra, {report.seconds:.1f} s)",
         "",

@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector
 from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus
 from agent.spectra import Spectrum
 from agent.tasks import get_task
+
+if TYPE_CHECKING:
+    from agent.evaluation import EvalSample, SampleResult
 
 MIN_POSITIVES = 3
 DEFERRALS = (0.0, 0.1, 0.2, 0.3)
@@ -152,36 +155,55 @@ def report(scored: Sequence[Scored], calibration: dict[str, PlattScaling]) -> Pa
         else 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0)))
         for s in scored
     ]
-    predictions = ["YES" if p >= 0.5 else "NO" for p in probabilities]
-    confidences = [max(p, 1.0 - p) for p in probabilities]
+    predictions: list[str | None] = ["YES" if p >= 0.5 else "NO" for p in probabilities]
+    return part_report(labels, predictions, [max(p, 1.0 - p) for p in probabilities])
+
+
+def part_report(
+    labels: Sequence[str],
+    predictions: Sequence[str | None],
+    confidences: Sequence[float | None],
+) -> PartReport:
+    """Figures of one part from answers (None: no answer, counted wrong) and the confidence in
+    each answer; without a confidence for every answer, ECE and the triage curve are NaN."""
     correct = [p == y for p, y in zip(predictions, labels, strict=True)]
-    summary = classification_report(labels, predictions)
-    positives = labels.count("YES")
+    summary = classification_report(list(labels), list(predictions))
+    positives = list(labels).count("YES")
     tpr = _rate(predictions, labels, "YES")
     tnr = _rate(predictions, labels, "NO")
     balanced = float(np.mean([r for r in (tpr, tnr) if r is not None])) if labels else math.nan
-    bins = reliability_bins(confidences, correct, n_bins=10)
+    known = [c for c in confidences if c is not None]
+    if labels and len(known) == len(labels):
+        ece = expected_calibration_error(reliability_bins(known, correct, n_bins=10))
+        triage = _triage(labels, predictions, known, positives > 0)
+    else:
+        ece, triage = math.nan, tuple((deferral, math.nan) for deferral in DEFERRALS)
     return PartReport(
-        n=len(scored),
+        n=len(labels),
         positives=positives,
         accuracy=summary.accuracy,
         balanced_accuracy=balanced,
         f1=summary.f1 if positives else None,
-        ece=expected_calibration_error(bins),
+        ece=ece,
         confident_wrong=sum(
-            1 for c, ok in zip(confidences, correct, strict=True) if c >= CONFIDENT and not ok
+            1
+            for c, ok in zip(confidences, correct, strict=True)
+            if c is not None and c >= CONFIDENT and not ok
         ),
-        triage=_triage(labels, predictions, confidences, positives > 0),
+        triage=triage,
     )
 
 
-def _rate(predictions: Sequence[str], labels: Sequence[str], value: str) -> float | None:
+def _rate(predictions: Sequence[str | None], labels: Sequence[str], value: str) -> float | None:
     chosen = [p == value for p, y in zip(predictions, labels, strict=True) if y == value]
     return float(np.mean(chosen)) if chosen else None
 
 
 def _triage(
-    labels: Sequence[str], predictions: Sequence[str], confidences: Sequence[float], f1: bool
+    labels: Sequence[str],
+    predictions: Sequence[str | None],
+    confidences: Sequence[float],
+    f1: bool,
 ) -> tuple[tuple[float, float], ...]:
     """F1 (or accuracy without positives) of the most confident (1 - d) share, for each d."""
     order = sorted(range(len(labels)), key=lambda i: -confidences[i])
@@ -223,10 +245,50 @@ def _fmt(value: float | None) -> str:
     )
 
 
-def format_table(table: dict[str, dict[str, PartReport]]) -> str:
+# --- any policy: its answers on the real corpus beside its answers on a benchmark ---------------
+
+
+def real_eval_samples(split: str, tasks: Sequence[str]) -> list[EvalSample]:
+    """One evaluation sample per (real spectrum, task it has a label for) of a corpus part;
+    raises ``agent.real_corpus.CorpusUnavailable`` when the cache has not been built."""
+    from agent.evaluation import EvalSample
+
+    samples = []
+    for entry, spectrum in load_corpus(split):
+        for task in tasks:
+            label = entry.label(task)
+            if label is not None:
+                samples.append(EvalSample(f"{entry.id}-{task}", task, label, spectrum))
+    return samples
+
+
+def side_by_side(
+    results: Mapping[str, Sequence[SampleResult]], tasks: Sequence[str]
+) -> dict[str, dict[str, PartReport]]:
+    """task -> part -> figures, from each part's evaluation results (parts keep their order)."""
+    table: dict[str, dict[str, PartReport]] = {}
+    for task in tasks:
+        table[task] = {}
+        for part, rows in results.items():
+            chosen = [r for r in rows if r.task == task]
+            if chosen:
+                table[task][part] = part_report(
+                    [r.label for r in chosen],
+                    [r.prediction for r in chosen],
+                    [r.confidence for r in chosen],
+                )
+    return table
+
+
+TABLE_TITLE = (
+    "Rule-based inspector, calibrated on the real development part "
+    "(synthetic = SpecVI-mini, SYNTHETIC)"
+)
+
+
+def format_table(table: dict[str, dict[str, PartReport]], title: str = TABLE_TITLE) -> str:
     lines = [
-        "Rule-based inspector, calibrated on the real development part "
-        "(synthetic = SpecVI-mini, SYNTHETIC)",
+        title,
         f"{'task':<4} {'part':<12} {'n':>4} {'pos':>4} {'acc':>5} {'bacc':>5} {'F1':>5} "
         f"{'ECE':>5} {'wrong@0.9':>9}   triage F1 (acc w/o pos) at deferral 0/10/20/30 %",
     ]

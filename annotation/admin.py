@@ -31,15 +31,35 @@ class AuditedAdmin(admin.ModelAdmin):
             services.admin_object_delete(obj=obj, actor=request.user)
 
 
+class StaffRoleEdits(AuditedAdmin):
+    """The staff role edits tasks and spectrum labels here without Django model permissions
+    (staff are no superusers); deleting stays with superusers."""
+
+    def _staff(self, request: HttpRequest) -> bool:
+        return has_role(request.user, Role.STAFF)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._staff(request) or super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._staff(request) or super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._staff(request) or super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._staff(request) or super().has_change_permission(request, obj)
+
+
 @admin.register(Task)
-class TaskAdmin(AuditedAdmin):
+class TaskAdmin(StaffRoleEdits):
     list_display = ["code", "name", "builtin", "updated_at"]
     search_fields = ["code", "name"]
     readonly_fields = ["builtin"]
 
 
 @admin.register(Spectrum)
-class SpectrumAdmin(AuditedAdmin):
+class SpectrumAdmin(StaffRoleEdits):
     list_display = ["id", "object_id", "survey", "dataset", "task", "label", "snr", "synthetic"]
     list_filter = ["survey", "dataset", "label", "synthetic", "task"]
     search_fields = ["object_id", "source_name"]

@@ -52,10 +52,11 @@ def analysis_chart_data(analysis: dict[str, Any]) -> dict[str, Any]:
 def min_max_indices(values: np.ndarray, max_points: int) -> np.ndarray:
     """Sorted indices of at most `max_points` of `values` that draw the same line on a screen.
 
-    Min-max decimation: the pixels are cut into max_points // 3 equal buckets and each keeps
-    its lowest and highest finite pixel, so every emission spike and absorption trough (and the
-    global extrema) survive; a bucket holding a masked pixel (NaN) also keeps its first one, so
-    the gaps in the line survive too. Fewer pixels than max_points are all kept.
+    Min-max decimation: the pixels are cut into max_points // 3 equal buckets (max_points >= 3)
+    and each keeps its lowest and highest finite pixel, so every emission spike and absorption
+    trough (and the global extrema) survive; a bucket holding a masked pixel (NaN) also keeps
+    its first one, so the gaps in the line survive too. Fewer pixels than max_points are all
+    kept.
     """
     n = int(values.shape[0])
     if n <= max_points:
@@ -107,7 +108,7 @@ def thin_spectrum(
 ) -> dict[str, Any]:
     """Wavelength, flux and the ±1σ band at no more than max_points points each."""
     indices = min_max_indices(flux, max_points)
-    thinned = {
+    thinned: dict[str, Any] = {
         "wavelength": wavelength[indices],
         "flux": flux[indices],
         "lower": None,

@@ -32,10 +32,11 @@ class ExpiringTokenAuthentication(TokenAuthentication):
         user, token = super().authenticate_credentials(key)
         expired = token_expires_at(token.created)
         if timezone.now() >= expired:
+            page, issue = reverse("api_token_page"), reverse("api_token_issue")
             raise TokenExpired(
                 f"API token expired on {expired:%Y-%m-%d %H:%M} UTC (tokens last "
-                f"{settings.API_TOKEN_TTL_HOURS} hours). Issue a new one at {reverse('api_token_page')} "
-                f"or POST {reverse('api_token_issue')} signed in."
+                f"{settings.API_TOKEN_TTL_HOURS} hours). Issue a new one at {page} "
+                f"or POST {issue} signed in."
             )
         return user, token
 

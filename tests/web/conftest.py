@@ -111,3 +111,9 @@ def lineage_folder(tmp_path, tiny_model_path):
     )
     (folder / LINEAGE_FILE).write_text(json.dumps(lineage.to_dict()), encoding="utf-8")
     return folder.resolve()
+
+
+@pytest.fixture(autouse=True)
+def _checkpoint_roots(settings, tmp_path_factory):
+    """Tests load tiny checkpoints from pytest's own temporary folders, and only from there."""
+    settings.POLICY_CHECKPOINT_ROOTS = [tmp_path_factory.getbasetemp()]

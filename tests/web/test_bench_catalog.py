@@ -6,7 +6,9 @@ Only the shape of its report is checked, never a timing (the machine decides tho
 from __future__ import annotations
 
 import io
+import json
 import re
+import subprocess
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -85,11 +87,27 @@ def test_it_takes_the_nearest_rank_percentile(values, fraction, expected):
     assert bench_catalog.percentile(values, fraction) == expected
 
 
-def test_it_reports_full_exports_with_rows_size_and_peak_memory():
+def test_it_measures_one_full_export_as_json():
+    run_bench("--rows", "300", "--repeats", "1", "--keep")
+    figures = json.loads(run_bench("--measure-export", "VOTable").strip().splitlines()[-1])
+    assert figures["rows"] == 300
+    assert figures["bytes"] > 0 and figures["seconds"] > 0 and figures["peak_bytes"] >= 0
+    assert not get_user_model().objects.filter(username__startswith="bench-catalog").exists()
+
+
+def test_it_reports_each_full_export_from_a_fresh_process(monkeypatch):
+    calls = []
+
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        figures = {"rows": 300, "seconds": 1.5, "bytes": 2_000_000, "peak_bytes": 12_000_000}
+        return subprocess.CompletedProcess(command, 0, stdout=json.dumps(figures) + "\n")
+
+    monkeypatch.setattr(bench_catalog.subprocess, "run", fake_run)
     output = run_bench("--rows", "300", "--repeats", "1", "--full-exports")
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("full exports"))
     table = {line.split()[0]: line.split()[1:] for line in lines[start + 2 : start + 5]}
     assert set(table) == {"CSV", "VOTable", "FITS"}
-    assert table["VOTable"][0] == "300" and table["FITS"][0] == "300"
-    assert all(float(values[2]) > 0 for values in table.values())  # MB written
+    assert table["FITS"] == ["300", "1.5", "2.000", "12.0"]
+    assert [command[-1] for command in calls] == ["CSV", "VOTable", "FITS"]

@@ -32,3 +32,80 @@ def test_it_makes_and_loads_a_small_benchmark(tmp_path):
     assert all(rows.values_list("synthetic", flat=True))
     assert set(rows.values_list("label", flat=True)) == {"YES", "NO"}
     assert set(rows.values_list("task__code", flat=True)) == {"CV"}
+
+
+def _fake_real_samples(split: str, tasks):
+    from agent.evaluation import EvalSample
+    from tests.factories import make_spectrum_value
+
+    label = "YES" if split == "validation" else "NO"
+    return [EvalSample(f"{split}-{task}", task, label, make_spectrum_value()) for task in tasks]
+
+
+def test_it_prints_real_data_figures_beside_the_synthetic_ones(tmp_path, monkeypatch):
+    import io
+
+    from agent import real_bench
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", _fake_real_samples)
+    out = io.StringIO()
+    report = tmp_path / "run.json"
+    call_command("evaluate", "--tasks", "MG", "--scale", "0.05", "--out", str(report), stdout=out)
+    text = out.getvalue()
+    assert "specvi-mini (SYNTHETIC) / test" in text
+    rows = [line.split()[:3] for line in text.splitlines() if line.startswith("MG ")]
+    assert rows[-3:] == [
+        ["MG", "synthetic", "3"],
+        ["MG", "development", "1"],
+        ["MG", "validation", "1"],
+    ]
+    assert (tmp_path / "run-real-development.json").is_file()
+    assert (tmp_path / "run-real-validation.json").is_file()
+
+
+def test_it_says_why_real_data_figures_are_missing(tmp_path, monkeypatch):
+    import io
+
+    from agent import real_bench
+    from agent.real_corpus import CorpusUnavailable
+
+    def unavailable(split: str, tasks):
+        raise CorpusUnavailable("exosims==3.6.6 is not in the cache; run `make real-data`")
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", unavailable)
+    out = io.StringIO()
+    call_command(
+        "evaluate",
+        "--tasks",
+        "MG",
+        "--scale",
+        "0.05",
+        "--out",
+        str(tmp_path / "r.json"),
+        stdout=out,
+    )
+    assert "Real data: not evaluated (exosims==3.6.6 is not in the cache" in out.getvalue()
+
+
+def test_it_skips_real_data_figures_on_request(tmp_path, monkeypatch):
+    import io
+
+    from agent import real_bench
+
+    def refuse(split: str, tasks):
+        raise AssertionError("the real corpus must not be read with --no-real")
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", refuse)
+    out = io.StringIO()
+    call_command(
+        "evaluate",
+        "--tasks",
+        "MG",
+        "--scale",
+        "0.05",
+        "--no-real",
+        "--out",
+        str(tmp_path / "r.json"),
+        stdout=out,
+    )
+    assert "real spectra" not in out.getvalue()

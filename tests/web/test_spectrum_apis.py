@@ -95,3 +95,31 @@ def test_it_serves_the_openapi_schema(api_client):
     response = api_client.get(reverse("api_schema"))
     assert response.status_code == 200
     assert b"/api/spectra/" in response.content
+
+
+def test_it_takes_a_resolution_override_through_the_api(api_client):
+    wave = np.linspace(4000, 7000, 50)
+    text = "wavelength flux\n" + "\n".join(f"{w} 1.0" for w in wave)
+    upload = SimpleUploadedFile("star.txt", text.encode())
+    response = api_client.post(
+        reverse("api_spectrum_upload"),
+        {"files": [upload], "dataset": "api", "resolution": "2.5 A"},
+        format="multipart",
+    )
+    assert response.status_code == 201, response.data
+    created = response.data["created"][0]
+    # a constant FWHM of 2.5 Å is R = 6000 / 2.5 at 6000 Å
+    assert created["resolution_source"] == "user"
+    assert created["resolution_r"] == pytest.approx(2400.0)
+
+
+def test_it_answers_400_for_a_resolution_it_cannot_read(api_client):
+    upload = SimpleUploadedFile("star.txt", b"wavelength flux\n4000 1\n4001 1\n4002 1\n")
+    response = api_client.post(
+        reverse("api_spectrum_upload"),
+        {"files": [upload], "dataset": "api", "resolution": "-3 km/s"},
+        format="multipart",
+    )
+    assert response.status_code == 400
+    assert "resolution" in response.data
+    assert not Spectrum.objects.exists()

@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 from PIL import Image
 
+from annotation import selectors
 from annotation.models import AuditLog, Spectrum, Task
 from tests.factories import make_spectrum
 
@@ -176,3 +177,47 @@ def test_it_escapes_hostile_object_ids(expert_client):
         detail_body.split('id="plot-data" type="application/json">')[1].split("</script>")[0]
     )
     assert plot["object_id"] == "<script>alert(1)</script>"
+
+
+# --- instrumental resolution ---------------------------------------------------------------------
+
+
+def test_it_records_the_resolution_a_bare_table_implies(expert_client):
+    expert_client.post(
+        reverse("spectrum_upload"), {"files": [csv_upload("star.csv", good_csv())], "dataset": "r"}
+    )
+    row = Spectrum.objects.get(dataset="r")
+    # 200 pixels over 4000-7000 Å: 15.08 Å steps, FWHM = 2 pixels = 30.15 Å, R = 6000 / 30.15
+    assert row.resolution_source == "sampling estimate"
+    assert row.resolution_r == pytest.approx(6000.0 / (2 * 3000.0 / 199), rel=1e-3)
+
+
+def test_it_lets_the_uploader_override_the_resolution(expert_client):
+    response = expert_client.post(
+        reverse("spectrum_upload"),
+        {"files": [csv_upload("star.csv", good_csv())], "dataset": "r", "resolution": "R=1800"},
+    )
+    assert response.status_code == 302
+    row = Spectrum.objects.get(dataset="r")
+    assert (row.resolution_r, row.resolution_source) == (pytest.approx(1800.0), "user")
+    stored = selectors.spectrum_value(row).resolution
+    assert stored is not None and stored.source == "user"
+    assert stored.resolving_power_at(4500.0) == pytest.approx(1800.0)
+
+
+def test_it_refuses_a_resolution_it_cannot_read_and_stores_nothing(expert_client):
+    response = expert_client.post(
+        reverse("spectrum_upload"),
+        {"files": [csv_upload("star.csv", good_csv())], "dataset": "r", "resolution": "sharp"},
+    )
+    assert response.status_code == 200
+    assert "is not a resolving power" in response.content.decode()
+    assert not Spectrum.objects.exists()
+
+
+def test_it_shows_the_resolution_and_its_source_on_the_spectrum_page(expert_client):
+    row = make_spectrum()
+    body = expert_client.get(reverse("spectrum_detail", args=[row.pk])).content.decode()
+    value = selectors.spectrum_value(row)
+    assert f"R ≈ {value.resolution.resolving_power_at(6000.0):.0f} at 6000 Å" in body
+    assert "sampling estimate" in body

@@ -59,3 +59,21 @@ def test_it_seeds_the_eight_builtin_tasks():
         "B",
         "A",
     }
+
+
+def test_it_lets_staff_who_are_not_superusers_edit_tasks_but_not_delete_them(db, client):
+    from django.urls import reverse
+
+    from annotation.models import Task
+    from tests.factories import UserFactory
+
+    staff = UserFactory(roles=["staff"])
+    assert not staff.is_superuser
+    client.force_login(staff)
+    task = Task.objects.get(code="CV")
+    page = client.get(reverse("admin:annotation_task_change", args=[task.pk]))
+    assert page.status_code == 200
+    assert client.get(reverse("admin:annotation_task_delete", args=[task.pk])).status_code == 403
+    expert = UserFactory(roles=["expert"])
+    client.force_login(expert)
+    assert client.get(reverse("admin:annotation_task_changelist")).status_code == 302  # login

@@ -14,10 +14,13 @@ once untimed first, so the figures are for a warm database and warm caches.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
-import os
+import resource
 import statistics
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,34 +63,16 @@ COPY_COLUMNS = (
 )
 
 
-class RssSampler:
-    """Peak resident memory above the level at entry, sampled every 5 ms from /proc."""
+EXPORT_VIEWS = {
+    "CSV": "catalog_export_csv",
+    "VOTable": "catalog_export_votable",
+    "FITS": "catalog_export_fits",
+}
 
-    def __init__(self, interval: float = 0.005) -> None:
-        self.interval = interval
-        self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._page = os.sysconf("SC_PAGE_SIZE")
 
-    def _rss(self) -> int:
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            return int(statm.read().split()[1]) * self._page
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._rss() - self._baseline)
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> RssSampler:
-        self._baseline = self._rss()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_bytes = max(self.peak_bytes, self._rss() - self._baseline)
+def _max_rss_bytes() -> int:
+    """This process's peak resident set so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 @dataclass(frozen=True)
@@ -210,6 +195,9 @@ class Command(BaseCommand):
             action="store_true",
             help="also export every row as CSV, VOTable and FITS: time, size and peak memory",
         )
+        parser.add_argument(
+            "--measure-export", choices=sorted(EXPORT_VIEWS), help=argparse.SUPPRESS
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--keep", action="store_true", help="keep the generated rows")
         parser.add_argument(
@@ -219,6 +207,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["measure_export"]:
+            self._measure_export(options["measure_export"])
+            return
         for name in ("rows", "batch", "repeats", "export_rows"):
             if options[name] < 1:
                 raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
@@ -244,7 +235,7 @@ class Command(BaseCommand):
             )
             self._report(self._measure(user, options))
             if options["full_exports"]:
-                self._report_full_exports(self._client(user))
+                self._report_full_exports()
         finally:
             user.delete()
             if run is not None and not options["keep"]:
@@ -345,30 +336,62 @@ class Command(BaseCommand):
                 times.append(elapsed)
         return times
 
-    def _report_full_exports(self, client: Client) -> None:
-        """Every row in each format, through the view; peak RSS sampled while it runs."""
+    def _report_full_exports(self) -> None:
+        """Every row in each format, each in a fresh process that reports its own peak memory.
+
+        A fresh process, because this one's resident set already holds whatever generating and
+        timing the rows left in the allocator: an export could reuse it and look free.
+        """
         self.stdout.write(
-            f"\nfull exports (every row, cap {catalog.EXPORT_ROW_LIMIT:,}); peak memory is the "
-            "process's resident set above its level before the export"
+            f"\nfull exports (every row, cap {catalog.EXPORT_ROW_LIMIT:,}), each through the view "
+            "in a fresh process; peak = its maximum resident set minus the level after Django "
+            "started and served one small request"
         )
         self.stdout.write(f"{'format':<8}{'rows':>12}{'seconds':>10}{'MB out':>10}{'peak MB':>10}")
-        for name, view in (
-            ("CSV", "catalog_export_csv"),
-            ("VOTable", "catalog_export_votable"),
-            ("FITS", "catalog_export_fits"),
-        ):
-            with RssSampler() as sampler:
-                started = time.perf_counter()
-                response = client.get(reverse(view))
-                size = sum(len(block) for block in response.streaming_content)
-                elapsed = time.perf_counter() - started
-            if response.status_code != 200:
-                raise CommandError(f"{view} answered {response.status_code}")
-            rows = response.get("X-Catalog-Rows", "-")
-            self.stdout.write(
-                f"{name:<8}{rows:>12}{elapsed:>10.1f}{size / 1e6:>10.3f}"
-                f"{sampler.peak_bytes / 1e6:>10.1f}"
+        for name in EXPORT_VIEWS:
+            completed = subprocess.run(
+                [sys.executable, "manage.py", "bench_catalog", "--measure-export", name],
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=settings.BASE_DIR,
             )
+            if completed.returncode != 0:
+                raise CommandError(f"the {name} export failed: {completed.stderr[-2000:]}")
+            figures = json.loads(completed.stdout.strip().splitlines()[-1])
+            self.stdout.write(
+                f"{name:<8}{figures['rows']:>12}{figures['seconds']:>10.1f}"
+                f"{figures['bytes'] / 1e6:>10.3f}{figures['peak_bytes'] / 1e6:>10.1f}"
+            )
+
+    def _measure_export(self, name: str) -> None:
+        """Run one full export in this (fresh) process and print its figures as JSON."""
+        user = get_user_model().objects.create_user(username=f"{BENCH_USER}-{uuid4().hex[:12]}")
+        Group.objects.get_or_create(name=Role.VIEWER.value)[0].user_set.add(user)
+        try:
+            client = self._client(user)
+            warm = client.get(reverse(EXPORT_VIEWS[name]), {"limit": "10"})
+            b"".join(warm.streaming_content)
+            baseline = _max_rss_bytes()
+            started = time.perf_counter()
+            response = client.get(reverse(EXPORT_VIEWS[name]))
+            size = sum(len(block) for block in response.streaming_content)
+            seconds = time.perf_counter() - started
+            if response.status_code != 200:
+                raise CommandError(f"{name} export answered {response.status_code}")
+            rows = response.get("X-Catalog-Rows") or str(CatalogEntry.objects.count())
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "rows": int(rows),
+                        "seconds": seconds,
+                        "bytes": size,
+                        "peak_bytes": max(0, _max_rss_bytes() - baseline),
+                    }
+                )
+            )
+        finally:
+            user.delete()
 
     def _report(self, results: list[dict[str, Any]]) -> None:
         width = max(len(result["case"].name) for result in results)

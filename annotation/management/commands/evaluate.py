@@ -58,6 +58,12 @@ class Command(BaseCommand):
             default=1,
             help="episodes in flight at once (openai: bounded concurrent requests)",
         )
+        parser.add_argument(
+            "--no-real",
+            action="store_true",
+            help="skip the real-data figures (the policy on the real corpus's development and "
+            "validation parts, printed per task beside the benchmark's)",
+        )
         parser.add_argument("--out", type=Path, help="JSON report path")
         parser.add_argument("--save-trajectories", type=Path, help="folder for trajectory JSON")
 
@@ -100,6 +106,53 @@ class Command(BaseCommand):
         report.write_json(out)
         self.stdout.write(evaluation.format_table(report))
         self.stdout.write(f"\nreport: {out}")
+        if not options["no_real"]:
+            self.stdout.write("\n" + _real_figures(policy, tasks, report, options, out))
+
+
+def _real_figures(
+    policy: Any,
+    tasks: list[str],
+    benchmark_report: evaluation.EvaluationReport,
+    options: dict[str, Any],
+    out: Path,
+) -> str:
+    """The same policy on the real corpus (development: tuned on; validation: never tuned on),
+    per task beside the benchmark's figures; the reports go next to ``out``."""
+    from agent import real_bench
+    from agent.real_corpus import SPLITS, CorpusUnavailable
+
+    try:
+        parts = {split: real_bench.real_eval_samples(split, tasks) for split in SPLITS}
+    except CorpusUnavailable as error:
+        return f"Real data: not evaluated ({error})."
+    benchmark = options["benchmark"]
+    label = "synthetic" if benchmark == "specvi-mini" else benchmark
+    results = {label: benchmark_report.samples}
+    for split, samples in parts.items():
+        sys.stderr.write(f"real corpus, {split}: {len(samples)} spectrum-task pairs\n")
+        real = evaluation.evaluate(
+            samples,
+            policy,
+            benchmark="real-corpus",
+            split=split,
+            use_tool=not options["no_tool"],
+            max_tool_calls=options["max_tool_calls"],
+            batch_size=options["batch_size"],
+            concurrency=options["concurrency"],
+        )
+        path = out.with_name(f"{out.stem}-real-{split}.json")
+        real.write_json(path)
+        results[split] = real.samples
+    title = (
+        f"{benchmark_report.policy.get('name', 'policy')} per task: "
+        + ("SpecVI-mini (SYNTHETIC)" if label == "synthetic" else benchmark)
+        + f" / {options['split']} beside real spectra (development: the part the rule-based "
+        "inspector is tuned on; validation: never tuned on)"
+    )
+    table = real_bench.side_by_side(results, tasks)
+    reports = out.with_name(f"{out.stem}-real-*.json")
+    return real_bench.format_table(table, title) + f"\nreal-data reports: {reports}"
 
 
 def _policy_spec(options: dict[str, Any]) -> dict[str, Any]:
