@@ -1,0 +1,10 @@
+# Reserved in the migration chain so parallel work on one app label never forks it.
+from __future__ import annotations
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("annotation", "0014_workbench")]
+
+    operations: list = []
