@@ -217,6 +217,7 @@ def run_render_benchmark(
             cached_call = functools.partial(_tool_png, cached, window, label)
             seconds["ours_cached"].append(_timed(cached_call)[0])
     summary: dict[str, Any] = {
+        "conditions": _conditions(),
         "spectra": bench.origin,
         "windows": len(seconds["ours"]),
         "renderer": f"{RENDERER_NAME} {RENDERER_VERSION}",
@@ -234,6 +235,12 @@ def run_render_benchmark(
     return summary
 
 
+def _conditions() -> str:
+    """Cores and load: the same ratio means more when nothing else was running."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{os.cpu_count()} cores, load average {load:.2f} (1 min) at the end of the run"
+
+
 def _size_span(sizes: list[tuple[int, int]]) -> str:
     widths = sorted({width for width, _ in sizes})
     heights = sorted({height for _, height in sizes})
@@ -248,6 +255,7 @@ def format_render_report(summary: dict[str, Any]) -> str:
     lines = [
         f"render benchmark: {summary['windows']} distinct random windows of {summary['spectra']}",
         f"ours = {summary['renderer']}; each renderer draws every window once, in the same run",
+        f"conditions: {summary['conditions']}",
         f"{'renderer':<13}{'median ms':>10}{'p95 ms':>10}{'calls':>7}  {'image px':<14}"
         f"{'PNG bytes':>10}{'colours':>9}",
     ]

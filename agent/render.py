@@ -398,7 +398,9 @@ def _line_coverage(plot: SpectrumPlot, area: PlotArea) -> np.ndarray:
     width, height = area.width + 3, area.height + 3
     mask = Image.new("L", (width * scale, height * scale), 0)
     draw = ImageDraw.Draw(mask)
-    dense = np.count_nonzero(plot.good) > area.width
+    # Thin strokes only where the per-column envelope is drawn: one or two points per column
+    # still read as a line, and a 1-pixel stroke there looks faint next to matplotlib's.
+    dense = np.count_nonzero(plot.good) > DENSE_POINTS_PER_COLUMN * area.width
     for points in _line_runs(plot, area):
         shifted = (points - origin + 0.5) * scale
         if len(shifted) == 1:
