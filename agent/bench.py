@@ -160,8 +160,8 @@ class _InstantPolicy:
 def run_loop_benchmark(
     episodes: int = 20, model_ms: float = 200.0, rule_based_spectra: int = 60
 ) -> dict[str, Any]:
+    from agent.inspection_tasks import get_task
     from agent.rollout import inspect
-    from agent.tasks import get_task
 
     task = get_task("CV")
     windows = BENCH_WINDOWS[:8]
@@ -189,9 +189,9 @@ def _rule_based_throughput(n_spectra: int) -> dict[str, Any] | None:
     if n_spectra <= 0:
         return None
     from agent import synthetic
+    from agent.inspection_tasks import get_task
     from agent.policies.rule_based import RuleBasedInspector
     from agent.rollout import inspect
-    from agent.tasks import get_task
 
     per_task = max(1, n_spectra // len(synthetic.BENCH_TASKS))
     samples = [

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from agent import metrics
+from agent.inspection_tasks import Task, get_task
 from agent.rollout import inspect, inspect_batch
 from agent.spectra import Spectrum
-from agent.tasks import Task, get_task
 from agent.trajectory import Trajectory
 
 OTHER_WINDOW = "other"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.agreement import RUBRIC
-from agent.tasks import SPECVI_BENCH_CODES
+from agent.inspection_tasks import SPECVI_BENCH_CODES
 from agent.trajectory import ImageRef, Trajectory
 
 SCORE_RANGE = (min(RUBRIC), max(RUBRIC))
@@ -84,7 +84,7 @@ def build_judge_messages(
 ) -> list[dict[str, Any]]:
     """System = the rubric; user = the task question and the trajectory, images interleaved.
 
-    ``task`` is an ``agent.tasks.Task`` (its ``code``, ``question`` and ``guideline`` are read)
+    ``task`` is an ``agent.inspection_tasks.Task`` (its ``code``, ``question`` and ``guideline`` are read)
     and must be the trajectory's task. Without images each plot becomes a one-line note of the
     range it showed, so the judge still knows a plot was there.
     """
@@ -115,7 +115,7 @@ def build_judge_messages(
 def _check_task(trajectory: Trajectory, task: Any) -> None:
     for attribute in ("code", "question", "guideline"):
         if not isinstance(getattr(task, attribute, None), str):
-            raise ValueError(f"task must be an agent.tasks.Task; got {task!r}")
+            raise ValueError(f"task must be an agent.inspection_tasks.Task; got {task!r}")
     if _canonical_code(task.code) != _canonical_code(trajectory.task):
         raise ValueError(
             f"task {task.code!r} does not match the trajectory's task {trajectory.task!r}"

@@ -34,11 +34,11 @@ from agent.calibration import (
     fit_platt,
     reliability_bins,
 )
+from agent.inspection_tasks import get_task
 from agent.metrics import classification_report
 from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector
 from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus
 from agent.spectra import Spectrum
-from agent.tasks import get_task
 
 if TYPE_CHECKING:
     from agent.evaluation import EvalSample, SampleResult

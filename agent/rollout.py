@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent import parsing
+from agent.inspection_tasks import Task, build_prompt, system_prompt
 from agent.render import renderer_info
 from agent.rollout_rules import TurnRules
 from agent.spectra import Spectrum
-from agent.tasks import Task, build_prompt, system_prompt
 from agent.tool import SpectralVisualizationTool
 from agent.trajectory import (
     ImageRef,

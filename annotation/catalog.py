@@ -51,7 +51,8 @@ DEFAULT_SORT = "-created_at"
 NULLS_LAST_KEYS = frozenset({"snr", "ra", "dec"})
 
 VERDICT_CHOICES = ("YES", "NO", "none")
-EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, "none")
+EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
+EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization", "credential")
@@ -384,6 +385,26 @@ class CatalogRowView:
     expert_decision: str
     run_id: int
     created: str
+    expert_tally: str = ""  # "YES 1 · NO 1" when the experts disagree
+
+
+def _expert_tallies(candidate_ids: list[int]) -> dict[int, str]:
+    """Who said what, for the rows whose experts disagree: one query per page."""
+    counts: dict[int, dict[str, int]] = {}
+    rows = ExpertDecision.objects.filter(candidate_id__in=candidate_ids).values_list(
+        "candidate_id", "decision"
+    )
+    for candidate_id, decision in rows:
+        tally = counts.setdefault(candidate_id, {})
+        tally[decision] = tally.get(decision, 0) + 1
+    order = {value: index for index, value in enumerate(ExpertDecisionValue.values)}
+    return {
+        candidate_id: " · ".join(
+            f"{value} {n}" for value, n in sorted(tally.items(), key=lambda kv: order[kv[0]])
+        )
+        for candidate_id, tally in counts.items()
+        if len(tally) > 1
+    }
 
 
 def _fixed(value: float | None, decimals: int) -> str:
@@ -396,6 +417,9 @@ def list_rows(
     """Rows for the list page; ``detail_prefix`` is the detail URL without the id."""
     from django.utils import timezone
 
+    entries = list(entries)
+    split = [e.candidate_id for e in entries if e.expert_decision == EXPERT_SPLIT]
+    tallies = _expert_tallies(split) if split else {}
     return [
         CatalogRowView(
             detail_url=f"{detail_prefix}{entry.pk}/",
@@ -415,6 +439,7 @@ def list_rows(
             created=timezone.localtime(entry.created_at).strftime("%Y-%m-%d %H:%M")
             if entry.created_at
             else "",
+            expert_tally=tallies.get(entry.candidate_id, ""),
         )
         for entry in entries
     ]

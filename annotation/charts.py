@@ -122,3 +122,25 @@ def thin_spectrum(
         thinned["lower"] = np.where(gap, np.nan, _bucket_envelope(lower, indices, lowest=True))
         thinned["upper"] = np.where(gap, np.nan, _bucket_envelope(upper, indices, lowest=False))
     return thinned
+
+
+# Flux quantiles that bound the plot's y-axis: the ±1σ band, a few hot pixels or the noisy blue
+# end of a survey spectrum must not squash the continuum into a sliver of the plot.
+Y_RANGE_QUANTILES = (0.01, 0.99)
+Y_RANGE_PADDING = 0.08  # of the quantile span, each side, so the line does not touch the frame
+
+
+def robust_y_range(flux: np.ndarray) -> list[float] | None:
+    """[low, high] for a flux axis: the 1st and 99th percentiles of the finite flux, padded.
+
+    None when no pixel is finite (Plotly then picks its own range)."""
+    finite = np.asarray(flux, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return None
+    low, high = (float(value) for value in np.quantile(finite, Y_RANGE_QUANTILES))
+    span = high - low
+    if span <= 0:  # a flat window: any visible band around it
+        span = abs(high) or 1.0
+    pad = span * Y_RANGE_PADDING
+    return [low - pad, high + pad]

@@ -352,7 +352,7 @@ def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
     import time
 
     from agent.rollout import inspect
-    from annotation.models import Candidate, CandidateState, InspectionRun, Rollout
+    from annotation.models import Candidate, CandidateState, InspectionRun
     from annotation.selectors import spectrum_value, task_value
 
     candidate = Candidate.objects.select_related("run__task", "spectrum").get(pk=candidate_id)
@@ -362,34 +362,45 @@ def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
         services.inspection_run_set_policy_info(run=run, info=policy.info())
         task = task_value(run.task)
         spectrum = spectrum_value(candidate.spectrum)
-        for index in range(run.rollouts):
-            if Rollout.objects.filter(candidate=candidate, index=index).exists():
-                continue
-            if InspectionRun.objects.filter(pk=run.pk, cancelled=True).exists():
+        # A first attempt has nothing to resume: no rollout or live step of it exists yet.
+        done = [] if candidate.attempts <= 1 else list(candidate.rollouts.order_by("index"))
+        to_run = [index for index in range(run.rollouts) if index not in {r.index for r in done}]
+        for index in to_run:
+            # The run was read with the candidate just before the first one: no query for it.
+            if (
+                run.cancelled
+                if index == to_run[0]
+                else InspectionRun.objects.filter(pk=run.pk, cancelled=True).exists()
+            ):
                 Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.CANCELLED)
                 return None
-            services.live_steps_reset(candidate=candidate, rollout_index=index)
+            if candidate.attempts > 1:
+                services.live_steps_reset(candidate=candidate, rollout_index=index)
+            live = services.LiveStepBuffer(candidate=candidate, rollout_index=index)
             started = time.perf_counter()
             trajectory = inspect(
                 spectrum,
                 task,
                 policy,
                 max_tool_calls=run.max_tool_calls,
-                on_step=lambda step, _trajectory, index=index: services.live_step_record(
-                    candidate=candidate, rollout_index=index, step=step
-                ),
+                on_step=live.add,
                 meta={"run": run.pk, "candidate": candidate.pk, "rollout": index},
             )
             if trajectory.stop_reason == "policy_error":
+                live.flush()
                 raise policy.outage or RuntimeError("; ".join(trajectory.errors))
-            services.rollout_record(
+            rollout = services.rollout_record(
                 candidate=candidate,
                 index=index,
                 trajectory=trajectory,
                 confidence=_policy_confidence(policy),
                 seconds=time.perf_counter() - started,
+                live=live,
+                finish_with=done if index == to_run[-1] else None,
             )
-        services.candidate_finish(candidate=candidate)
+            done.append(rollout)
+        if not to_run:
+            services.candidate_finish(candidate=candidate, rollouts=done)
     except EndpointUnavailable as error:
         delay = retry_delay(candidate.attempts) if can_wait else None
         if delay is not None and services.candidate_wait(
@@ -427,8 +438,8 @@ def run_judge(job: Job) -> dict[str, Any]:
     A reply without a valid 0-5 score is stored with score None and the reason, never guessed.
     Idempotent: items the judge already scored are skipped.
     """
+    from agent.inspection_tasks import get_task
     from agent.judges import build_judge_messages, parse_judge_score
-    from agent.tasks import get_task
     from annotation.models import CampaignItem, Judge, JudgeScore
     from annotation.selectors import task_value
 

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
@@ -37,6 +38,7 @@ from annotation.models import (
     Spectrum,
     Task,
 )
+from annotation.roles import Role
 
 USER_PREFIX = "load-expert-"
 REVISER = "load-reviser"
@@ -87,34 +89,46 @@ def _experts(usernames: list[str], password: str) -> list[Any]:
         users.objects.get_or_create(username=username)
     users.objects.filter(username__in=usernames).update(password=make_password(password))
     by_name = {user.get_username(): user for user in users.objects.filter(username__in=usernames)}
+    # Load-test accounts are fixtures of this command: they join the role groups directly
+    # rather than through the audited role service, so a seed leaves no audit entries.
+    for role in (Role.EXPERT, Role.RATER):
+        Group.objects.get_or_create(name=role.value)[0].user_set.add(*by_name.values())
     return [by_name[username] for username in usernames]
 
 
-def _catalog_run(task: Task, spectra: int, seed: int) -> InspectionRun:
+def _catalog_run(task: Task, spectra: int, seed: int, name: str = RUN_NAME) -> InspectionRun:
     """A finished rule-based run over synthetic spectra (reused when an earlier seed made it)."""
     from annotation import jobs
 
-    run = InspectionRun.objects.filter(name=RUN_NAME, task=task).order_by("-id").first()
+    run = InspectionRun.objects.filter(name=name, task=task).order_by("-id").first()
     if run is not None and run.catalog.count() == run.candidates.count():
         return run
     n_pos = max(1, spectra // 4)
     samples = synthetic.generate_split("CV", "test", n_pos=n_pos, n_neg=spectra - n_pos, seed=seed)
+    ids: list[int] = []
     for label in (True, False):
+        values = [s.spectrum for s in samples if s.label is label]
         services.spectra_store(
-            values=[s.spectrum for s in samples if s.label is label],
+            values=values,
             dataset=DATASET,
             source_name="loadtest (SpecVI-mini, synthetic)",
             task=task,
             label="YES" if label else "NO",
             split="test",
         )
-    ids = list(Spectrum.objects.filter(dataset=DATASET, task=task).values_list("pk", flat=True))
+        # This run's own spectra, new or stored by an earlier seed: never another run's.
+        hashes = [services.spectrum_content_hash(value) for value in values]
+        ids += list(
+            Spectrum.objects.filter(dataset=DATASET, content_hash__in=hashes).values_list(
+                "pk", flat=True
+            )
+        )
     run = services.inspection_run_create(
         task=task,
         spectrum_ids=ids[:spectra],
         policy_spec={"kind": "rule-based"},
         created_by=None,
-        name=RUN_NAME,
+        name=name,
         confidence_threshold=0.9,
     )
     for candidate_id in run.candidates.values_list("pk", flat=True):
@@ -171,11 +185,20 @@ def seed(
         .order_by("candidate_id")
     )
     log(f"catalog: run {run.pk} with {run.catalog.count()} rows")
+    # The campaign rates another run over other spectra: raters of an open blinded campaign
+    # may not read the runs (or same-spectrum candidates) behind its items, and the virtual
+    # experts both rate and browse the catalog.
+    rated_run = _catalog_run(task, campaign_items, seed + 1, name=f"{RUN_NAME} (rated)")
+    rated_rollouts = list(
+        Rollout.objects.filter(candidate__run=rated_run, index=0)
+        .select_related("candidate__run__task", "candidate__spectrum")
+        .order_by("candidate_id")
+    )
     campaign = services.campaign_create(
         name=f"Load test {timezone.now():%Y-%m-%d %H:%M:%S}",
         raters=experts,
         raters_per_item=len(experts),
-        sources=services.rating_sources_from_rollouts(rollouts[:campaign_items]),
+        sources=services.rating_sources_from_rollouts(rated_rollouts[:campaign_items]),
         created_by=None,
         seed=seed,
     )

@@ -37,7 +37,7 @@ class Task(models.Model):
         task that would break prompts, the inspector or the plot markers."""
         from django.core.exceptions import ValidationError
 
-        from agent.tasks import task_from_dict
+        from agent.inspection_tasks import task_from_dict
 
         try:
             task_from_dict(

@@ -17,7 +17,7 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Tex
 from django.db.models.functions import Cast
 from django.urls import reverse
 
-from agent import tasks as agent_tasks
+from agent import inspection_tasks as agent_tasks
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import spectrum_from_npz_bytes
 from agent.tool import SpectralVisualizationTool, ToolResult
@@ -190,6 +190,8 @@ def _plot_series(
         "upper": _plot_values(upper) if upper is not None else None,
         "n_pixels": thinned["n_pixels"],
         "decimated": thinned["decimated"],
+        # From every pixel, not the thinned ones (thinning keeps each bucket's extremes).
+        "y_range": charts.robust_y_range(flux),
     }
 
 
@@ -935,13 +937,19 @@ def training_progress(*, run: TrainingRun) -> dict[str, Any]:
                 "name", "value"
             )
         )
+    # A run that failed or was cancelled is as far as its steps got, not "100 %".
+    percent = job.percent
+    if job.state in (JobState.FAILED, JobState.CANCELLED):
+        percent = min(100, round(100 * job.done / job.total)) if job.total else 0
+    reason, _, details = (job.error or "").partition("\n\n")
     return {
         "state": job.state,
         "finished": job.finished,
         "step": job.done,
         "total": job.total,
-        "percent": job.percent,
-        "error": job.error,
+        "percent": percent,
+        "error": reason,
+        "error_details": details,
         "latest_step": last_step.step if last_step else None,
         "latest": latest,
     }

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,12 +23,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import BinaryField, F, Field, Model
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from agent import tasks as agent_tasks
+from agent import inspection_tasks as agent_tasks
 from agent.resolution import Resolution
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
@@ -634,14 +635,50 @@ def image_blob_store(png: bytes) -> str:
     return digest
 
 
-def _swap_images(node: Any, *, to_hash: bool) -> Any:
-    """Walk a trajectory dict, replacing inline base64 PNGs by blob hashes or back."""
+def image_blobs_store(pngs: dict[str, bytes]) -> None:
+    """Store PNGs keyed by their sha256 in one statement, whatever their number.
+
+    A blob stored before (or by another worker meanwhile) is skipped by the server, which checks
+    the key before it stores anything: a duplicate costs only its bytes on the wire, less than a
+    query to find the known ones first.
+    """
+    if pngs:
+        ImageBlob.objects.bulk_create(
+            [ImageBlob(sha256=digest, png=png) for digest, png in pngs.items()],
+            ignore_conflicts=True,
+        )
+
+
+def _hash_images(node: Any, pngs: dict[str, bytes]) -> Any:
+    """A trajectory or step dict with inline base64 PNGs replaced by their sha256; the PNGs are
+    collected in ``pngs`` for ``image_blobs_store`` (no database access here)."""
     if isinstance(node, dict):
         out = {}
         for key, value in node.items():
-            if to_hash and key == "png_base64":
-                out["png_sha256"] = image_blob_store(base64.b64decode(value))
-            elif not to_hash and key == "png_sha256":
+            if key == "png_base64":
+                png = base64.b64decode(value)
+                digest = hashlib.sha256(png).hexdigest()
+                pngs[digest] = png
+                out["png_sha256"] = digest
+            else:
+                out[key] = _hash_images(value, pngs)
+        return out
+    if isinstance(node, list):
+        return [_hash_images(item, pngs) for item in node]
+    return node
+
+
+def _swap_images(node: Any, *, to_hash: bool) -> Any:
+    """Walk a trajectory dict, replacing inline base64 PNGs by blob hashes or back."""
+    if to_hash:
+        pngs: dict[str, bytes] = {}
+        hashed = _hash_images(node, pngs)
+        image_blobs_store(pngs)
+        return hashed
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "png_sha256":
                 blob = ImageBlob.objects.get(sha256=value)
                 out["png_base64"] = base64.b64encode(bytes(blob.png)).decode("ascii")
             else:
@@ -681,6 +718,28 @@ def _add_version(
     return version
 
 
+# What each transition is called in a message a user reads (the audit log keeps the action name).
+_ACTION_WORDS = {
+    "screening_opened": "open the draft for screening",
+    "screened_keep": "keep this draft",
+    "screened_discard": "discard this draft",
+    "revision_resumed": "resume the revision",
+    "submitted_for_audit": "submit for audit",
+    "audit_round_approved": "close the audit round",
+    "audit_round_changes_requested": "close the audit round",
+    "standardized": "standardize",
+    "vote_opened": "open the vote",
+    "vote_closed": "close the vote",
+}
+
+
+def _state_words(state: str | None) -> str:
+    """A curation state as users read it ("in revision", not "in_revision")."""
+    if state in CurationState.values:
+        return str(CurationState(state).label)
+    return "gone" if state is None else str(state).replace("_", " ")
+
+
 def _transition(
     *,
     curation: Curation,
@@ -702,9 +761,10 @@ def _transition(
     changed = Curation.objects.filter(pk=curation.pk, state__in=allowed).update(**updates)
     if changed != 1:
         current = Curation.objects.filter(pk=curation.pk).values_list("state", flat=True).first()
+        doing = _ACTION_WORDS.get(action, action.replace("_", " "))
         raise WrongState(
-            f"cannot {action.replace('_', ' ')}: the trajectory is {current}, "
-            f"not {' or '.join(allowed)}"
+            f"cannot {doing}: the trajectory is {_state_words(current)}, "
+            f"not {' or '.join(map(_state_words, allowed))}; reload the page to see where it is"
         )
     for field, value in updates.items():
         setattr(curation, field, value)
@@ -808,7 +868,7 @@ def _claim_role(*, curation: Curation, role: str, user: AbstractBaseUser) -> boo
 def curation_claim_revision(*, curation: Curation, user: AbstractBaseUser) -> Curation:
     """The first expert to claim a kept draft becomes its reviser (one reviser per trajectory)."""
     if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
-        raise WrongState(f"cannot claim the revision: the trajectory is {curation.state}")
+        raise WrongState(f"cannot claim the revision: the trajectory is {_state_words(curation.state)}")
     if user.pk in (curation.auditor_1_id, curation.auditor_2_id):
         raise NotAllowed("an auditor of this trajectory cannot also revise it")
     if not _claim_role(curation=curation, role="reviser", user=user):
@@ -831,7 +891,7 @@ def curation_save_revision(
     if curation.reviser_id != user.pk:
         raise NotAllowed("only the reviser of this trajectory can save revisions")
     if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
-        raise WrongState(f"cannot save a revision: the trajectory is {curation.state}")
+        raise WrongState(f"cannot save a revision: the trajectory is {_state_words(curation.state)}")
     if curation.head_number != base_number:
         raise VersionConflict(base=base_number, head=curation.head_number)
     updated = Curation.objects.filter(pk=curation.pk, head_number=base_number).update(
@@ -929,7 +989,7 @@ def curation_claim_audit(*, curation: Curation, user: AbstractBaseUser) -> Curat
     """Take one of the two auditor slots. Nobody audits their own revision."""
     curation = _locked(curation)
     if curation.state != CurationState.IN_AUDIT:
-        raise WrongState(f"cannot claim an audit: the trajectory is {curation.state}")
+        raise WrongState(f"cannot claim an audit: the trajectory is {_state_words(curation.state)}")
     _check_may_audit(curation=curation, user=user)
     if user.pk in (curation.auditor_1_id, curation.auditor_2_id):
         return curation
@@ -962,7 +1022,7 @@ def audit_submit(
 
     curation = _locked(curation)
     if curation.state != CurationState.IN_AUDIT:
-        raise WrongState(f"cannot audit: the trajectory is {curation.state}")
+        raise WrongState(f"cannot audit: the trajectory is {_state_words(curation.state)}")
     if user.pk not in (curation.auditor_1_id, curation.auditor_2_id):
         raise NotAllowed("only the two assigned auditors can audit this trajectory")
     _check_may_audit(curation=curation, user=user)
@@ -1023,7 +1083,7 @@ def curation_standardize(
 
     curation = _locked(curation)
     if curation.state != CurationState.APPROVED:
-        raise WrongState(f"cannot standardize: the trajectory is {curation.state}")
+        raise WrongState(f"cannot standardize: the trajectory is {_state_words(curation.state)}")
     approved = trajectory_from_stored(curation.versions.get(number=curation.head_number).data)
     problems = check_same_tool_actions(approved, trajectory)
     if problems:
@@ -1066,7 +1126,7 @@ def vote_cast(*, curation: Curation, user: AbstractBaseUser, value: str, comment
     """One vote per voter (the reviser and the two auditors). The last vote decides."""
     curation = _locked(curation)
     if curation.state != CurationState.IN_VOTE:
-        raise WrongState(f"cannot vote: the trajectory is {curation.state}")
+        raise WrongState(f"cannot vote: the trajectory is {_state_words(curation.state)}")
     if user.pk not in (curation.reviser_id, curation.auditor_1_id, curation.auditor_2_id):
         raise NotAllowed("only the reviser and the two auditors vote on this trajectory")
     if value not in VoteValue.values:
@@ -1589,8 +1649,10 @@ def inspection_run_create(
     rollouts: int = 1,
     max_tool_calls: int = 8,
     confidence_threshold: float = 0.0,
+    enqueue: bool = True,
 ) -> InspectionRun:
-    """Create a run with one candidate per spectrum; each candidate is enqueued on commit."""
+    """Create a run with one candidate per spectrum; each candidate is enqueued on commit
+    (``enqueue=False``: the caller sends them, as ``bench_candidates`` does to its workers)."""
     from agent.policies.base import code_version
     from annotation import tasks
 
@@ -1628,17 +1690,33 @@ def inspection_run_create(
         comment=f"{len(unique_ids)} candidates, {run.policy_spec.get('kind')}"
         + (f" on endpoint {endpoint.name}" if endpoint else ""),
     )
-    candidate_ids = list(run.candidates.values_list("pk", flat=True))
-    transaction.on_commit(lambda: [tasks.run_candidate.delay(pk) for pk in candidate_ids])
+    if enqueue:
+        candidate_ids = list(run.candidates.values_list("pk", flat=True))
+        transaction.on_commit(lambda: [tasks.run_candidate.delay(pk) for pk in candidate_ids])
     return run
 
 
+def _commit_without_waiting() -> None:
+    """Let this transaction's commit return before PostgreSQL has flushed it to disk.
+
+    For a write whose loss in a database crash is harmless because a later, durable commit on
+    the same connection flushes it anyway (WAL is flushed in order), or a redelivery redoes it.
+    It saves a disk flush (about 4 ms here) per call.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+@transaction.atomic
 def candidate_claim(*, candidate_id: int) -> bool:
     """pending -> running (or running again after a worker died: acks_late redelivery).
 
     Call it holding the candidate's lease (annotation/leases.py). A candidate whose
-    JOB_MAX_ATTEMPTS are used up fails instead of running again.
+    JOB_MAX_ATTEMPTS are used up fails instead of running again. A claim lost in a database
+    crash leaves the candidate as it was before, no worse than a crash a moment earlier.
     """
+    _commit_without_waiting()
     now = timezone.now()
     runnable = Candidate.objects.filter(
         pk=candidate_id,
@@ -1672,10 +1750,10 @@ def candidate_wait(*, candidate_id: int, error: str) -> bool:
     return waiting == 1
 
 
-def _stored_step(step: Any) -> dict[str, Any]:
-    from agent.trajectory import step_to_dict
-
-    return _swap_images(step_to_dict(step), to_hash=True)
+# A live step that arrives this long after the last write is written at once (with any
+# buffered before it): a model's turns take longer, so the live view sees each turn as it ends;
+# a rule-based episode (all its steps within milliseconds) is written with its rollout instead.
+LIVE_STEP_FLUSH_SECONDS = 0.1
 
 
 @transaction.atomic
@@ -1685,13 +1763,71 @@ def live_steps_reset(*, candidate: Candidate, rollout_index: int) -> None:
         LiveStep.objects.filter(candidate=candidate, rollout_index=rollout_index).delete()
 
 
-def live_step_record(*, candidate: Candidate, rollout_index: int, step: Any) -> None:
-    LiveStep.objects.update_or_create(
-        candidate=candidate,
-        rollout_index=rollout_index,
-        step_index=step.index,
-        defaults={"data": _stored_step(step)},
+def _live_steps_insert(
+    *, candidate: Candidate, rollout_index: int, steps: list[Any], pngs: dict[str, bytes]
+) -> None:
+    """One INSERT for the steps (their PNGs are only collected in ``pngs``, stored by the
+    caller); a step written before under the same index is replaced, as a redelivery would."""
+    from agent.trajectory import step_to_dict
+
+    if not steps:
+        return
+    LiveStep.objects.bulk_create(
+        [
+            LiveStep(
+                candidate=candidate,
+                rollout_index=rollout_index,
+                step_index=step.index,
+                data=_hash_images(step_to_dict(step), pngs),
+            )
+            for step in steps
+        ],
+        update_conflicts=True,
+        unique_fields=["candidate", "rollout_index", "step_index"],
+        update_fields=["data"],
     )
+
+
+@transaction.atomic
+def live_steps_write(*, candidate: Candidate, rollout_index: int, steps: list[Any]) -> None:
+    """Write live steps and their images: three statements at most, however many steps."""
+    pngs: dict[str, bytes] = {}
+    _live_steps_insert(candidate=candidate, rollout_index=rollout_index, steps=steps, pngs=pngs)
+    image_blobs_store(pngs)
+
+
+class LiveStepBuffer:
+    """The live steps of one rollout on their way to the database (see LIVE_STEP_FLUSH_SECONDS).
+
+    Pass ``add`` as the rollout's ``on_step``; steps still buffered when the rollout ends are
+    written by ``rollout_record`` in its transaction.
+    """
+
+    def __init__(
+        self,
+        *,
+        candidate: Candidate,
+        rollout_index: int,
+        flush_after: float | None = None,
+    ) -> None:
+        self.candidate = candidate
+        self.rollout_index = rollout_index
+        self.flush_after = LIVE_STEP_FLUSH_SECONDS if flush_after is None else flush_after
+        self.pending: list[Any] = []
+        self._last_write = time.monotonic()
+
+    def add(self, step: Any, *_: Any) -> None:
+        self.pending.append(step)
+        if time.monotonic() - self._last_write >= self.flush_after:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            live_steps_write(
+                candidate=self.candidate, rollout_index=self.rollout_index, steps=self.pending
+            )
+            self.pending = []
+        self._last_write = time.monotonic()
 
 
 @transaction.atomic
@@ -1702,20 +1838,36 @@ def rollout_record(
     trajectory: Trajectory,
     confidence: float | None,
     seconds: float,
+    live: LiveStepBuffer | None = None,
+    finish_with: list[Rollout] | None = None,
 ) -> Rollout:
-    rollout, _ = Rollout.objects.get_or_create(
+    """Store a finished rollout with its unwritten live steps, in one transaction.
+
+    With ``finish_with`` (the candidate's earlier rollouts) this is the candidate's last rollout:
+    its verdict and catalog entry are written in the same transaction. For a one-rollout
+    candidate that is seven statements: two for the images, one each for the live steps, the
+    rollout, the candidate and the catalog entry (see ``candidate_finish``).
+    """
+    pngs: dict[str, bytes] = {}
+    if live is not None:
+        _live_steps_insert(candidate=candidate, rollout_index=index, steps=live.pending, pngs=pngs)
+        live.pending = []
+    rollout = Rollout(
         candidate=candidate,
         index=index,
-        defaults={
-            "data": trajectory_to_stored(trajectory),
-            "prediction": (trajectory.answer.prediction or "") if trajectory.answer else "",
-            "confidence": confidence,
-            "n_tool_calls": trajectory.n_tool_calls,
-            "format_ok": bool(trajectory.format_ok),
-            "stop_reason": trajectory.stop_reason or "",
-            "seconds": seconds,
-        },
+        data=_hash_images(trajectory.to_dict(), pngs),
+        prediction=(trajectory.answer.prediction or "") if trajectory.answer else "",
+        confidence=confidence,
+        n_tool_calls=trajectory.n_tool_calls,
+        format_ok=bool(trajectory.format_ok),
+        stop_reason=trajectory.stop_reason or "",
+        seconds=seconds,
     )
+    image_blobs_store(pngs)
+    # The lease keeps a second worker out; a rollout already stored under this index is kept.
+    Rollout.objects.bulk_create([rollout], ignore_conflicts=True)
+    if finish_with is not None:
+        _candidate_finish(candidate=candidate, rollouts=[*finish_with, rollout])
     return rollout
 
 
@@ -1739,39 +1891,69 @@ def candidate_verdict(rollouts: list[Rollout]) -> tuple[str, float | None, float
     return verdict, share, share
 
 
-@transaction.atomic
-def candidate_finish(*, candidate: Candidate) -> Candidate:
-    """Aggregate the rollouts, route uncertain verdicts to experts, and update the catalog."""
+_CATALOG_FIELDS = [
+    "run",
+    "object_id",
+    "survey",
+    "ra",
+    "dec",
+    "task_code",
+    "verdict",
+    "confidence",
+    "snr",
+    "policy_name",
+    "synthetic",
+]
+
+
+def _candidate_finish(*, candidate: Candidate, rollouts: list[Rollout]) -> None:
+    """Two statements: the candidate's final state, then its catalog entry (an upsert that keeps
+    an expert decision already recorded). Reads nothing: the run, task and spectrum come loaded
+    with the candidate."""
     run = candidate.run
-    rollouts = list(candidate.rollouts.order_by("index"))
     verdict, confidence, share = candidate_verdict(rollouts)
     needs_expert = not verdict or (confidence or 0.0) < run.confidence_threshold
-    Candidate.objects.filter(pk=candidate.pk).update(
-        state=CandidateState.DONE,
-        verdict=verdict,
-        confidence=confidence,
-        vote_share=share,
-        needs_expert=needs_expert,
-        finished_at=timezone.now(),
-    )
-    candidate.refresh_from_db()
+    final = {
+        "state": CandidateState.DONE,
+        "verdict": verdict,
+        "confidence": confidence,
+        "vote_share": share,
+        "needs_expert": needs_expert,
+        "finished_at": timezone.now(),
+    }
+    Candidate.objects.filter(pk=candidate.pk).update(**final)
+    for name, value in final.items():
+        setattr(candidate, name, value)
     spectrum = candidate.spectrum
-    CatalogEntry.objects.update_or_create(
-        candidate=candidate,
-        defaults={
-            "run": run,
-            "object_id": spectrum.object_id,
-            "survey": spectrum.survey,
-            "ra": spectrum.ra,
-            "dec": spectrum.dec,
-            "task_code": run.task.code,
-            "verdict": verdict,
-            "confidence": confidence,
-            "snr": spectrum.snr,
-            "policy_name": str(run.policy_info.get("name") or run.policy_spec.get("kind"))[:120],
-            "synthetic": spectrum.synthetic,
-        },
+    CatalogEntry.objects.bulk_create(
+        [
+            CatalogEntry(
+                candidate=candidate,
+                run=run,
+                object_id=spectrum.object_id,
+                survey=spectrum.survey,
+                ra=spectrum.ra,
+                dec=spectrum.dec,
+                task_code=run.task.code,
+                verdict=verdict,
+                confidence=confidence,
+                snr=spectrum.snr,
+                policy_name=str(run.policy_info.get("name") or run.policy_spec.get("kind"))[:120],
+                synthetic=spectrum.synthetic,
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["candidate"],
+        update_fields=_CATALOG_FIELDS,
     )
+
+
+@transaction.atomic
+def candidate_finish(*, candidate: Candidate, rollouts: list[Rollout] | None = None) -> Candidate:
+    """Aggregate the rollouts, route uncertain verdicts to experts, and update the catalog."""
+    if rollouts is None:
+        rollouts = list(candidate.rollouts.order_by("index"))
+    _candidate_finish(candidate=candidate, rollouts=rollouts)
     return candidate
 
 
@@ -1821,6 +2003,9 @@ def inspection_run_set_policy_info(*, run: InspectionRun, info: dict[str, Any]) 
         run.policy_info = info
 
 
+EXPERT_SPLIT = "split"  # the catalog's expert decision when the experts disagree
+
+
 @transaction.atomic
 def expert_decision_record(
     *, candidate: Candidate, expert: AbstractBaseUser, decision: str, comment: str = ""
@@ -1833,7 +2018,13 @@ def expert_decision_record(
     record, created = ExpertDecision.objects.update_or_create(
         candidate=candidate, expert=expert, defaults={"decision": decision, "comment": comment}
     )
-    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=decision)
+    # The catalog's column holds the experts' common answer, or "split" when they disagree:
+    # the latest decision alone would hide a YES behind a later NO.
+    given = set(
+        ExpertDecision.objects.filter(candidate=candidate).values_list("decision", flat=True)
+    )
+    consensus = given.pop() if len(given) == 1 else EXPERT_SPLIT
+    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=consensus)
     audit_log_record(
         actor=expert,
         action="expert_decision",

@@ -14,8 +14,11 @@ logger = logging.getLogger(__name__)
 
 
 # Retries are bounded by the attempts counted on the job or candidate (JOB_MAX_ATTEMPTS), not
-# by Celery: waiting for a lease is not an attempt.
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+# by Celery: waiting for a lease is not an attempt. The tasks return nothing and their outcome
+# lives in the database, so nothing is written to the result backend (ignore_result).
+@shared_task(
+    bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None, ignore_result=True
+)
 def run_job(self: Task, job_id: int) -> None:
     with lease("job", job_id) as held:
         if not held:
@@ -29,7 +32,9 @@ def run_job(self: Task, job_id: int) -> None:
         raise self.retry(countdown=delay)
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+@shared_task(
+    bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None, ignore_result=True
+)
 def run_candidate(self: Task, candidate_id: int) -> None:
     with lease("candidate", candidate_id) as held:
         if not held:
@@ -45,7 +50,9 @@ def run_candidate(self: Task, candidate_id: int) -> None:
         raise self.retry(countdown=delay)
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+@shared_task(
+    bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None, ignore_result=True
+)
 def run_training(self: Task, run_id: int) -> None:
     """One SFT or GRPO run (routed to the ``gpu`` queue by CELERY_TASK_ROUTES)."""
     with lease("training", run_id) as held:

@@ -89,7 +89,7 @@ def extract_sft_export(export: DatasetExport, target: Path) -> Path:
 def write_label_only_parquet(run: TrainingRun, path: Path) -> int:
     """The run's labelled spectra as a SpecVI-Bench/verl parquet file (prompt, I0, spectrum)."""
     from agent.formats import to_verl_row, write_verl_parquet
-    from agent.tasks import get_task
+    from agent.inspection_tasks import get_task
     from training.data import prompt_trajectory
 
     rows = []
@@ -168,10 +168,32 @@ def train(run: TrainingRun, config_path: Path, sources: dict[str, Any]) -> Path 
     return Path(save(built, *args))
 
 
+def check_base_model(run: TrainingRun) -> None:
+    """A base model named by a folder must be on this worker: say so, with the command that
+    builds the tiny CPU model, before a training step is tried (a hub id is left to HF)."""
+    raw = run.base_model.strip()
+    if not raw.startswith(("/", "./", "../", "~")):
+        return
+    folder = Path(raw).expanduser()
+    if folder.is_dir():
+        return
+    hint = (
+        f"build the tiny CPU model there with `python -m training.tiny_model {raw}`"
+        if "tiny" in folder.name
+        else "copy the checkpoint there, or start from a registered checkpoint instead "
+        "(for a CPU trial: the cpu-tiny preset and `python -m training.tiny_model`)"
+    )
+    raise services.WorkflowError(
+        f"The base model folder {raw} does not exist on the training worker; {hint}, "
+        "then start the run again."
+    )
+
+
 def run_training(run_id: int) -> None:
     """Run a claimed training run to its end; any failure is stored on its job with the reason."""
     run = TrainingRun.objects.select_related("dataset_export").get(pk=run_id)
     try:
+        check_base_model(run)
         output_dir = Path(run.output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
         sources = prepare_data(run, output_dir)
@@ -184,7 +206,10 @@ def run_training(run_id: int) -> None:
             checkpoint_path=checkpoint,
             result={"checkpoint_path": str(checkpoint), "sources": sources},
         )
-    except Exception as error:  # the reason is shown on the run page
+    except services.WorkflowError as error:  # a reason a user can act on, no traceback
+        logger.warning("training run %s refused: %s", run_id, error)
+        services.job_fail(job_id=run.job_id, error=str(error))
+    except Exception as error:  # the reason is shown on the run page, the traceback folded
         logger.exception("training run %s failed", run_id)
         services.job_fail(
             job_id=run.job_id,

@@ -131,8 +131,8 @@ def answer_turn(prediction: str = "YES", think: str = "Broad emission.") -> str:
 
 
 def make_trajectory(row: Spectrum, task_code: str = "CV", turns: list[str] | None = None):
+    from agent.inspection_tasks import get_task
     from agent.rollout import inspect
-    from agent.tasks import get_task
     from annotation.selectors import spectrum_value
 
     turns = turns or [tool_call_turn(6500, 6630, "H-alpha"), answer_turn()]

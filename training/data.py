@@ -27,10 +27,10 @@ from agent.formats import (
     read_verl_parquet,
     to_trl_example,
 )
+from agent.inspection_tasks import Task, build_prompt, get_task, system_prompt
 from agent.parsing import PREDICTIONS, TOOL_NAME
 from agent.rollout import NO_TOOL_PROMPT_NOTE, inspect
 from agent.spectra import Spectrum
-from agent.tasks import Task, build_prompt, get_task, system_prompt
 from agent.tool import SpectralVisualizationTool
 from agent.trajectory import ImageRef, SpectrumRef, Trajectory, TrajectoryFormatError
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from agent import metrics, parsing
 from agent.evaluation import window_kind
-from agent.tasks import get_task
+from agent.inspection_tasks import get_task
 from training.environment import TURN_ARGUMENT
 
 END_OF_TURN = "<|im_end|>"

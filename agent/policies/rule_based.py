@@ -40,12 +40,12 @@ import numpy as np
 
 from agent import measure
 from agent.calibration import PlattScaling
+from agent.inspection_tasks import DiagnosticWindow, Task
 from agent.measure import Measurement, MeasurementError, Window
 from agent.parsing import DEFAULT_MAX_TOOL_CALLS, TOOL_NAME
 from agent.policies.base import PolicyError, code_version
 from agent.resolution import Resolution, intrinsic_fwhm
 from agent.spectra import Spectrum
-from agent.tasks import DiagnosticWindow, Task
 
 MODEL_NAME = "rule-based/v2"
 CALIBRATION_PATH = Path(__file__).resolve().parent.parent / "data" / "rule_based_calibration.json"
@@ -1819,7 +1819,7 @@ class RuleBasedInspector:
     ) -> None:
         """Measure the spectrum, score it for ``task`` and plan the windows to inspect."""
         if not isinstance(task, Task):
-            raise TypeError(f"task must be an agent.tasks.Task, got {type(task)!r}")
+            raise TypeError(f"task must be an agent.inspection_tasks.Task, got {type(task)!r}")
         if isinstance(max_tool_calls, bool) or not isinstance(max_tool_calls, int):
             raise ValueError(f"max_tool_calls must be an int, got {max_tool_calls!r}")
         if max_tool_calls < 0:

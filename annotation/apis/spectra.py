@@ -175,6 +175,11 @@ class SpectrumPlotWindowApi(APIView):
         )
         n_pixels = serializers.IntegerField(help_text="pixels in the window before thinning")
         decimated = serializers.BooleanField()
+        y_range = serializers.ListField(
+            child=serializers.FloatField(),
+            allow_null=True,
+            help_text="robust flux range of the window: 1st-99th percentile, padded",
+        )
 
     @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
     def get(self, request: Request, spectrum_id: int) -> Response:

@@ -4,7 +4,7 @@ from django.db import migrations
 
 
 def seed(apps, schema_editor):  # type: ignore[no-untyped-def]
-    from agent.tasks import all_tasks, task_to_dict
+    from agent.inspection_tasks import all_tasks, task_to_dict
 
     task_model = apps.get_model("annotation", "Task")
     for value in all_tasks():

@@ -779,6 +779,32 @@ def _step_image_url(curation: Curation, draft: StepDraft, stored: StepView | Non
     return reverse("spectrum_render_png", args=[curation.spectrum_id]) + "?" + query.urlencode()
 
 
+def label_step_comments(curation: Curation, audits: list[Audit]) -> list[Audit]:
+    """Give each audit `comment_rows`: (label, text) per comment, in trajectory order, the
+    comment on the final answer labelled as such (its key is the answer turn's index, one past
+    the last tool step: shown as a step number it read "Step 3" of a 2-step trajectory)."""
+    numbers = {audit.version_number for audit in audits if audit.step_comments}
+    answers = {
+        number: trajectory_view(data).answer
+        for number, data in curation.versions.filter(number__in=numbers).values_list(
+            "number", "data"
+        )
+    }
+    for audit in audits:
+        answer = answers.get(audit.version_number)
+        answer_key = str(answer.index) if answer is not None else None
+        rows = []
+        for key, text in sorted(
+            (audit.step_comments or {}).items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0
+        ):
+            label = "Final answer" if key == answer_key else f"Step {int(key) + 1}"
+            rows.append((label, text))
+        audit.comment_rows = rows  # type: ignore[attr-defined]
+        audit.answer_key = answer_key  # type: ignore[attr-defined]
+        audit.answer_comment = dict(audit.step_comments or {}).get(answer_key or "", "")  # type: ignore[attr-defined]
+    return audits
+
+
 def _closed_round_audits(curation: Curation, user: AbstractBaseUser) -> list[Audit]:
     """Earlier rounds' audits the reviser may read (both verdicts of a round are in)."""
     return [
@@ -803,7 +829,7 @@ def _render_editor(
     user = _expert(request)
     head = selectors.head_version(curation)
     stored = trajectory_view(head.data).steps if base_number == head.number else []
-    previous = _closed_round_audits(curation, user)
+    previous = label_step_comments(curation, _closed_round_audits(curation, user))
     last_round = max((audit.round for audit in previous), default=None)
     error_index, where = _place_edit_error(edit_error, len(state.steps))
     rows = [
@@ -817,7 +843,9 @@ def _render_editor(
             comments=[
                 audit
                 for audit in previous
-                if audit.round == last_round and str(index) in audit.step_comments
+                if audit.round == last_round
+                and str(index) in audit.step_comments
+                and str(index) != audit.answer_key  # type: ignore[attr-defined]
             ],
         )
         for index, draft in enumerate(state.steps)
@@ -834,6 +862,9 @@ def _render_editor(
         "can_edit": curation.reviser_id == user.pk and curation.state in EDITABLE_STATES,
         "actions": actions_for(curation, user),
         "previous_audits": previous,
+        "answer_comments": [
+            audit for audit in previous if audit.round == last_round and audit.answer_comment
+        ],
         "stale_autosave": stale_autosave,
         "stale_state": EditorState.from_data(stale_autosave.data) if stale_autosave else None,
     }
@@ -1041,9 +1072,10 @@ def _audit_context(
             (a for a in visible if a.auditor_id == user.pk and a.round == curation.audit_round),
             None,
         ),
-        "other_audits": [
-            a for a in visible if a.auditor_id != user.pk or a.round != curation.audit_round
-        ],
+        "other_audits": label_step_comments(
+            curation,
+            [a for a in visible if a.auditor_id != user.pk or a.round != curation.audit_round],
+        ),
     }
 
 

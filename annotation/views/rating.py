@@ -409,7 +409,14 @@ def campaign_list(request: HttpRequest) -> HttpResponse:
     managed = RatingCampaign.objects.annotate(n_items=Count("items"))
     if not user.is_staff:
         managed = managed.filter(created_by=user)
-    return render(request, "rating/campaign_list.html", {"rating": rating, "managed": managed})
+    # Managers follow the analysis while a campaign runs, unless they rate in it (blinding).
+    rates_in = {row["campaign"].pk for row in rating}
+    managed_rows = [
+        {"campaign": c, "analysis": c.closed or c.pk not in rates_in} for c in managed
+    ]
+    return render(
+        request, "rating/campaign_list.html", {"rating": rating, "managed": managed_rows}
+    )
 
 
 @require_role(permissions.RATING_MANAGE)

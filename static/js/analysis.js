@@ -69,14 +69,40 @@
     });
     plot("pairwise-plot", traces, {
       title: { text: data.pairwise.reference + " vs the other model" }, barmode: "stack",
-      xaxis: { tickformat: ".0%", range: [0, 1] }, margin: { t: 40, r: 10, l: 90, b: 45 },
+      xaxis: { tickformat: ".0%", range: [0, 1] }, yaxis: { automargin: true },
+      margin: { t: 40, r: 10, l: 90, b: 45 },
     });
+  }
+
+  // Ticks of a log axis at 1-2-5 steps, labelled as numbers: Plotly's own minor labels on a
+  // short log range read "9 8 7 ... 3" for 0.9 ... 0.3.
+  function logTicks(low, high) {
+    const steps = [[1, 2, 5], [1, 2, 3, 5, 7], [1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9]];
+    for (let k = 0; k < steps.length; k++) {
+      const ticks = [];
+      for (let e = Math.floor(Math.log10(low)); e <= Math.ceil(Math.log10(high)); e++) {
+        steps[k].forEach(function (step) {
+          const v = Number((step * Math.pow(10, e)).toPrecision(3));
+          if (v >= low && v <= high) ticks.push(v);
+        });
+      }
+      if (ticks.length >= 3) return { tickvals: ticks, ticktext: ticks.map(String) };
+    }
+    const ticks = [low, Math.sqrt(low * high), high];
+    return { tickvals: ticks, ticktext: ticks.map(function (v) { return String(Number(v.toPrecision(3))); }) };
   }
 
   function strengths(data) {
     const s = data.pairwise.strengths || {};
     const names = Object.keys(s);
     if (!names.length) return;
+    const bounds = [];
+    names.forEach(function (n) {
+      [s[n].low, s[n].estimate, s[n].high].forEach(function (v) { if (v > 0 && Number.isFinite(v)) bounds.push(v); });
+    });
+    const low = Math.min.apply(null, bounds.length ? bounds : [1]) / 1.15;
+    const high = Math.max.apply(null, bounds.length ? bounds : [1]) * 1.15;
+    const ticks = logTicks(low, high);
     plot("strengths-plot", [{
       type: "scatter", mode: "markers", x: names, y: names.map(function (n) { return s[n].estimate; }),
       error_y: {
@@ -85,7 +111,14 @@
         arrayminus: names.map(function (n) { return s[n].estimate - s[n].low; }),
       },
       hovertemplate: "%{x}: %{y:.2f}<extra></extra>",
-    }], { title: { text: "Strength (geometric mean 1)" }, yaxis: { type: "log", title: { text: "strength" } } });
+    }], {
+      title: { text: "Strength (geometric mean 1)" },
+      xaxis: { automargin: true, tickangle: names.length > 3 ? -30 : 0 },
+      yaxis: {
+        type: "log", title: { text: "strength" }, automargin: true,
+        range: [Math.log10(low), Math.log10(high)], tickvals: ticks.tickvals, ticktext: ticks.ticktext,
+      },
+    });
   }
 
   function draw() {

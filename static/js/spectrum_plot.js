@@ -11,10 +11,34 @@
     return node ? JSON.parse(node.textContent) : null;
   }
 
-  function windowShapes(windows) {
+  const LABEL_ROW_PX = 13;
+  const LABEL_CHAR_PX = 6;  // 10 px font, a generous average glyph width
+
+  // Window labels sit in rows above the plot: each goes to the first row where it clears the
+  // labels already placed (in pixels of the whole view; zooming in only spreads them apart).
+  function labelRows(windows, xSpan, widthPx) {
+    const rows = [];
+    const scale = widthPx / Math.max(xSpan[1] - xSpan[0], 1e-9);
+    const order = windows.map(function (w, i) { return i; }).sort(function (a, b) {
+      return (windows[a].range[0] + windows[a].range[1]) - (windows[b].range[0] + windows[b].range[1]);
+    });
+    const rowOf = new Array(windows.length).fill(0);
+    order.forEach(function (i) {
+      const w = windows[i];
+      const centre = ((w.range[0] + w.range[1]) / 2 - xSpan[0]) * scale;
+      const half = (String(w.name).length * LABEL_CHAR_PX) / 2 + 4;
+      let row = rows.findIndex(function (rightEdge) { return rightEdge <= centre - half; });
+      if (row === -1) { rows.push(0); row = rows.length - 1; }
+      rows[row] = centre + half;
+      rowOf[i] = row;
+    });
+    return { rowOf: rowOf, count: rows.length };
+  }
+
+  function windowShapes(windows, rowOf) {
     const shapes = [];
     const annotations = [];
-    windows.forEach(function (w) {
+    windows.forEach(function (w, i) {
       shapes.push({
         type: "rect", xref: "x", yref: "paper", x0: w.range[0], x1: w.range[1], y0: 0, y1: 1,
         fillcolor: WINDOW_FILL, line: { width: 0 }, layer: "below", name: "window",
@@ -28,6 +52,7 @@
       annotations.push({
         x: (w.range[0] + w.range[1]) / 2, y: 1, xref: "x", yref: "paper", yanchor: "bottom",
         text: w.name, showarrow: false, font: { size: 10, color: "#8a5a00" },
+        yshift: (rowOf ? rowOf[i] : 0) * LABEL_ROW_PX, name: "window-label",
       });
     });
     return { shapes: shapes, annotations: annotations };
@@ -54,7 +79,61 @@
     };
   }
 
-  function wireZoom(node, data) {
+  // The y-axis follows the flux, not the ±1σ band: the 1st-99th percentile of what is shown,
+  // padded (charts.robust_y_range on the server gives the same for the whole and each zoom).
+  function quantile(sorted, q) {
+    const at = (sorted.length - 1) * q;
+    const below = Math.floor(at);
+    const above = Math.min(below + 1, sorted.length - 1);
+    return sorted[below] + (sorted[above] - sorted[below]) * (at - below);
+  }
+
+  function robustRange(wavelength, flux, lo, hi) {
+    const shown = [];
+    for (let i = 0; i < flux.length; i++) {
+      const x = wavelength[i], y = flux[i];
+      if (y !== null && Number.isFinite(y) && x >= lo && x <= hi) shown.push(y);
+    }
+    if (!shown.length) return null;
+    shown.sort(function (a, b) { return a - b; });
+    const low = quantile(shown, 0.01), high = quantile(shown, 0.99);
+    const span = high - low > 0 ? high - low : (Math.abs(high) || 1);
+    return [low - span * 0.08, high + span * 0.08];
+  }
+
+  function wireYRange(node, data) {
+    // An explicit y zoom (a box, or a drag on the y-axis) is the user's; an x-only zoom, a pan
+    // or a fetched window rescales y; a reset (double-click) restores the whole's range.
+    const state = { userY: false, lo: null, hi: null };
+    function apply(range) {
+      if (range && !state.userY) Plotly.relayout(node, { "yaxis.range": range.slice() });
+    }
+    node.on("plotly_relayout", function (ev) {
+      if (ev["xaxis.autorange"] || ev["yaxis.autorange"]) {
+        state.userY = false;
+        state.lo = state.hi = null;
+        apply(data.y_range);
+        return;
+      }
+      if (ev["yaxis.range[0]"] !== undefined) {
+        state.userY = true;
+        return;
+      }
+      const lo = ev["xaxis.range[0]"], hi = ev["xaxis.range[1]"];
+      if (lo === undefined || hi === undefined) return;
+      state.lo = Number(lo);
+      state.hi = Number(hi);
+      apply(robustRange(data.wavelength, data.flux, state.lo, state.hi));
+    });
+    return {
+      // A fetched window's own range, computed from every pixel in it.
+      window: function (lo, hi, range) {
+        if (state.lo === lo && state.hi === hi) apply(range);
+      },
+    };
+  }
+
+  function wireZoom(node, data, yRange) {
     if (!data.zoom_url) return;
     const whole = series(data);
     const indices = whole.x.map(function (_, i) { return i; });
@@ -71,6 +150,7 @@
           const shown = series({ wavelength: part.wavelength, flux: part.flux,
             lower: data.lower ? part.lower : null, upper: data.upper ? part.upper : null });
           if (shown.x.length === indices.length) show(shown);
+          yRange.window(lo, hi, part.y_range);
         })
         .catch(function () { /* keep the thinned view */ });
     }
@@ -105,12 +185,16 @@
       line: { width: 1, color: "#1f2937" }, name: "flux", connectgaps: false,
       hovertemplate: "%{x:.1f} Å<br>flux %{y:.4g}<extra></extra>",
     });
-    const markers = windowShapes(data.windows || []);
+    const windows = data.windows || [];
+    const known = data.wavelength.filter(function (x) { return x !== null; });
+    const xSpan = known.length ? [known[0], known[known.length - 1]] : [0, 1];
+    const rows = labelRows(windows, xSpan, Math.max((node.clientWidth || 600) - 70, 100));
+    const markers = windowShapes(windows, rows.rowOf);
     const inspected = inspectedShapes(data.inspected || []);
     const layout = {
-      margin: { l: 60, r: 10, t: 30, b: 45 },
+      margin: { l: 60, r: 10, t: 18 + rows.count * LABEL_ROW_PX, b: 45 },
       xaxis: { title: { text: data.rest_frame ? "Rest-frame wavelength (Å)" : "Wavelength (Å)" } },
-      yaxis: { title: { text: "Flux" }, fixedrange: false },
+      yaxis: { title: { text: "Flux" }, fixedrange: false, range: data.y_range || undefined },
       shapes: markers.shapes.concat(inspected),
       annotations: markers.annotations,
       showlegend: false,
@@ -118,7 +202,7 @@
     };
     Plotly.newPlot(node, traces, layout, { responsive: true, displaylogo: false });
     node.dataset.baseShapes = JSON.stringify(layout.shapes);
-    wireZoom(node, data);
+    wireZoom(node, data, wireYRange(node, data));
     return node;
   }
 
@@ -140,6 +224,8 @@
         if (ev["xaxis.range[0]"] !== undefined && lo && hi) {
           lo.value = Number(ev["xaxis.range[0]"]).toFixed(1);
           hi.value = Number(ev["xaxis.range[1]"]).toFixed(1);
+          // The chip's label named the chip's window, not the one zoomed to.
+          if (label) label.value = "";
         }
       });
     }

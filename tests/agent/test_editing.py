@@ -16,9 +16,9 @@ from agent.editing import (
     standardize,
     tool_actions,
 )
+from agent.inspection_tasks import get_task
 from agent.rollout import inspect
 from agent.spectra import Spectrum
-from agent.tasks import get_task
 from agent.tool import SpectralVisualizationTool
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from agent.bench_eval import run_eval_concurrency
 from agent.evaluation import evaluate, specvi_mini_samples
+from agent.inspection_tasks import get_task
 from agent.rollout import inspect_batch
-from agent.tasks import get_task
 
 CALL = (
     '<think>zoom</think><tool_call>{"name": "spectral_visualization_tool", '

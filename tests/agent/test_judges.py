@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.agreement import RUBRIC
+from agent.inspection_tasks import get_task
 from agent.judges import JUDGE_RUBRIC_PROMPT, JudgeScore, build_judge_messages, parse_judge_score
 from agent.policies.base import validate_messages
-from agent.tasks import get_task
 from agent.trajectory import Step
 from tests.agent.test_trajectory import (
     ANSWER,
@@ -148,7 +148,7 @@ def test_it_refuses_a_task_that_is_not_the_trajectorys() -> None:
 
 
 def test_it_refuses_a_task_that_is_not_a_task() -> None:
-    with pytest.raises(ValueError, match="task must be an agent.tasks.Task"):
+    with pytest.raises(ValueError, match="task must be an agent.inspection_tasks.Task"):
         build_judge_messages(make_trajectory(), "CV")
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from agent.inspection_tasks import get_task
 from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector, SpectrumView
 from agent.real_bench import fit_calibration, real_items, report, score_spectra
 from agent.real_corpus import (
@@ -26,7 +27,6 @@ from agent.real_corpus import (
     load_manifest,
     parse_mk,
 )
-from agent.tasks import get_task
 
 # the validation figures `python -m agent.real_bench` reported when the calibration was fitted
 REPORTED_VALIDATION_BALANCED_ACCURACY = {"MG": 0.98, "B": 0.95, "A": 0.87}

@@ -308,9 +308,9 @@ def test_it_places_minor_ticks_between_the_major_ones(major, lo, hi, expected_co
 
 
 def test_it_records_the_renderer_in_every_trajectory():
+    from agent.inspection_tasks import get_task
     from agent.policies.rule_based import RuleBasedInspector
     from agent.rollout import inspect
-    from agent.tasks import get_task
 
     spectrum = dense_spectrum_for_windows()
     trajectory = inspect(spectrum, get_task("CV"), RuleBasedInspector(), max_tool_calls=1)

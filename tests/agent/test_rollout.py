@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
+from agent.inspection_tasks import get_task
 from agent.policies.base import PolicyError
 from agent.rollout import inspect
 from agent.rollout_rules import TOOL_DISABLED_TEXT
 from agent.spectra import Spectrum
-from agent.tasks import get_task
 
 
 class ScriptedPolicy:

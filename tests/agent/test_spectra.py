@@ -1,4 +1,4 @@
-"""Readers, validation, writers and air/vacuum conversion of agent/spectra.py."""
+"""Readers, validation, writers and air/vacuum conversion of agent/spectra/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for the SpecVI-mini synthetic benchmark (agent/synthetic.py).
+"""Tests for the SpecVI-mini synthetic benchmark (agent/synthetic/).
 
 Physics checks measure the arrays the way an inspector would (medians in windows, equivalent
 widths, half-maximum widths); they never read the generator's drawn parameters.
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
+from agent.inspection_tasks import build_prompt, get_task
 from agent.spectra import Spectrum, load_spectra
 from agent.synthetic import (
     HARD_NEGATIVE_TRIES,
@@ -34,7 +35,6 @@ from agent.synthetic import (
     task_codes,
     write_benchmark,
 )
-from agent.tasks import build_prompt, get_task
 
 C_KMS = 299_792.458
 SMALL_SIZES = {"train": {"n_pos": 2, "n_neg": 2}, "test": {"n_pos": 1, "n_neg": 3}}

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from agent.inspection_tasks import get_task
 from agent.rollout import inspect
 from agent.spectra import Spectrum
 from agent.synthetic import generate_split
-from agent.tasks import get_task
 from agent.trajectory import Trajectory
 from tests.agent.tiny_qwen import build_tiny_qwen25vl
 from training.data import LabelledSpectrum

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from agent.formats import to_trl_example, to_verl_row, write_sharegpt_file, write_verl_parquet
-from agent.tasks import get_task
+from agent.inspection_tasks import get_task
 from tests.training.conftest import ANSWER_NO, ANSWER_YES, scripted_trajectory, tool_call_turn
 from training.data import (
     RL_COLUMNS,

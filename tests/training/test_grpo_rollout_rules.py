@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from agent.formats import to_trl_example
+from agent.inspection_tasks import get_task
 from agent.rollout import inspect
-from agent.tasks import get_task
 from tests.training.conftest import ANSWER_YES, ScriptedPolicy, tool_call_turn
 from tests.training.test_grpo import cpu_args, unpadded
 from training.callbacks import JsonlMetricsSink, read_metrics

@@ -277,6 +277,18 @@ def test_it_refuses_a_discard_without_a_reason(curation, outsider):
     assert curation.state == CurationState.SCREENING
 
 
+def test_it_names_a_state_clash_in_plain_words(curation, reviser, auditor, outsider):
+    in_revision(curation, reviser, auditor)  # screened by another expert in the meantime
+    response = client_for(outsider).post(
+        reverse("curation_screen", args=[curation.pk]),
+        {"decision": "discard", "reason": "too noisy"},
+    )
+    text = re.sub(r"<[^>]+>", " ", response.content.decode())  # what the page reads
+    assert response.status_code == 409
+    assert "cannot discard this draft: the trajectory is in revision, not screening" in text
+    assert "in_revision" not in text and "screened discard" not in text
+
+
 # --- revision editor --------------------------------------------------------------------------
 
 
@@ -416,6 +428,33 @@ def test_it_shows_earlier_rounds_comments_to_the_reviser(
         )
     body = client_for(reviser).get(reverse("curation_revise", args=[curation.pk])).content
     assert body.count(b"Widen the window to the blue wing.") == 2  # in the list and on step 1
+
+
+def test_it_puts_an_auditors_comment_on_the_final_answer_beside_the_answer(
+    curation, reviser, auditor, second_auditor
+):
+    from annotation.views.curation import trajectory_view
+
+    to_audit(curation, reviser, auditor, second_auditor)
+    head = curation.versions.get(number=curation.head_number)
+    view = trajectory_view(head.data)
+    answer_key = str(view.answer.index)
+    for user, verdict in ((auditor, "request_changes"), (second_auditor, "approve")):
+        services.audit_submit(
+            curation=curation,
+            user=user,
+            version_number=curation.head_number,
+            verdict=verdict,
+            step_comments={"0": "Widen the window.", answer_key: "Name the He II line."}
+            if user == auditor
+            else {},
+        )
+    body = client_for(reviser).get(reverse("curation_revise", args=[curation.pk])).content.decode()
+    assert "Final answer: <span class=\"quote\">Name the He II line.</span>" in body
+    assert f"Step {len(view.steps) + 1}:" not in body
+    answer_card = body[body.index('id="editor-answer"') :]
+    assert "Name the He II line." in answer_card[: answer_card.index("</article>")]
+    assert body.count("Name the He II line.") == 2  # in the list and on the answer, no step
 
 
 def test_it_tells_a_non_reviser_who_edits(curation, reviser, auditor, outsider):

@@ -263,3 +263,23 @@ def test_it_refuses_the_analysis_to_a_staff_member_who_rates(alice, stella):
     )
     assert _get(boss, "rating_analysis", campaign.pk).status_code == 403
     assert _get(boss, "api_rating_analysis", campaign.pk).status_code == 403
+
+
+def test_it_links_managers_to_the_analysis_of_a_running_campaign_unless_they_rate_in_it(
+    campaign, alice, stella
+):
+    analysis = reverse("rating_analysis", args=[campaign.pk])
+    assert f'href="{analysis}"' in logged_in(stella).get(reverse("rating_campaigns")).content.decode()
+    boss = UserFactory(username="boss", is_staff=True)
+    rated = services.campaign_create(
+        name="staff rater",
+        raters=[alice, boss],
+        raters_per_item=1,
+        sources=paired_sources(1),
+        created_by=stella,
+        seed=1,
+    )
+    body = logged_in(boss).get(reverse("rating_campaigns")).content.decode()
+    assert f'href="{analysis}"' in body  # boss manages "blind" and does not rate in it
+    assert f'href="{reverse("rating_analysis", args=[rated.pk])}"' not in body
+    assert "analysis after close" in body

@@ -236,3 +236,23 @@ def test_it_refuses_anonymous_vetting_api_calls(db):
         reverse("api_expert_decision_create"), {"candidate": 1, "decision": "NO"}
     )
     assert response.status_code in (401, 403)
+
+
+def test_it_shows_a_split_with_the_tally_in_the_catalog_when_experts_disagree(
+    expert_client, run_candidates, expert, outsider
+):
+    (candidate,) = run_candidates([0.6])
+    services.expert_decision_record(candidate=candidate, expert=outsider, decision="YES")
+    services.expert_decision_record(candidate=candidate, expert=expert, decision="NO")
+    entry = CatalogEntry.objects.get(candidate=candidate)
+    assert entry.expert_decision == "split"
+    body = expert_client.get(reverse("catalog_list")).content.decode()
+    assert "YES 1 · NO 1" in body
+    split = expert_client.get(reverse("catalog_list"), {"expert_decision": "split"})
+    assert [row.object_id for row in split.context["rows"]] == [entry.object_id]
+    assert not expert_client.get(reverse("catalog_list"), {"expert_decision": "NO"}).context[
+        "rows"
+    ]
+    # The outsider changes their mind: the experts agree again.
+    services.expert_decision_record(candidate=candidate, expert=outsider, decision="NO")
+    assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "NO"

@@ -1,4 +1,4 @@
-"""Tests for the task definitions (agent/tasks.py + agent/data/tasks.json)."""
+"""Tests for the task definitions (agent/inspection_tasks.py + agent/data/tasks.json)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.tasks import (
+from agent.inspection_tasks import (
     SPECVI_BENCH_CODES,
     TASKS_PATH,
     Task,

@@ -1,0 +1,427 @@
+"""What a candidate costs through the real stack, and how inspection workers scale out.
+
+    createdb -h 127.0.0.1 -U postgres specvet_bench
+    export DATABASE_URL=postgres://postgres@127.0.0.1:5432/specvet_bench
+    .venv/bin/python manage.py migrate
+    .venv/bin/python manage.py bench_candidates --candidates 200
+    .venv/bin/python manage.py bench_candidates --candidates 200 --scale-out \\
+        --redis redis://127.0.0.1:6379/14 --workers 1 2 --concurrency 1 8 32 --latency-ms 200
+
+Cost (always): the rule-based inspector on the same SpecVI-mini CV spectra, first in-process
+(``agent.rollout.inspect`` on spectra held in memory: the reference), then through the job
+(the Celery task applied in this process: lease, claim, spectrum read from the database, live
+steps, images, rollout, verdict, catalog entry), with every SQL statement counted. With
+``--redis`` the same candidates also go through one real ``celery worker`` on Redis.
+
+Scale-out (``--scale-out``, needs ``--redis``): a fake OpenAI-compatible server in this process
+answers each turn after ``--latency-ms`` (a zoom, then an answer); for each number of workers
+and threads per worker (each thread runs one candidate, so one request in flight), real workers
+run the candidates and the figure is candidates per second from the first message sent to the
+last candidate finished, with its ratio to one worker with one thread.
+
+Everything written (spectra, runs, candidates, rollouts, live steps, their images, the endpoint)
+is deleted at the end; the audit log keeps its entries (it is append-only).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.db.models import Max
+
+from annotation import services, tasks
+from annotation.models import (
+    Candidate,
+    CandidateState,
+    ImageBlob,
+    InspectionRun,
+    LiveStep,
+    ModelEndpoint,
+    Rollout,
+    Spectrum,
+    Task,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+SEED = 7
+WAIT_SECONDS = 600.0
+
+
+def conditions() -> str:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return (
+        f"{os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
+        f"(1/5/15 min), database {connection.vendor}"
+    )
+
+
+@contextmanager
+def counted_statements() -> Iterator[list[int]]:
+    """Count the SQL statements this process sends (cheaper than capturing their text)."""
+    count = [0]
+
+    def wrapper(
+        execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
+    ) -> Any:
+        count[0] += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        yield count
+
+
+class Workers:
+    """Real ``celery worker`` processes on a Redis broker under a key prefix of their own."""
+
+    def __init__(self, redis_url: str, log_dir: Path) -> None:
+        self.redis_url = redis_url
+        self.prefix = f"specvet-bench-{uuid.uuid4().hex[:10]}:"
+        self.log_dir = log_dir
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, count: int, *, threads: int) -> None:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "webapp.settings",
+            "CELERY_BROKER_URL": self.redis_url,
+            "CELERY_RESULT_BACKEND": self.redis_url,
+            "CELERY_TASK_ALWAYS_EAGER": "False",
+            "CELERY_REDIS_KEY_PREFIX": self.prefix,
+        }
+        pool = ["--pool", "threads"] if threads > 1 else ["--pool", "solo"]
+        for index in range(count):
+            name = f"bench{index}-{uuid.uuid4().hex[:6]}"
+            log = (self.log_dir / f"{name}.log").open("wb")
+            self.processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "webapp",
+                        "worker",
+                        "-Q",
+                        "inspection",
+                        *pool,
+                        "--concurrency",
+                        str(threads),
+                        "--without-gossip",
+                        "--without-mingle",
+                        "--without-heartbeat",
+                        "-n",
+                        f"{name}@%h",
+                        "--loglevel",
+                        "WARNING",
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+
+    def send(self, candidate_ids: list[int]) -> None:
+        from celery.exceptions import AlwaysEagerIgnored
+
+        from webapp.celery import app
+
+        options = {"global_keyprefix": self.prefix}
+        with (
+            app.connection_for_write(self.redis_url, transport_options=options) as conn,
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore", AlwaysEagerIgnored)
+            for pk in candidate_ids:
+                app.send_task("annotation.tasks.run_candidate", args=[pk], connection=conn)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        self.processes = []
+
+    def clear_broker(self) -> None:
+        import redis
+
+        client = redis.Redis.from_url(self.redis_url)
+        for key in client.scan_iter(f"{self.prefix}*"):
+            client.delete(key)
+        client.close()
+
+
+class Command(BaseCommand):
+    help = "Per-candidate cost in-process vs through the job (SQL counted), and worker scale-out."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--candidates", type=int, default=200)
+        parser.add_argument("--redis", default="", help="broker URL for real workers")
+        parser.add_argument("--scale-out", action="store_true")
+        parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+        parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+        parser.add_argument("--latency-ms", type=float, default=200.0)
+        parser.add_argument(
+            "--scale-candidates",
+            type=int,
+            default=0,
+            help="candidates per scale-out case (default: max(40, 6 x workers x threads))",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if connection.vendor != "postgresql":
+            raise CommandError(
+                "the stack part needs PostgreSQL (leases, real workers): set DATABASE_URL"
+            )
+        if options["candidates"] < 10:
+            raise CommandError("--candidates must be at least 10")
+        if options["scale_out"] and not options["redis"]:
+            raise CommandError("--scale-out needs --redis URL (real workers on a Redis broker)")
+        logging.getLogger("celery.app.trace").setLevel(logging.WARNING)  # a line per task
+        self.dataset = f"bench-candidates-{uuid.uuid4().hex[:8]}"
+        self.started_at = time.time()
+        self.run_ids: list[int] = []
+        self.endpoint: ModelEndpoint | None = None
+        try:
+            self.task = Task.objects.get(code="CV")
+            needed = options["candidates"]
+            if options["scale_out"]:
+                most = max(options["workers"]) * max(options["concurrency"])
+                needed = max(needed, _scale_candidates(options, most) + 2 * max(options["workers"]))
+            spectra = self.seed_spectra(needed)
+            self.cost(spectra, redis_url=options["redis"])
+            if options["scale_out"]:
+                self.scale_out(spectra, options)
+        finally:
+            self.cleanup()
+
+    # --- setup and cleanup ---------------------------------------------------------------------
+
+    def seed_spectra(self, n: int) -> list[tuple[Spectrum, Any]]:
+        from agent import synthetic
+
+        samples = synthetic.generate_split(
+            "CV", "test", n_pos=max(1, n // 6), n_neg=n - max(1, n // 6), seed=SEED
+        )
+        rows = []
+        for index, sample in enumerate(samples):
+            sample.spectrum.object_id = f"bench-{index:06d}"
+            result = services.spectra_store(
+                values=[sample.spectrum],
+                dataset=self.dataset,
+                source_name="bench_candidates (synthetic)",
+                synthetic=True,
+            )
+            rows.append((result.created[0], sample.spectrum))
+        return rows
+
+    def new_run(self, spectra: list[Spectrum], spec: dict[str, Any]) -> list[int]:
+        run = services.inspection_run_create(
+            task=self.task,
+            spectrum_ids=[row.pk for row in spectra],
+            policy_spec=spec,
+            created_by=None,
+            name="bench_candidates",
+            enqueue=False,
+        )
+        self.run_ids.append(run.pk)
+        return list(run.candidates.order_by("pk").values_list("pk", flat=True))
+
+    def cleanup(self) -> None:
+        hashes: set[str] = set()
+        for model in (Rollout, LiveStep):
+            for data in model.objects.filter(candidate__run_id__in=self.run_ids).values_list(
+                "data", flat=True
+            ):
+                hashes |= _hashes(data)
+        InspectionRun.objects.filter(pk__in=self.run_ids).delete()
+        Spectrum.objects.filter(dataset=self.dataset).delete()
+        # Only images nothing else refers to: ones stored during this run by this benchmark.
+        ImageBlob.objects.filter(
+            sha256__in=hashes, created_at__gte=_aware(self.started_at)
+        ).delete()
+        if self.endpoint is not None:
+            self.endpoint.delete()
+
+    # --- per-candidate cost --------------------------------------------------------------------
+
+    def cost(self, spectra: list[tuple[Spectrum, Any]], *, redis_url: str) -> None:
+        from agent.inspection_tasks import get_task
+        from agent.policies import build_policy
+        from agent.rollout import inspect
+
+        n = len(spectra) - 4
+        warm, timed = spectra[:4], spectra[4:]
+        policy = build_policy({"kind": "rule-based"})
+        task = get_task("CV")
+        for _, value in warm[:2]:
+            inspect(value, task, policy)
+        started = time.perf_counter()
+        for _, value in timed:
+            inspect(value, task, policy)
+        in_process = n / (time.perf_counter() - started)
+
+        ids = self.new_run([row for row, _ in spectra], {"kind": "rule-based"})
+        for pk in ids[:2]:
+            tasks.run_candidate.apply(args=[pk])
+        with counted_statements() as statements:
+            started = time.perf_counter()
+            for pk in ids[4:]:
+                tasks.run_candidate.apply(args=[pk])
+            through_job = n / (time.perf_counter() - started)
+        done = Candidate.objects.filter(pk__in=ids[4:], state=CandidateState.DONE).count()
+        if done != n:
+            raise CommandError(f"only {done} of {n} candidates finished through the job")
+
+        lines = [
+            f"per-candidate cost, rule-based inspector, {n} SpecVI-mini CV spectra (synthetic)",
+            f"  in-process (agent.rollout.inspect, spectra in memory): {in_process:7.1f} spectra/s",
+            f"  through the job (Celery task applied, PostgreSQL):      {through_job:7.1f} spectra/s",
+            f"  cost ratio job / in-process: {in_process / through_job:.2f}x",
+            f"  SQL statements per candidate: {statements[0] / n:.1f}",
+        ]
+        if redis_url:
+            rate = self.through_workers(
+                ids[2:4], ids[4:], redis_url=redis_url, workers=1, threads=1
+            )
+            lines.append(
+                f"  through one real worker (Redis, solo pool):            {rate:7.1f} spectra/s "
+                f"({in_process / rate:.2f}x)"
+            )
+        lines.append(f"  conditions: {conditions()}")
+        self.stdout.write("\n".join(lines))
+
+    # --- real workers --------------------------------------------------------------------------
+
+    def through_workers(
+        self, warm: list[int], timed: list[int], *, redis_url: str, workers: int, threads: int
+    ) -> float:
+        """Candidates per second on real workers, after each worker process has warmed up."""
+        with tempfile.TemporaryDirectory() as logs:
+            pool = Workers(redis_url, Path(logs))
+            try:
+                pool.start(workers, threads=threads)
+                pool.send(warm)
+                self.wait_done(warm, pool)
+                sent = time.time()
+                pool.send(timed)
+                self.wait_done(timed, pool)
+                last = Candidate.objects.filter(pk__in=timed).aggregate(last=Max("finished_at"))[
+                    "last"
+                ]
+            finally:
+                pool.stop()
+                pool.clear_broker()
+        return len(timed) / max(last.timestamp() - sent, 1e-6)
+
+    def wait_done(self, ids: list[int], pool: Workers) -> None:
+        finished = [CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED]
+        deadline = time.monotonic() + WAIT_SECONDS
+        while Candidate.objects.filter(pk__in=ids).exclude(state__in=finished).exists():
+            if time.monotonic() > deadline:
+                raise CommandError(f"workers did not finish {len(ids)} candidates in time")
+            if any(p.poll() is not None for p in pool.processes):
+                raise CommandError("a worker exited; see its log (run with a shell to keep it)")
+            time.sleep(0.1)
+        failed = list(
+            Candidate.objects.filter(pk__in=ids, state=CandidateState.FAILED).values_list(
+                "error", flat=True
+            )[:3]
+        )
+        if failed:
+            raise CommandError(f"candidates failed on the workers: {failed}")
+
+    # --- scale-out -----------------------------------------------------------------------------
+
+    def scale_out(self, spectra: list[tuple[Spectrum, Any]], options: dict[str, Any]) -> None:
+        from agent.bench_eval import fake_openai_server
+
+        rows = [row for row, _ in spectra]
+        limit = int(_setting("max_connections"))
+        lines = [
+            f"scale-out: fake OpenAI-compatible server, {options['latency_ms']:.0f} ms per turn "
+            "(2 turns: a zoom, then an answer); real workers on Redis, threads pool "
+            "(solo for 1 thread), PostgreSQL",
+            "workers  threads  candidates  candidates/s  vs 1x1  per-worker-thread/s",
+        ]
+        with fake_openai_server(options["latency_ms"] / 1000) as base_url:
+            self.endpoint = ModelEndpoint.objects.create(
+                name=f"bench-{uuid.uuid4().hex[:8]}", base_url=base_url, model="fake"
+            )
+            spec = {"kind": "openai", "endpoint": self.endpoint.name}
+            reference = None
+            for workers in options["workers"]:
+                for threads in options["concurrency"]:
+                    if workers * threads + 10 > limit:
+                        lines.append(
+                            f"{workers:7d}  {threads:7d}  skipped: needs {workers * threads} "
+                            f"database connections, the server allows {limit}"
+                        )
+                        continue
+                    n = _scale_candidates(options, workers * threads)
+                    ids = self.new_run(rows[: n + 2 * workers], spec)
+                    rate = self.through_workers(
+                        ids[: 2 * workers],
+                        ids[2 * workers :],
+                        redis_url=options["redis"],
+                        workers=workers,
+                        threads=threads,
+                    )
+                    reference = reference or rate
+                    lines.append(
+                        f"{workers:7d}  {threads:7d}  {n:10d}  {rate:12.2f}  "
+                        f"{rate / reference:5.1f}x  {rate / (workers * threads):19.2f}"
+                    )
+        ideal = 1.0 / (2 * options["latency_ms"] / 1000)
+        lines.append(
+            f"  model-bound ceiling per worker thread: {ideal:.2f} candidates/s (2 turns x latency)"
+        )
+        lines.append(f"  conditions: {conditions()}")
+        self.stdout.write("\n".join(lines))
+
+
+def _scale_candidates(options: dict[str, Any], in_flight: int) -> int:
+    return int(options["scale_candidates"] or max(40, 6 * in_flight))
+
+
+def _setting(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SHOW {name}")
+        return str(cursor.fetchone()[0])
+
+
+def _aware(timestamp: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def _hashes(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {v for k, v in node.items() if k == "png_sha256" and isinstance(v, str)}
+        for value in node.values():
+            found |= _hashes(value)
+        return found
+    if isinstance(node, list):
+        return {h for item in node for h in _hashes(item)}
+    return set()

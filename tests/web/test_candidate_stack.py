@@ -1,0 +1,154 @@
+"""What one candidate costs the database, and when its live steps become visible."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from annotation import jobs, services, tasks
+from annotation.models import (
+    Candidate,
+    CandidateState,
+    CatalogEntry,
+    ImageBlob,
+    LiveStep,
+    Rollout,
+    Task,
+)
+from tests.factories import ScriptedPolicy, UserFactory, answer_turn, make_spectrum, tool_call_turn
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def cv(db):
+    return Task.objects.get(code="CV")
+
+
+@pytest.fixture
+def engineer(db):
+    return UserFactory(username="engineer", roles=["ml_engineer"])
+
+
+def start_run(cv, engineer, n, **kwargs):
+    spectra = [make_spectrum(object_id=f"S{i}", seed=i) for i in range(n)]
+    return services.inspection_run_create(
+        task=cv,
+        spectrum_ids=[s.pk for s in spectra],
+        policy_spec={"kind": "rule-based"},
+        created_by=engineer,
+        **kwargs,
+    )
+
+
+def stored_hashes(node):
+    if isinstance(node, dict):
+        return {v for k, v in node.items() if k == "png_sha256"} | {
+            h for v in node.values() for h in stored_hashes(v)
+        }
+    if isinstance(node, list):
+        return {h for item in node for h in stored_hashes(item)}
+    return set()
+
+
+def test_it_runs_a_rule_based_candidate_in_at_most_ten_statements(cv, engineer):
+    run = start_run(cv, engineer, 2)
+    first, second = run.candidates.order_by("pk")
+    tasks.run_candidate.apply(args=[first.pk])  # loads the policy and records its info once
+    with CaptureQueriesContext(connection) as queries:
+        tasks.run_candidate.apply(args=[second.pk])
+    sql = [q["sql"] for q in queries.captured_queries]
+    # Inside the test's transaction each atomic block shows as a savepoint pair.
+    bookkeeping = [s for s in sql if s.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+    statements = [s for s in sql if s not in bookkeeping]
+    assert len(statements) <= 10, "\n".join(statements)
+    # Two commits: the claim, then everything the candidate produced.
+    assert len(bookkeeping) <= 4, "\n".join(sql)
+    second.refresh_from_db()
+    assert second.state == CandidateState.DONE
+    rollout = Rollout.objects.get(candidate=second)
+    steps = list(LiveStep.objects.filter(candidate=second))
+    assert len(steps) == len(rollout.data["steps"])
+    hashes = stored_hashes(rollout.data) | stored_hashes([s.data for s in steps])
+    assert hashes
+    assert ImageBlob.objects.filter(sha256__in=hashes).count() == len(hashes)
+    assert CatalogEntry.objects.get(candidate=second).verdict == second.verdict
+
+
+class WatchingPolicy(ScriptedPolicy):
+    """Scripted turns that note, on each call, how many live steps a viewer could see."""
+
+    def __init__(self, turns, candidate_id):
+        super().__init__(turns)
+        self.candidate_id = candidate_id
+        self.seen: list[int] = []
+
+    def generate(self, messages):
+        self.seen.append(LiveStep.objects.filter(candidate_id=self.candidate_id).count())
+        return super().generate(messages)
+
+
+def run_watched(monkeypatch, cv, engineer, turns):
+    run = start_run(cv, engineer, 1)
+    candidate = run.candidates.get()
+    policy = WatchingPolicy(turns, candidate.pk)
+    monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: policy)
+    assert services.candidate_claim(candidate_id=candidate.pk)
+    jobs.run_candidate(candidate.pk)
+    return policy, candidate
+
+
+def test_it_shows_each_step_while_a_slow_model_is_still_running(monkeypatch, cv, engineer):
+    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 0.0)
+    turns = [tool_call_turn(6500, 6630, "H-alpha"), tool_call_turn(4800, 4920, "H-beta")]
+    policy, candidate = run_watched(monkeypatch, cv, engineer, [*turns, answer_turn("YES")])
+    assert policy.seen == [0, 1, 2]
+    assert LiveStep.objects.filter(candidate=candidate).count() == 3
+
+
+def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, engineer):
+    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
+    policy, candidate = run_watched(monkeypatch, cv, engineer, turns)
+    assert policy.seen == [0, 0]
+    assert LiveStep.objects.filter(candidate=candidate).count() == 2
+    assert Candidate.objects.get(pk=candidate.pk).state == CandidateState.DONE
+
+
+def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, engineer):
+    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+
+    class FailsSecond(ScriptedPolicy):
+        def generate(self, messages):
+            if not self.turns:
+                raise RuntimeError("model server went away")
+            return super().generate(messages)
+
+    run = start_run(cv, engineer, 1)
+    candidate = run.candidates.get()
+    policy = FailsSecond([tool_call_turn(6500, 6630, "H-alpha")])
+    monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: policy)
+    assert services.candidate_claim(candidate_id=candidate.pk)
+    jobs.run_candidate(candidate.pk)
+    assert Candidate.objects.get(pk=candidate.pk).state == CandidateState.FAILED
+    assert LiveStep.objects.filter(candidate=candidate).count() == 1
+
+
+def test_it_stores_new_images_and_keeps_known_ones_in_one_statement(db):
+    known, new = b"\x89PNG\r\n\x1a\nknown", b"\x89PNG\r\n\x1a\nnew"
+    known_hash = services.image_blob_store(known)
+    created = ImageBlob.objects.get(sha256=known_hash).created_at
+    pngs = {hashlib.sha256(png).hexdigest(): png for png in (known, new)}
+    with CaptureQueriesContext(connection) as queries:
+        services.image_blobs_store(pngs)
+    assert len(queries.captured_queries) == 1
+    assert ImageBlob.objects.filter(sha256__in=pngs).count() == 2
+    assert ImageBlob.objects.get(sha256=known_hash).created_at == created
+
+
+def test_it_stores_no_result_for_tasks_that_return_nothing():
+    for task in (tasks.run_job, tasks.run_candidate, tasks.run_training):
+        assert task.ignore_result, task.name
