@@ -55,6 +55,7 @@ EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
 EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ADDRESS_KEYS = frozenset({"base_url", "url", "host", "endpoint_url"})
 _SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization", "credential")
 
 
@@ -535,12 +536,14 @@ def catalog_csv_chunks(
 
 
 def public_policy_spec(spec: Any) -> Any:
-    """The policy spec without credentials (api keys, tokens, passwords), at any depth."""
+    """The policy spec without credentials (api keys, tokens, passwords) or the addresses of
+    model servers (internal host names: the endpoint's name says which model), at any depth."""
     if isinstance(spec, dict):
         return {
             key: public_policy_spec(value)
             for key, value in spec.items()
             if not any(part in str(key).lower() for part in _SECRET_KEY_PARTS)
+            and str(key).lower() not in _ADDRESS_KEYS
         }
     if isinstance(spec, list):
         return [public_policy_spec(item) for item in spec]

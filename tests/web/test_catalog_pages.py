@@ -447,3 +447,17 @@ def test_it_gives_an_entry_with_rollouts_and_provenance_through_the_api(
     assert data["provenance"]["policy_info"]["checkpoint"] == "ckpt-42"
     assert data["provenance"]["policy_spec"] == {"kind": "openai", "model": "m", "extra": {}}
     assert "sk-SECRET" not in response.content.decode()
+
+
+def test_it_shows_provenance_without_credentials_or_model_server_addresses():
+    spec = {
+        "kind": "openai",
+        "endpoint": "default",
+        "base_url": "http://gpu-7.internal:8000/v1",
+        "nested": {"api_key": "sk-secret", "url": "http://10.0.0.3/v1", "model": "spec-o3"},
+    }
+    assert catalog.public_policy_spec(spec) == {
+        "kind": "openai",
+        "endpoint": "default",
+        "nested": {"model": "spec-o3"},
+    }
