@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import queue
 import random
 import re
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +28,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agent import synthetic
@@ -44,6 +48,7 @@ USER_PREFIX = "load-expert-"
 REVISER = "load-reviser"
 DATASET = "loadtest"
 RUN_NAME = "loadtest catalog"
+CAMPAIGN_PREFIX = "Load test"
 LOGIN = "POST /accounts/login/"
 LOGIN_TIMEOUT = 600.0  # seconds for every expert to log in (password hashing is slow on purpose)
 
@@ -87,7 +92,9 @@ def _experts(usernames: list[str], password: str) -> list[Any]:
     users = get_user_model()
     for username in usernames:
         users.objects.get_or_create(username=username)
-    users.objects.filter(username__in=usernames).update(password=make_password(password))
+    users.objects.filter(username__in=usernames).update(
+        password=make_password(password), is_active=True
+    )
     by_name = {user.get_username(): user for user in users.objects.filter(username__in=usernames)}
     # Load-test accounts are fixtures of this command: they join the role groups directly
     # rather than through the audited role service, so a seed leaves no audit entries.
@@ -195,7 +202,7 @@ def seed(
         .order_by("candidate_id")
     )
     campaign = services.campaign_create(
-        name=f"Load test {timezone.now():%Y-%m-%d %H:%M:%S}",
+        name=f"{CAMPAIGN_PREFIX} {timezone.now():%Y-%m-%d %H:%M:%S}",
         raters=experts,
         raters_per_item=len(experts),
         sources=services.rating_sources_from_rollouts(rated_rollouts[:campaign_items]),
@@ -378,16 +385,20 @@ class VirtualExpert:
         self.state.audited.append(curation_id)
 
     def actions(self) -> list[tuple[Callable[[], None], int]]:
-        return [
-            (self.my_work, 20),
-            (self.curation_list, 10),
-            (self.curation_detail, 5),
-            (self.catalog_list, 15),
-            (self.catalog_detail, 5),
-            (self.rate, 25),
-            (self.audit, 15),
-            (self.my_work_api, 5),
-        ]
+        return [(getattr(self, name), weight) for name, weight in ACTIONS]
+
+
+# What an expert does, by name, with how often (relative weights).
+ACTIONS: tuple[tuple[str, int], ...] = (
+    ("my_work", 20),
+    ("curation_list", 10),
+    ("curation_detail", 5),
+    ("catalog_list", 15),
+    ("catalog_detail", 5),
+    ("rate", 25),
+    ("audit", 15),
+    ("my_work_api", 5),
+)
 
 
 @dataclass
@@ -483,6 +494,238 @@ def run_load(
         logins=[sample for rows in logins for sample in rows],
         errors=[error for state in states for error in state.errors],
     )
+
+
+# --- cleaning up -------------------------------------------------------------------------------
+
+
+def cleanup(*, log: Callable[[str], None] = lambda line: None) -> None:
+    """Remove what `seed` wrote that is not a record of expert work, and deactivate accounts.
+
+    Campaigns (with their scores) and runs (with candidates, rollouts and catalog rows) go, and
+    so do spectra nothing else refers to. Curations stay: their versions, audits and votes are
+    immutable by design, as is the audit log, which keeps naming the accounts; so accounts are
+    deactivated rather than deleted, and the next seed reactivates them.
+    """
+    from annotation.models import RatingCampaign
+
+    with transaction.atomic():
+        campaigns = RatingCampaign.objects.filter(name__startswith=CAMPAIGN_PREFIX)
+        runs = InspectionRun.objects.filter(name__startswith=RUN_NAME)
+        removed = [f"{campaigns.count()} campaigns", f"{runs.count()} runs"]
+        campaigns.delete()
+        runs.delete()
+        kept = Curation.objects.filter(spectrum__dataset=DATASET).values("spectrum_id")
+        spectra = Spectrum.objects.filter(dataset=DATASET).exclude(pk__in=kept)
+        removed.append(f"{spectra.count()} spectra")
+        spectra.delete()
+        accounts = get_user_model().objects.filter(
+            Q(username__startswith=USER_PREFIX) | Q(username=REVISER)
+        )
+        deactivated = accounts.update(is_active=False)
+    log(
+        f"removed {', '.join(removed)}; kept {Curation.objects.filter(spectrum__dataset=DATASET).count()} "
+        f"curations (expert work is never deleted); deactivated {deactivated} accounts"
+    )
+
+
+# --- open model: a fixed arrival rate, stepped up --------------------------------------------
+
+
+@dataclass
+class RateStep:
+    rate: float  # arrivals per second offered
+    samples: list[Sample]  # latency counted from each request's scheduled arrival
+    seconds: float
+    late: int  # arrivals that waited more than a second for a free expert
+
+    @property
+    def p95_ms(self) -> float:
+        return percentile([s.ms for s in self.samples], 0.95)
+
+    @property
+    def errors(self) -> int:
+        return sum(not s.ok for s in self.samples)
+
+    @property
+    def achieved_rps(self) -> float:
+        return len(self.samples) / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class OpenModelReport:
+    steps: list[RateStep]
+    p95_limit_ms: float
+    users: int
+    url: str
+    errors: list[str]
+
+    @property
+    def saturation_rate(self) -> float | None:
+        """The highest offered rate whose p95 stayed within the limit with no errors."""
+        passing = [s.rate for s in self.steps if s.p95_ms <= self.p95_limit_ms and not s.errors]
+        return max(passing) if passing else None
+
+
+def run_open_model(
+    *,
+    plan: LoadPlan,
+    url: str,
+    rates: list[float],
+    step_seconds: float,
+    p95_limit_ms: float = 500.0,
+    seed: int = 0,
+    timeout: float = 30.0,
+) -> OpenModelReport:
+    """Offer requests at each rate in turn (evenly spaced arrivals, whatever the server does)
+    until a step's p95 passes ``p95_limit_ms``.
+
+    Latency runs from an arrival's scheduled time, not from when an expert was free to send
+    it: a closed loop (think, act, think) slows down with the server and hides its queue;
+    timing from the schedule counts the wait (no coordinated omission).
+    """
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    experts: queue.Queue[VirtualExpert] = queue.Queue()
+    clients: list[httpx.Client] = []
+    errors: list[str] = []
+    for index, name in enumerate(plan.usernames):
+        client = httpx.Client(base_url=url, timeout=timeout, follow_redirects=False)
+        clients.append(client)
+        state = ExpertState(username=name, pending_audits=list(plan.audits.get(name, [])))
+        expert = VirtualExpert(
+            client=client, plan=plan, state=state, rng=random.Random(seed * 1_000_003 + index)
+        )
+        try:
+            expert.login()
+        except Refused:
+            errors.extend(state.errors)
+            continue
+        state.samples = []
+        experts.put(expert)
+    steps: list[RateStep] = []
+    try:
+        if experts.empty():
+            return OpenModelReport([], p95_limit_ms, 0, url, errors)
+        for rate in rates:
+            step = _offer(experts, rate, step_seconds, seed)
+            steps.append(step)
+            if step.p95_ms > p95_limit_ms or step.errors:
+                break
+    finally:
+        for client in clients:
+            client.close()
+    for expert in list(experts.queue):
+        errors.extend(expert.state.errors)
+    return OpenModelReport(steps, p95_limit_ms, len(plan.usernames), url, errors)
+
+
+def _offer(experts: queue.Queue[VirtualExpert], rate: float, seconds: float, seed: int) -> RateStep:
+    if rate <= 0 or seconds <= 0:
+        raise ValueError(f"rate and step seconds must be positive; got {rate} and {seconds}")
+    arrivals = [i / rate for i in range(max(1, round(rate * seconds)))]
+    samples: list[Sample] = []
+    late = 0
+    lock = threading.Lock()
+    threads: list[threading.Thread] = []
+    rng = random.Random(seed + round(rate * 1000))
+    start = time.perf_counter()
+
+    def serve(scheduled: float, action_index: int) -> None:
+        nonlocal late
+        try:
+            expert = experts.get(timeout=seconds + 30.0)
+        except queue.Empty:
+            return
+        waited = time.perf_counter() - scheduled
+        before = len(expert.state.samples)
+        try:
+            getattr(expert, ACTIONS[action_index][0])()
+        except Refused:
+            pass
+        except Exception as error:  # a bug in the script must show, not end the step
+            expert.state.errors.append(f"{expert.state.username}: {error!r}")
+        finally:
+            # Every request this arrival made is timed from the arrival's schedule.
+            made = expert.state.samples[before:]
+            del expert.state.samples[before:]
+            experts.put(expert)
+        with lock:
+            late += waited > 1.0
+            for sample in made:
+                samples.append(
+                    Sample(
+                        sample.endpoint,
+                        sample.status,
+                        1000 * (sample.ended - scheduled),
+                        sample.ok,
+                        sample.ended,
+                    )
+                )
+
+    weights = [weight for _, weight in ACTIONS]
+    for offset in arrivals:
+        scheduled = start + offset
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        choice = rng.choices(range(len(weights)), weights)[0]
+        thread = threading.Thread(target=serve, args=(scheduled, choice), daemon=True)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    elapsed = max((s.ended for s in samples), default=start + seconds) - start
+    return RateStep(rate=rate, samples=samples, seconds=max(elapsed, seconds), late=late)
+
+
+def machine_conditions() -> list[str]:
+    """What else ran here: the load test and the server share these cores."""
+    lines = [f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (1 min)"]
+    try:
+        top = subprocess.run(
+            ["ps", "-eo", "pcpu,comm", "--sort=-pcpu"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        ).stdout.splitlines()[1:6]
+    except (OSError, subprocess.SubprocessError):
+        top = []
+    if top:
+        lines.append("busiest processes (%CPU command): " + "; ".join(row.strip() for row in top))
+    return lines
+
+
+def format_open_model(report: OpenModelReport) -> list[str]:
+    header = f"{'offered/s':>9}  {'served/s':>8}  {'requests':>8}  {'p50 ms':>7}  {'p95 ms':>7}  {'errors':>6}  {'late':>5}"
+    lines = [
+        f"loadtest open model: {report.users} expert sessions against {report.url}; arrivals at "
+        f"a fixed rate, stepped up until p95 (from the scheduled arrival) passes "
+        f"{report.p95_limit_ms:.0f} ms",
+        header,
+        "-" * len(header),
+    ]
+    for step in report.steps:
+        ms = [s.ms for s in step.samples]
+        lines.append(
+            f"{step.rate:>9.1f}  {step.achieved_rps:>8.1f}  {len(step.samples):>8}  "
+            f"{statistics.median(ms) if ms else math.nan:>7.0f}  {step.p95_ms:>7.0f}  "
+            f"{step.errors:>6}  {step.late:>5}"
+        )
+    saturation = report.saturation_rate
+    lines.append(
+        "saturation: no step stayed within the limit"
+        if saturation is None
+        else f"saturation: {saturation:g} arrivals/s is the highest rate with p95 <= "
+        f"{report.p95_limit_ms:.0f} ms and no errors"
+    )
+    for error in report.errors[:10]:
+        lines.append(f"error: {error}")
+    lines.append(
+        f"RESULT open_model steps={len(report.steps)} "
+        f"saturation_rps={saturation if saturation is not None else 0:g}"
+    )
+    return lines
 
 
 # --- the report -------------------------------------------------------------------------------

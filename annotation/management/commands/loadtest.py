@@ -54,6 +54,23 @@ class Command(BaseCommand):
         parser.add_argument("--catalog-spectra", type=int, default=60)
         parser.add_argument("--campaign-items", type=int, default=40)
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--open-model",
+            action="store_true",
+            help="offer requests at fixed rates (see --rates) instead of experts with think time",
+        )
+        parser.add_argument(
+            "--rates",
+            default="5,10,20,40,80,160",
+            help="open model: arrivals per second, one step each, until p95 passes the limit",
+        )
+        parser.add_argument("--step-seconds", type=float, default=20.0)
+        parser.add_argument("--p95-limit-ms", type=float, default=500.0)
+        parser.add_argument(
+            "--cleanup",
+            action="store_true",
+            help="afterwards remove what the seed wrote (accounts are deactivated)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         think = _think(options["think"])
@@ -75,6 +92,44 @@ class Command(BaseCommand):
         )
         if options["seed_only"]:
             return
+        for line in loadtest.machine_conditions():
+            self.stdout.write(line)
+        try:
+            if options["open_model"]:
+                self._open_model(plan, options)
+            else:
+                self._closed_model(plan, options, think)
+        finally:
+            if options["cleanup"]:
+                loadtest.cleanup(log=lambda line: self.stdout.write(f"cleanup: {line}"))
+        for line in loadtest.machine_conditions():
+            self.stdout.write(f"after: {line}")
+
+    def _open_model(self, plan: loadtest.LoadPlan, options: dict[str, Any]) -> None:
+        try:
+            rates = [float(rate) for rate in options["rates"].split(",") if rate.strip()]
+        except ValueError:
+            raise CommandError(
+                f"--rates takes numbers like 5,10,20; got {options['rates']!r}"
+            ) from None
+        if not rates or min(rates) <= 0 or options["step_seconds"] <= 0:
+            raise CommandError("--rates must be positive numbers and --step-seconds positive")
+        report = loadtest.run_open_model(
+            plan=plan,
+            url=options["url"].rstrip("/"),
+            rates=rates,
+            step_seconds=options["step_seconds"],
+            p95_limit_ms=options["p95_limit_ms"],
+            seed=options["seed"],
+        )
+        for line in loadtest.format_open_model(report):
+            self.stdout.write(line)
+        if not report.steps:
+            raise CommandError(f"no expert could log in at {options['url']}; is it running?")
+
+    def _closed_model(
+        self, plan: loadtest.LoadPlan, options: dict[str, Any], think: tuple[float, float]
+    ) -> None:
         report = loadtest.run_load(
             plan=plan,
             url=options["url"].rstrip("/"),
