@@ -48,11 +48,13 @@ endif
 test: install-dev chromium
 	$(PY) -m agent.real_corpus fetch || echo "warning: the real-spectra cache could not be built; its tests will skip"
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy agent training
 	$(VENV)/bin/pytest
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy agent training
 
 format: install-dev
 	$(VENV)/bin/ruff format .

@@ -528,7 +528,11 @@ def comparisons_from_outcomes(
     """Turn "A"/"tie"/"B" outcomes into Bradley-Terry comparisons between two named models."""
     if model_a == model_b:
         raise ValueError(f"model_a and model_b must differ; both are {model_a!r}")
-    as_comparison = {"A": (model_a, model_b), "B": (model_b, model_a), TIE: (model_a, model_b, TIE)}
+    as_comparison: dict[str, Comparison] = {
+        "A": (model_a, model_b),
+        "B": (model_b, model_a),
+        TIE: (model_a, model_b, TIE),
+    }
     return [as_comparison[_outcome(label, f"outcomes[{i}]")] for i, label in enumerate(outcomes)]
 
 

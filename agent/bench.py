@@ -27,8 +27,9 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -36,6 +37,8 @@ from agent.parsing import parse_turn
 from agent.spectra import Spectrum
 
 # Full coverage plus typical diagnostic windows, 50-1500 Angstrom wide (rest frame).
+_T = TypeVar("_T")
+
 BENCH_WINDOWS: tuple[tuple[str, tuple[float, float]], ...] = (
     ("H-alpha core", (6540.0, 6590.0)),
     ("H-beta", (4820.0, 4900.0)),
@@ -116,7 +119,7 @@ def bench_spectra(n_spectra: int, seed: int = BENCH_SEED) -> list[Spectrum]:
 # --- timing -------------------------------------------------------------------------------------
 
 
-def _time_call(function: Callable[[], bytes | None]) -> tuple[float, bytes | None]:
+def _time_call(function: Callable[[], _T]) -> tuple[float, _T]:
     start = time.perf_counter()
     output = function()
     return time.perf_counter() - start, output
@@ -265,10 +268,8 @@ def run_parse_benchmark(repeats: int = 3) -> dict[str, Any]:
     """
     rows = []
     for name, text in pathological_turns().items():
-        parse_seconds = [
-            _time_call(lambda t=text: parse_turn(t) and None)[0] for _ in range(repeats)
-        ]
-        scan_seconds = [_time_call(lambda t=text: t.count("<") and None)[0] for _ in range(repeats)]
+        parse_seconds = [_time_call(partial(parse_turn, text))[0] for _ in range(repeats)]
+        scan_seconds = [_time_call(partial(text.count, "<"))[0] for _ in range(repeats)]
         parse_median = statistics.median(parse_seconds)
         scan_median = statistics.median(scan_seconds)
         rows.append(

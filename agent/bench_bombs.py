@@ -18,6 +18,7 @@ import tracemalloc
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -260,7 +261,7 @@ def run_bomb_benchmark(limit_bytes: int = 64 * MIB, scale: float = 1.0) -> dict[
     rows = []
     with tempfile.TemporaryDirectory(prefix="specvet-bombs-") as tmp:
         for bomb in build_bombs(Path(tmp), scale):
-            measured = measure_peak(lambda b=bomb: load_spectra(b.path, limits=limits))
+            measured = measure_peak(partial(load_spectra, bomb.path, limits=limits))
             error = measured.error
             if error is not None and not isinstance(error, SpectrumFormatError):
                 raise error

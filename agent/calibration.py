@@ -66,7 +66,7 @@ def reliability_bins(
             ReliabilityBin(
                 low=low + index * width,
                 high=low + (index + 1) * width,
-                count=count,
+                count=int(count),
                 mean_confidence=confidence_sum / count if count else None,
                 accuracy=correct_count / count if count else None,
             )

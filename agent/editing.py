@@ -178,6 +178,82 @@ def _clean(text: str) -> str:
     return text.strip()
 
 
+# A wavelength range quoted in prose: "6500–6630 Å", "6500-6630", "6500.5 to 6630 A".
+_QUOTED_RANGE = re.compile(
+    r"(?<![\d.])(\d{3,5}(?:\.\d+)?)(\s*(?:–|—|-|to)\s*)(\d{3,5}(?:\.\d+)?)(?!\d|\.\d)"
+)
+RANGE_TOLERANCE_A = 0.5  # tool ranges are stored to 0.01 Å; prose rounds to whole Å
+
+
+@dataclass(frozen=True)
+class QuotedRange:
+    low: float
+    high: float
+    start: int
+    end: int
+
+
+def quoted_ranges(text: str) -> list[QuotedRange]:
+    """Wavelength ranges the prose cites (low < high, both in the optical/NIR, 300-30000 Å)."""
+    found = []
+    for match in _QUOTED_RANGE.finditer(text):
+        low, high = float(match.group(1)), float(match.group(3))
+        if 300 <= low < high <= 30000:
+            found.append(QuotedRange(low, high, match.start(), match.end()))
+    return found
+
+
+def _same_range(quoted: QuotedRange, call: Sequence[float]) -> bool:
+    low, high = sorted(float(value) for value in call)
+    return (
+        abs(quoted.low - low) <= RANGE_TOLERANCE_A and abs(quoted.high - high) <= RANGE_TOLERANCE_A
+    )
+
+
+def _stray_ranges(think: str, call: Sequence[float]) -> list[QuotedRange]:
+    """Cited ranges that look like an earlier version of the window the call shows: none of
+    the cited ranges is that window, and these overlap it while reaching outside it. A feature
+    inside the window ("the 6750-7000 band") and another window ("H-beta at 4820-4905") are
+    not stray."""
+    quoted = quoted_ranges(think)
+    if any(_same_range(q, call) for q in quoted):
+        return []
+    low, high = sorted(float(value) for value in call)
+    return [
+        q
+        for q in quoted
+        if q.low < high
+        and q.high > low  # overlaps the window
+        and (q.low < low - RANGE_TOLERANCE_A or q.high > high + RANGE_TOLERANCE_A)
+    ]
+
+
+def range_mismatch(think: str, call: Sequence[float]) -> str | None:
+    """A sentence when the step's prose cites a window its tool call does not show (a reviser
+    narrowed the window but left the text); None when consistent."""
+    stray = _stray_ranges(think, call)
+    if not stray:
+        return None
+    low, high = sorted(float(value) for value in call)
+    cited = ", ".join(f"{q.low:g}–{q.high:g} Å" for q in stray)
+    return f"the reasoning cites {cited} but the tool call shows {low:g}–{high:g} Å"
+
+
+def align_quoted_range(think: str, call: Sequence[float]) -> tuple[str, str | None]:
+    """(think, problem): a single stray cited range is rewritten to the call's range; several
+    are left for an expert to resolve (the problem sentence)."""
+    stray = _stray_ranges(think, call)
+    if not stray:
+        return think, None
+    if len(stray) != 1:
+        return think, range_mismatch(think, call)
+    only = stray[0]
+    low, high = sorted(float(value) for value in call)
+    separator = _QUOTED_RANGE.match(think, only.start).group(2)  # type: ignore[union-attr]
+    fixed = f"{low:g}{separator}{high:g}"
+    return think[: only.start] + fixed + think[only.end :], None
+
+
 def standardize(trajectory: Trajectory) -> Trajectory:
     """The deterministic iMCoT normalizer: canonical tags, call JSON and spacing.
 
@@ -186,19 +262,29 @@ def standardize(trajectory: Trajectory) -> Trajectory:
     tool actions and results are kept as they are.
     """
     steps: list[Step] = []
+    problems: list[str] = []
     for step in trajectory.steps:
         parsed = step.parsed()
         think = _clean(parsed.think or "")
         if parsed.answer is not None and parsed.answer.prediction in parsing.PREDICTIONS:
             text = answer_text(think, parsed.answer.prediction, _clean(parsed.answer.justification))
         elif parsed.tool_call is not None and parsed.tool_call.wavelength_range is not None:
+            # The prose must cite the window the call shows (a reviser may have narrowed it).
+            think, problem = align_quoted_range(think, parsed.tool_call.wavelength_range)
+            if problem is not None:
+                problems.append(f"step {len(steps) + 1}: {problem}")
             text = step_text(
                 think, parsed.tool_call.wavelength_range, (parsed.tool_call.label or "").strip()
             )
         else:
             text = step.assistant_text.strip()
         steps.append(replace(step, assistant_text=text, think=parsing.parse_turn(text).think))
-    result = replace(trajectory, steps=steps, meta={**trajectory.meta, "standardized": True})
+    meta = {**trajectory.meta, "standardized": True}
+    if problems:
+        meta["range_mismatches"] = problems
+    else:
+        meta.pop("range_mismatches", None)
+    result = replace(trajectory, steps=steps, meta=meta)
     result.finalize(trajectory.stop_reason)
     return result
 

@@ -109,7 +109,9 @@ def specvi_mini_samples(
     sizes = synthetic.default_split_sizes(scale)[split]
     samples = []
     for code in tasks:
-        for item in synthetic.generate_split(code, split, seed=seed, **sizes):
+        for item in synthetic.generate_split(
+            code, split, seed=seed, n_pos=sizes["n_pos"], n_neg=sizes["n_neg"]
+        ):
             samples.append(
                 EvalSample(
                     sample_id=item.spectrum.object_id,

@@ -23,9 +23,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 MIB = 1024 * 1024
 CHUNK_BYTES = MIB
@@ -148,7 +151,7 @@ class FileContent(io.RawIOBase):
 
     def __init__(
         self,
-        stream: IO[bytes] | _XzReader,
+        stream: IO[bytes] | gzip.GzipFile | _XzReader,
         *,
         source: str,
         limits: ReadLimits,
@@ -233,7 +236,7 @@ def open_content(path: Path, source: str, limits: ReadLimits) -> Iterator[FileCo
         if not magic:
             raise SpectrumFormatError(f"{source}: empty file, not a spectrum file")
         compression = _compression(magic)
-        stream: IO[bytes] | _XzReader = handle
+        stream: IO[bytes] | gzip.GzipFile | _XzReader = handle
         if compression is None and size > limits.max_uncompressed_bytes:
             raise over_limit(source, f"{size} bytes in one file", limits, "max_uncompressed_bytes")
         if compression == "gzip":
@@ -463,12 +466,14 @@ def _read_member(
     if len(version) != 2:
         raise SpectrumFormatError(f"{source}: array {key!r} is truncated")
     header_reader = _Prefixed(magic + version, reader)
+    # numpy only ever calls read(n), which _Prefixed has.
+    header = cast("SupportsRead[bytes]", header_reader)
     fmt = np.lib.format
-    fmt.read_magic(header_reader)
+    fmt.read_magic(header)
     if version == b"\x01\x00":
-        shape, fortran, dtype = fmt.read_array_header_1_0(header_reader)
+        shape, fortran, dtype = fmt.read_array_header_1_0(header)
     elif version == b"\x02\x00":
-        shape, fortran, dtype = fmt.read_array_header_2_0(header_reader)
+        shape, fortran, dtype = fmt.read_array_header_2_0(header)
     else:
         raise SpectrumFormatError(
             f"{source}: array {key!r} uses NPY version {version[0]}.{version[1]}; "

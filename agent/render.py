@@ -170,7 +170,7 @@ def _draw_text(
     """
     mask, _, _ = _text_mask(text, size)
     x, y = xy
-    horizontal, vertical = align
+    horizontal, vertical = tuple(align)
     if horizontal == "m":
         x -= mask.width / 2
     elif horizontal == "r":

@@ -33,6 +33,7 @@ from annotation.models import (
     Curation,
     CurationState,
     InspectionRun,
+    JobState,
     JudgeScore,
     LiveStep,
     PairJudgement,

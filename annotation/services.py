@@ -24,7 +24,7 @@ from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BinaryField, F, Field, Model
+from django.db.models import BinaryField, F, Field, Model, Value
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
@@ -644,9 +644,16 @@ def image_blobs_store(pngs: dict[str, bytes]) -> None:
     """
     if pngs:
         ImageBlob.objects.bulk_create(
-            [ImageBlob(sha256=digest, png=png) for digest, png in pngs.items()],
+            [ImageBlob(sha256=digest, png=_row_value(png)) for digest, png in pngs.items()],
             ignore_conflicts=True,
         )
+
+
+def _row_value(value: Any) -> Any:
+    """A value that makes a bulk insert on PostgreSQL use VALUES rows instead of arrays
+    (UNNEST): psycopg escapes array elements in Python, about 4 ms per candidate for the images
+    and live steps of one rule-based episode, ten times the cost of the rows."""
+    return Value(value)
 
 
 def _hash_images(node: Any, pngs: dict[str, bytes]) -> Any:
@@ -868,7 +875,9 @@ def _claim_role(*, curation: Curation, role: str, user: AbstractBaseUser) -> boo
 def curation_claim_revision(*, curation: Curation, user: AbstractBaseUser) -> Curation:
     """The first expert to claim a kept draft becomes its reviser (one reviser per trajectory)."""
     if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
-        raise WrongState(f"cannot claim the revision: the trajectory is {_state_words(curation.state)}")
+        raise WrongState(
+            f"cannot claim the revision: the trajectory is {_state_words(curation.state)}"
+        )
     if user.pk in (curation.auditor_1_id, curation.auditor_2_id):
         raise NotAllowed("an auditor of this trajectory cannot also revise it")
     if not _claim_role(curation=curation, role="reviser", user=user):
@@ -891,7 +900,9 @@ def curation_save_revision(
     if curation.reviser_id != user.pk:
         raise NotAllowed("only the reviser of this trajectory can save revisions")
     if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
-        raise WrongState(f"cannot save a revision: the trajectory is {_state_words(curation.state)}")
+        raise WrongState(
+            f"cannot save a revision: the trajectory is {_state_words(curation.state)}"
+        )
     if curation.head_number != base_number:
         raise VersionConflict(base=base_number, head=curation.head_number)
     updated = Curation.objects.filter(pk=curation.pk, head_number=base_number).update(
@@ -1776,7 +1787,7 @@ def _live_steps_insert(
         [
             LiveStep(
                 candidate=candidate,
-                rollout_index=rollout_index,
+                rollout_index=_row_value(rollout_index),
                 step_index=step.index,
                 data=_hash_images(step_to_dict(step), pngs),
             )

@@ -24,7 +24,7 @@ from transformers import TrainerCallback
 from annotation import selectors, services
 from annotation.models import DatasetExport, TrainingRun, TrainingStage
 from training.callbacks import JsonlMetricsSink, MetricRecord
-from training.sft import METRICS_FILE
+from training.run import METRICS_FILE
 
 logger = logging.getLogger(__name__)
 RUN_CONFIG_FILE = "run_config.yaml"

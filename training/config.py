@@ -241,7 +241,9 @@ class SpecvetSFTConfig(SFTConfig):
     warmup_steps: float = field(
         default=0.05, metadata={"help": "Warmup: steps, or a ratio of all steps when below 1."}
     )
-    bf16: bool | None = field(default=True, metadata={"help": "bf16 mixed precision (GPU)."})
+    bf16: bool | None = field(  # type: ignore[assignment]  # TrainingArguments says bool
+        default=True, metadata={"help": "bf16 mixed precision (GPU)."}
+    )
     assistant_only_loss: bool = field(
         default=True,
         metadata={
@@ -300,7 +302,9 @@ class SpecvetGRPOConfig(GRPOConfig):
         default=8192,
         metadata={"help": "Tokens per rollout after the prompt, tool results and images included."},
     )
-    bf16: bool | None = field(default=True, metadata={"help": "bf16 mixed precision (GPU)."})
+    bf16: bool | None = field(  # type: ignore[assignment]  # TrainingArguments says bool
+        default=True, metadata={"help": "bf16 mixed precision (GPU)."}
+    )
     logging_steps: float = field(
         default=1, metadata={"help": "Log (and record metrics) every N steps."}
     )
@@ -427,7 +431,8 @@ def parse_config(dataclass_types: Sequence[type], args: Iterable[str] | None = N
     for key, value in (file_values.pop("env", None) or {}).items():
         os.environ[str(key)] = str(value)
 
-    parser = TrlParser(list(dataclass_types))
+    parser_types: list[Any] = list(dataclass_types)  # TrlParser wants its own DataClassType
+    parser = TrlParser(parser_types)
     if preset is not None:
         _apply_defaults(parser, preset_values(preset), f"preset {preset!r}")
     _apply_defaults(parser, file_values, f"config file {config_path}")

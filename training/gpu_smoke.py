@@ -24,6 +24,7 @@ import importlib.util
 import json
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ def build_checkpoint(size: str, path: Path, *, device: str = "cuda") -> Path:
         return path
     config = model_config(size, AutoConfig.from_pretrained(str(path)))
     with torch.device(device):
-        model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)
+        model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)  # type: ignore[arg-type]
     model.save_pretrained(path)
     del model
     return path
@@ -248,11 +249,11 @@ def run_smoke(sizes: Sequence[str], out: Path, *, steps: int, cpu: bool = False)
         checkpoint = build_checkpoint(size, out / size / "model", device="cpu" if cpu else "cuda")
         plan = smoke_plan(size, checkpoint, out, steps=steps, use_vllm=vllm_installed, cpu=cpu)
         results = {
-            "sft": _measure(lambda argv=plan["sft"]: _train(sft, argv)),
-            "grpo": _measure(lambda argv=plan["grpo"]: _train(grpo, argv)),
+            "sft": _measure(partial(_train, sft, plan["sft"])),
+            "grpo": _measure(partial(_train, grpo, plan["grpo"])),
         }
         if vllm_installed:
-            results["vllm_generate"] = _measure(lambda path=checkpoint: _vllm_generate(path))
+            results["vllm_generate"] = _measure(partial(_vllm_generate, checkpoint))
         report["sizes"][size] = results
     (out / "gpu_smoke.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

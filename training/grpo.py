@@ -42,18 +42,16 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agent.trajectory import IMAGE_PLACEHOLDER
 from training.callbacks import MetricsSink
-from training.checkpoint import new_lineage, save_trained
 from training.config import (
     DataArguments,
     ModelArguments,
     RunArguments,
     SpecvetGRPOConfig,
     check_generation_setup,
-    config_to_dict,
     parse_config,
 )
 from training.data import (
@@ -70,13 +68,14 @@ from training.environment import (
     install_agent_response_parser,
 )
 from training.rewards import SpectraRewardWeights, build_reward
-from training.sft import (
-    final_metrics,
+from training.run import (
     load_model,
     load_training_processor,
     lora_config,
     metrics_sink,
     run_callbacks,
+    run_name,
+    save_run,
 )
 
 logger = logging.getLogger(__name__)
@@ -203,9 +202,10 @@ def _grpo_trainer_class() -> type:
         def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
             if self.log_completions:
                 for key in ("prompt", "completion"):
-                    kept = [loggable_messages(messages) for messages in self._logs[key]]
-                    self._logs[key].clear()
-                    self._logs[key].extend(kept)
+                    logged = cast(list, self._logs[key])
+                    kept = [loggable_messages(messages) for messages in logged]
+                    logged.clear()
+                    logged.extend(kept)
             super().log(logs, start_time)
 
     return SpecvetGRPOTrainer
@@ -237,7 +237,6 @@ def build_grpo_run(
         weights=spectra_weights(training_args),
     )
     sink = sink or metrics_sink(run_args, training_args.output_dir)
-    run_name = training_args.run_name or Path(training_args.output_dir or "grpo").name
     trainer = _grpo_trainer_class()(
         model=load_model(model_args),
         reward_funcs=[reward],
@@ -250,7 +249,12 @@ def build_grpo_run(
         ),
         peft_config=lora_config(model_args),
         callbacks=run_callbacks(
-            run_args, processor, sink, stage="grpo", run_name=run_name, use_tool=data_args.use_tool
+            run_args,
+            processor,
+            sink,
+            stage="grpo",
+            run_name=run_name(training_args, "grpo"),
+            use_tool=data_args.use_tool,
         ),
     )
     return GRPORun(trainer, processor, dataset, sink, sources)
@@ -269,15 +273,16 @@ def save_grpo_run(
     training_args: SpecvetGRPOConfig,
 ) -> Path:
     """Save the trained model with its lineage into ``training_args.output_dir``."""
-    lineage = new_lineage(
+    return save_run(
+        run,
+        model_args,
+        data_args,
+        run_args,
+        training_args,
         stage="grpo",
-        base_model=str(model_args.model_name_or_path),
         dataset_version=dataset_version(run.dataset),
         dataset={"rows": len(run.dataset), "sources": run.sources},
-        config=config_to_dict(model_args, data_args, run_args, training_args),
-        metrics=final_metrics(run.trainer),
     )
-    return save_trained(run.trainer, run.processor, training_args.output_dir, lineage)
 
 
 def main(

@@ -25,26 +25,17 @@ to ``--output_dir``; per-step metrics go to ``--metrics_jsonl`` (default OUTPUT_
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent.trajectory import Trajectory
-from training.callbacks import (
-    JsonlMetricsSink,
-    MetricsCallback,
-    MetricsSink,
-    ValidationF1Callback,
-    canonical_metrics,
-)
-from training.checkpoint import new_lineage, save_trained
+from training.callbacks import MetricsSink
 from training.config import (
     DataArguments,
     ModelArguments,
     RunArguments,
     SpecvetSFTConfig,
-    config_to_dict,
     parse_config,
 )
 from training.data import (
@@ -53,164 +44,18 @@ from training.data import (
     build_sft_dataset,
     load_trajectories_jsonl,
     smoke_trajectories,
-    specvi_mini_items,
+)
+from training.run import (
+    load_model,
+    load_training_processor,
+    lora_config,
+    metrics_sink,
+    run_callbacks,
+    run_name,
+    save_run,
 )
 
 logger = logging.getLogger(__name__)
-METRICS_FILE = "metrics.jsonl"
-
-
-# --- shared with training.grpo -----------------------------------------------------------------
-
-
-def load_model(model_args: ModelArguments) -> Any:
-    """The Qwen2.5-VL model of ``model_args``, vision tower frozen when asked."""
-    from transformers import Qwen2_5_VLForConditionalGeneration
-
-    path = _model_path(model_args)
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(path), dtype=model_args.dtype)
-    if model_args.freeze_vision_tower:
-        pattern = re.compile(model_args.lora_exclude_modules)
-        for name, parameter in model.named_parameters():
-            if pattern.fullmatch(name):
-                parameter.requires_grad_(False)
-    return model
-
-
-def load_training_processor(model_args: ModelArguments) -> Any:
-    from agent.policies.qwen_processor import load_processor
-
-    return load_processor(_model_path(model_args), max_pixels=model_args.max_pixels)
-
-
-def lora_config(model_args: ModelArguments) -> Any:
-    """The peft LoraConfig of ``model_args``, or None for full fine-tuning."""
-    if not model_args.use_lora:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=model_args.lora_r,
-        lora_alpha=model_args.lora_alpha,
-        lora_dropout=model_args.lora_dropout,
-        target_modules=list(model_args.lora_target_modules),
-        exclude_modules=model_args.lora_exclude_modules,
-        task_type="CAUSAL_LM",
-    )
-
-
-def metrics_sink(run_args: RunArguments, output_dir: str | None) -> JsonlMetricsSink:
-    if run_args.metrics_jsonl:
-        return JsonlMetricsSink(run_args.metrics_jsonl)
-    if not output_dir:
-        raise ValueError("set output_dir or metrics_jsonl so metrics have somewhere to go")
-    return JsonlMetricsSink(Path(output_dir) / METRICS_FILE)
-
-
-def run_callbacks(
-    run_args: RunArguments,
-    processor: Any,
-    sink: MetricsSink,
-    *,
-    stage: str,
-    run_name: str,
-    use_tool: bool = True,
-) -> list[Any]:
-    """The metrics callback, plus the validation-F1 callback when validation tasks are set."""
-    callbacks: list[Any] = [MetricsCallback(sink, stage=stage, run=run_name)]
-    if run_args.validation_tasks:
-        samples, source = validation_samples(run_args)
-        callbacks.append(
-            ValidationF1Callback(
-                samples,
-                processor,
-                sink,
-                stage=stage,
-                every_steps=run_args.validation_every_steps,
-                max_new_tokens=run_args.validation_max_new_tokens,
-                max_tool_calls=run_args.validation_max_tool_calls,
-                run=run_name,
-                source=source,
-                use_tool=use_tool,
-            )
-        )
-    return callbacks
-
-
-def validation_samples(run_args: RunArguments) -> tuple[list[Any], str]:
-    """The labelled validation set and its source ("real" or "synthetic")."""
-    from agent.evaluation import EvalSample
-
-    if run_args.validation_source not in ("auto", "real", "synthetic"):
-        raise ValueError(
-            f"validation_source must be auto, real or synthetic; got {run_args.validation_source!r}"
-        )
-    if run_args.validation_source != "synthetic":
-        real = real_validation_samples(run_args)
-        if real:
-            return real, "real"
-        if run_args.validation_source == "real":
-            raise ValueError(
-                f"no real validation spectra for tasks {run_args.validation_tasks}: run "
-                "`make real-data` (agent.real_corpus fetch) or set validation_source synthetic"
-            )
-    n_pos = (run_args.validation_samples_per_task + 1) // 2
-    items = specvi_mini_items(
-        run_args.validation_tasks,
-        split="test",
-        n_pos=n_pos,
-        n_neg=run_args.validation_samples_per_task - n_pos,
-        seed=run_args.validation_seed,
-    )
-    return [EvalSample(i.sample_id, i.task, i.label, i.spectrum) for i in items], "synthetic"
-
-
-def real_validation_samples(run_args: RunArguments) -> list[Any]:
-    """Up to ``validation_samples_per_task`` real spectra per task (positives first), or []
-    when the corpus cache is not there."""
-    from agent.evaluation import EvalSample
-
-    try:
-        from agent.real_corpus import CorpusUnavailable, load_corpus
-    except ImportError:
-        return []
-    try:
-        corpus = load_corpus("validation")
-    except (CorpusUnavailable, OSError) as error:
-        logger.info("real validation split unavailable (%s); using SpecVI-mini", error)
-        return []
-    samples = []
-    for task in run_args.validation_tasks:
-        labelled = [(entry, spectrum, entry.label(task)) for entry, spectrum in corpus]
-        chosen = sorted(
-            (row for row in labelled if row[2] is not None), key=lambda row: row[2] != "YES"
-        )[: run_args.validation_samples_per_task]
-        samples.extend(
-            EvalSample(entry.id, task, label, spectrum) for entry, spectrum, label in chosen
-        )
-    if not any(sample.label == "YES" for sample in samples):
-        return []  # F1 of the positive class needs positives
-    return samples
-
-
-def final_metrics(trainer: Any) -> dict[str, float]:
-    merged: dict[str, float] = {}
-    for entry in trainer.state.log_history:
-        merged.update(canonical_metrics(entry))
-    return merged
-
-
-def _model_path(model_args: ModelArguments) -> Path:
-    if not model_args.model_name_or_path:
-        raise ValueError("model_name_or_path is required: a local Qwen2.5-VL checkpoint directory")
-    path = Path(model_args.model_name_or_path)
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"model_name_or_path {str(path)!r} is not a local checkpoint directory"
-        )
-    return path
-
-
 # --- SFT ---------------------------------------------------------------------------------------
 
 
@@ -240,7 +85,7 @@ def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], di
         )
     if not trajectories:
         raise TrainingDataError("no SFT data: set trajectories, sharegpt or smoke_tasks")
-    sources = {
+    sources: dict[str, Any] = {
         "trajectories": list(data_args.trajectories),
         "sharegpt": list(data_args.sharegpt),
         "smoke_tasks": list(data_args.smoke_tasks),
@@ -294,7 +139,6 @@ def build_sft_run(
         data.report.max_length,
     )
     sink = sink or metrics_sink(run_args, training_args.output_dir)
-    run_name = training_args.run_name or Path(training_args.output_dir or "sft").name
     trainer = SFTTrainer(
         model=load_model(model_args),
         args=training_args,
@@ -302,7 +146,12 @@ def build_sft_run(
         processing_class=processor,
         peft_config=lora_config(model_args),
         callbacks=run_callbacks(
-            run_args, processor, sink, stage="sft", run_name=run_name, use_tool=data_args.use_tool
+            run_args,
+            processor,
+            sink,
+            stage="sft",
+            run_name=run_name(training_args, "sft"),
+            use_tool=data_args.use_tool,
         ),
     )
     return SFTRun(trainer, processor, data, sink, sources)
@@ -316,15 +165,16 @@ def save_sft_run(
     training_args: SpecvetSFTConfig,
 ) -> Path:
     """Save the trained model with its lineage into ``training_args.output_dir``."""
-    lineage = new_lineage(
+    return save_run(
+        run,
+        model_args,
+        data_args,
+        run_args,
+        training_args,
         stage="sft",
-        base_model=str(model_args.model_name_or_path),
         dataset_version=run.data.report.version,
         dataset={**run.data.report.as_dict(), "sources": run.sources},
-        config=config_to_dict(model_args, data_args, run_args, training_args),
-        metrics=final_metrics(run.trainer),
     )
-    return save_trained(run.trainer, run.processor, training_args.output_dir, lineage)
 
 
 def main(

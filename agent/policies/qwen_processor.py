@@ -40,7 +40,7 @@ def _define_image_only_processor_class() -> type:
     return ImageOnlyQwen2_5_VLProcessor
 
 
-def image_only_processor_class() -> type:
+def image_only_processor_class() -> type[Any]:
     """The no-video Qwen2.5-VL processor class, defined on first use to keep imports lazy."""
     cls = globals().get("ImageOnlyQwen2_5_VLProcessor")
     if cls is None:

@@ -45,7 +45,7 @@ class TransformersPolicy:
         self.model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
             str(self.model_path), dtype=_torch_dtype(dtype)
         )
-        self.model.to(device)
+        self.model.to(device)  # type: ignore[arg-type]  # transformers' decorated to()
         self.model.eval()
         tokenizer = self.processor.tokenizer
         self._end_of_turn_ids = [
@@ -88,7 +88,7 @@ class TransformersPolicy:
         inputs = self.prepare_inputs(messages).to(self.device)
         prompt_ids = inputs["input_ids"]
         with torch.inference_mode(), self._sampling_rng():
-            output = self.model.generate(**inputs, **self._generation_kwargs())
+            output = self.model.generate(**inputs, **self._generation_kwargs())  # type: ignore[misc]
         new_ids = output[0, prompt_ids.shape[1] :].tolist()
         kept_ids = _cut_at_end_of_turn(new_ids, self._end_of_turn_ids)
         self.last_usage = {

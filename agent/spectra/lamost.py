@@ -219,7 +219,7 @@ def _lamost_coadd_columns(spectrum: Spectrum) -> list[fits.Column]:
     size = len(spectrum)
     assert spectrum.mask is not None
     mask_bits = spectrum.mask.astype(np.float32)
-    arrays: dict[str, np.ndarray] = {
+    arrays: dict[str, np.ndarray | None] = {
         "FLUX": np.asarray(spectrum.flux, dtype=np.float32),
         "IVAR": None if spectrum.ivar is None else np.asarray(spectrum.ivar, dtype=np.float32),
         "WAVELENGTH": np.asarray(spectrum.wavelength, dtype=np.float32),

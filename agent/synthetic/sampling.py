@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -350,7 +350,8 @@ class _Baseline:
     threshold: float
 
     def score(self, spectrum: Spectrum) -> float:
-        shape = _coarse_shape(spectrum.flux, spectrum.ivar)
+        # SpecVI-mini draws carry ivar; without one numpy fails in _coarse_shape, as before.
+        shape = _coarse_shape(spectrum.flux, cast(np.ndarray, spectrum.ivar))
         return float(np.sum(self.weights * shape)) - self.offset
 
 
@@ -404,7 +405,7 @@ def _baseline(code: str) -> _Baseline:
             else:
                 kind = background[int(rng.integers(len(background)))]
             spectrum = _make_sample(code, label, kind, rng).spectrum
-            shapes[label].append(_coarse_shape(spectrum.flux, spectrum.ivar))
+            shapes[label].append(_coarse_shape(spectrum.flux, cast(np.ndarray, spectrum.ivar)))
     positives, negatives = np.array(shapes[True]), np.array(shapes[False])
     weights = positives.mean(axis=0) - negatives.mean(axis=0)
     midpoint = (positives.mean(axis=0) + negatives.mean(axis=0)) / 2.0

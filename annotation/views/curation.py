@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from agent.editing import EditError, apply_edit, check_same_tool_actions
+from agent.editing import EditError, apply_edit, check_same_tool_actions, range_mismatch
 from annotation import permissions, selectors, services
 from annotation.forms_curation import (
     AuditForm,
@@ -139,7 +139,7 @@ def standardize_run_check(curation: Curation, user: AbstractBaseUser) -> None:
         raise services.NotAllowed("only staff can run standardization")
     if curation.state != CurationState.APPROVED:
         raise services.WrongState(
-            f"cannot standardize: the trajectory is {curation.state}, not approved"
+            f"cannot standardize: the trajectory is {curation.get_state_display()}, not approved"
         )
 
 
@@ -735,6 +735,7 @@ class EditorRow:
     image_url: str | None
     error: str
     comments: list[Audit]
+    range_warning: str = ""  # the reasoning cites a window the tool call no longer shows
 
     @property
     def number(self) -> int:
@@ -760,6 +761,12 @@ def _parse_range(draft: StepDraft) -> tuple[float, float] | None:
     except ValueError:
         return None
     return (low, high) if 0 < low < high else None
+
+
+def _range_warning(draft: StepDraft) -> str:
+    shown = _parse_range(draft)
+    problem = range_mismatch(draft.think, shown) if shown is not None else None
+    return f"Check the wording: {problem}." if problem else ""
 
 
 def _step_image_url(curation: Curation, draft: StepDraft, stored: StepView | None) -> str | None:
@@ -847,6 +854,7 @@ def _render_editor(
                 and str(index) in audit.step_comments
                 and str(index) != audit.answer_key  # type: ignore[attr-defined]
             ],
+            range_warning=_range_warning(draft),
         )
         for index, draft in enumerate(state.steps)
     ]
@@ -1100,6 +1108,7 @@ def standardized(request: HttpRequest, curation_id: int) -> HttpResponse:
         context["problems"] = check_same_tool_actions(
             selectors.version_trajectory(approved), selectors.version_trajectory(version)
         )
+        context["range_mismatches"] = (version.data.get("meta") or {}).get("range_mismatches")
     return render(request, "curation/standardized.html", context)
 
 
@@ -1119,6 +1128,7 @@ def _vote_context(
         "closed": curation.state in (CurationState.ACCEPTED, CurationState.REJECTED),
         "my_vote": next((v for v in votes if v.voter_id == user.pk), None),
         "votes": votes,
+        "range_mismatches": (version.data.get("meta") or {}).get("range_mismatches"),
     }
 
 

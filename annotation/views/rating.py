@@ -411,12 +411,8 @@ def campaign_list(request: HttpRequest) -> HttpResponse:
         managed = managed.filter(created_by=user)
     # Managers follow the analysis while a campaign runs, unless they rate in it (blinding).
     rates_in = {row["campaign"].pk for row in rating}
-    managed_rows = [
-        {"campaign": c, "analysis": c.closed or c.pk not in rates_in} for c in managed
-    ]
-    return render(
-        request, "rating/campaign_list.html", {"rating": rating, "managed": managed_rows}
-    )
+    managed_rows = [{"campaign": c, "analysis": c.closed or c.pk not in rates_in} for c in managed]
+    return render(request, "rating/campaign_list.html", {"rating": rating, "managed": managed_rows})
 
 
 @require_role(permissions.RATING_MANAGE)

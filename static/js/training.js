@@ -21,8 +21,13 @@
     return node ? JSON.parse(node.textContent) : null;
   }
 
+  // The page holds only its stage's charts (no reward or response length for SFT).
+  function shown() {
+    return CHARTS.filter(function (chart) { return document.getElementById(chart.id); });
+  }
+
   function draw(data) {
-    for (const chart of CHARTS) {
+    for (const chart of shown()) {
       const traces = chart.traces.map(function (pair) {
         const series = data.series[pair[0]] || { x: [], y: [] };
         return { x: series.x, y: series.y, name: pair[1], mode: "lines+markers", type: "scatter",
@@ -37,7 +42,7 @@
   }
 
   function extend(data) {
-    for (const chart of CHARTS) {
+    for (const chart of shown()) {
       const x = [], y = [], indices = [];
       chart.traces.forEach(function (pair, index) {
         const series = data.series[pair[0]];
@@ -51,7 +56,21 @@
     }
   }
 
+  // The creation form shows the data fields of the chosen stage only.
+  function wireStageForm() {
+    const stage = document.querySelector("select[name=stage]");
+    if (!stage) return;
+    function sync() {
+      document.querySelectorAll("fieldset[data-stage]").forEach(function (fieldset) {
+        fieldset.hidden = fieldset.dataset.stage !== stage.value;
+      });
+    }
+    stage.addEventListener("change", sync);
+    sync();
+  }
+
   function start() {
+    wireStageForm();
     const initial = readJson("training-chart");
     if (!initial || !window.Plotly) return;
     draw(initial);

@@ -129,3 +129,38 @@ def test_it_reports_changed_tool_actions(spectrum, draft):
     problems = check_same_tool_actions(draft, moved)
     assert problems and "tool call 1 changed" in problems[0]
     assert tool_actions(moved)[0].wavelength_range == (6400.0, 6700.0)
+
+
+def _narrowed(spectrum, draft, think: str):
+    """The reviser narrows the H-alpha window to 6540-6590 but leaves `think` as written."""
+    _, answer = edit_from_trajectory(draft)
+    return apply_edit(
+        draft,
+        tool=SpectralVisualizationTool(spectrum),
+        steps=[EditedStep(think, (6540, 6590), "H-alpha")],
+        answer=answer,
+    )
+
+
+def test_it_rewrites_a_stale_window_in_the_prose_to_the_tool_calls_range(spectrum, draft):
+    revised = _narrowed(spectrum, draft, "Zoom on H-alpha over 6500–6630 Å for the wings.")
+    clean = standardize(revised)
+    assert clean.steps[0].think == "Zoom on H-alpha over 6540–6590 Å for the wings."
+    assert check_same_tool_actions(revised, clean) == []
+    assert "range_mismatches" not in clean.meta
+
+
+def test_it_leaves_features_inside_the_window_and_other_windows_alone(spectrum, draft):
+    think = "H-beta at 4820-4905 was in emission; the core 6555-6570 here is filled."
+    clean = standardize(_narrowed(spectrum, draft, think))
+    assert clean.steps[0].think == think
+    assert "range_mismatches" not in clean.meta
+
+
+def test_it_flags_stale_windows_it_cannot_resolve_for_the_experts(spectrum, draft):
+    think = "First 6500-6630, then the wider 6450-6700 around H-alpha."
+    clean = standardize(_narrowed(spectrum, draft, think))
+    assert clean.steps[0].think == think
+    assert clean.meta["range_mismatches"] == [
+        "step 1: the reasoning cites 6500–6630 Å, 6450–6700 Å but the tool call shows 6540–6590 Å"
+    ]

@@ -24,7 +24,10 @@ from agent.synthetic import BENCH_TASKS, generate_sample, generate_split
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
 LAMOST_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lamost"
-INSPECTOR_SOURCES = (AGENT_DIR / "policies" / "rule_based.py", AGENT_DIR / "measure.py")
+INSPECTOR_SOURCES = (
+    *sorted((AGENT_DIR / "policies" / "rule_based").glob("*.py")),
+    AGENT_DIR / "measure.py",
+)
 NUMBER_WITH_UNIT = re.compile(r"[-+]?\d+(?:\.\d+)?\s*(?:Å|km/s|sigma|σ)")
 F1_FLOOR = 0.7
 FLOOR_SEED = 4242  # not the benchmark's default seed (20260)

@@ -129,7 +129,9 @@ def test_it_keeps_the_window_labels_apart(pages: BrowserPages, code: str) -> Non
         for j in range(i + 1, len(boxes))
         if _boxes_overlap(boxes[i], boxes[j])  # type: ignore[arg-type]
     ]
-    assert not overlapping, [(task.windows[i]["name"], task.windows[j]["name"]) for i, j in overlapping]
+    assert not overlapping, [
+        (task.windows[i]["name"], task.windows[j]["name"]) for i, j in overlapping
+    ]
     plot = page.locator("#spectrum-plot").bounding_box()
     assert plot is not None
     assert all(box["y"] >= plot["y"] for box in boxes)  # type: ignore[index]
@@ -190,9 +192,10 @@ def test_it_labels_the_bradley_terry_axis_with_numbers_and_shows_whole_names(
     page.goto(f"/rating/{campaign.pk}/analysis/")
     plot = page.locator("#strengths-plot")
     expect(plot.locator(".ytick text").first).to_be_attached()
-    low, high = (10**v for v in page.evaluate(
-        "document.getElementById('strengths-plot')._fullLayout.yaxis.range"
-    ))
+    low, high = (
+        10**v
+        for v in page.evaluate("document.getElementById('strengths-plot')._fullLayout.yaxis.range")
+    )
     labels = plot.locator(".ytick text").evaluate_all("nodes => nodes.map(n => n.textContent)")
     assert len(labels) >= 3, labels
     for label in labels:  # a tick at 0.5 read "5" on Plotly's own log labels
@@ -207,4 +210,56 @@ def test_it_labels_the_bradley_terry_axis_with_numbers_and_shows_whole_names(
         assert name is not None
         assert box["x"] <= name["x"] and name["x"] + name["width"] <= box["x"] + box["width"]
         assert name["y"] + name["height"] <= box["y"] + box["height"]
+    pages.assert_clean()
+
+
+OVERFLOW = "document.documentElement.scrollWidth - window.innerWidth"
+
+
+@needs_lamost
+@pytest.mark.parametrize("width", [390, 820])
+def test_it_fits_every_menu_page_to_phone_and_tablet_widths(
+    pages: BrowserPages, width: int
+) -> None:
+    from tests.factories import make_curation
+
+    row = _load_g7()
+    curation = make_curation(object_id="SVM-CV-train-0019-with-a-long-designation")
+    page = pages.open(
+        "cannon", UserFactory(username="cannon", roles=["staff", "expert", "ml_engineer"])
+    )
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/")
+    links = page.locator("header nav.nav a").evaluate_all(
+        "links => links.map(link => link.getAttribute('href'))"
+    )
+    extra = [f"/spectra/{row.pk}/?task=CV", f"/curation/{curation.pk}/screen/", "/training/new/"]
+    too_wide = {}
+    for href in [*links, *extra]:
+        page.goto(href)
+        overflow = page.evaluate(OVERFLOW)
+        if overflow > 0:
+            too_wide[href] = overflow
+    assert not too_wide, f"pages wider than {width} px: {too_wide}"
+
+    # The spectrum's facts end above the next block instead of running into it.
+    page.goto(f"/spectra/{row.pk}/")
+    facts = page.locator(".page-head .facts").bounding_box()
+    below = page.locator("form.filters").bounding_box()
+    assert facts is not None and below is not None
+    assert facts["y"] + facts["height"] <= below["y"]
+    pages.assert_clean()
+
+
+def test_it_shows_only_the_chosen_stages_data_fields_on_the_training_form(
+    pages: BrowserPages,
+) -> None:
+    page = pages.open("cannon", UserFactory(username="cannon", roles=["ml_engineer"]))
+    page.goto("/training/new/")
+    sft, grpo = page.locator("fieldset[data-stage=sft]"), page.locator("fieldset[data-stage=grpo]")
+    expect(sft).to_be_visible()
+    expect(grpo).to_be_hidden()
+    page.select_option("select[name=stage]", "grpo")
+    expect(sft).to_be_hidden()
+    expect(grpo).to_be_visible()
     pages.assert_clean()

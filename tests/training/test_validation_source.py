@@ -8,7 +8,7 @@ import pytest
 
 from training.callbacks import Collectives, ValidationF1Callback
 from training.config import RunArguments
-from training.sft import validation_samples
+from training.run import validation_samples
 
 
 class Sink:

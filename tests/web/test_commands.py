@@ -109,3 +109,21 @@ def test_it_skips_real_data_figures_on_request(tmp_path, monkeypatch):
         stdout=out,
     )
     assert "real spectra" not in out.getvalue()
+
+
+def test_it_pairs_only_different_trajectories_of_the_same_spectrum_in_the_demo():
+    from types import SimpleNamespace
+
+    from annotation.management.commands.demo_setup import comparable_pairs
+
+    def rollout(spectrum_id: int, *texts: str):
+        steps = [{"assistant_text": text, "think": text} for text in texts]
+        return SimpleNamespace(
+            candidate=SimpleNamespace(spectrum_id=spectrum_id),
+            data={"steps": steps, "answer": {"prediction": "YES"}},
+        )
+
+    long_1, short_1 = rollout(1, "a", "b", "c"), rollout(1, "a", "b")
+    long_2, short_2 = rollout(2, "a", "b"), rollout(2, "a", "b")  # the same two calls
+    pairs = comparable_pairs([long_1, long_2], [short_1, short_2])
+    assert pairs == [(long_1, short_1)]

@@ -331,6 +331,45 @@ def test_it_saves_the_edit_as_a_new_version(curation, reviser, auditor):
     assert head.data["steps"][0]["tool_call"]["wavelength_range"] == [6540.0, 6590.0]
 
 
+def test_it_warns_the_reviser_when_the_text_cites_the_window_before_narrowing(
+    curation, reviser, auditor
+):
+    in_revision(curation, reviser, auditor)
+    stale = editor_post(curation, base_number=1, think="Zoom on 6500-6630 A for the wings.")
+    client_for(reviser).post(reverse("curation_revise", args=[curation.pk]), stale)
+    body = client_for(reviser).get(reverse("curation_revise", args=[curation.pk])).content.decode()
+    assert 'id="step-0-range-warning"' in body
+    assert "the reasoning cites 6500–6630 Å but the tool call shows 6540–6590 Å" in body
+    fixed = editor_post(curation, base_number=2, think="Zoom on 6540-6590 A for the wings.")
+    client_for(reviser).post(reverse("curation_revise", args=[curation.pk]), fixed)
+    body = client_for(reviser).get(reverse("curation_revise", args=[curation.pk])).content.decode()
+    assert 'id="step-0-range-warning"' not in body
+
+
+def test_it_flags_a_stale_window_the_standardizer_cannot_fix_before_the_vote(
+    curation, reviser, auditor, second_auditor
+):
+    from agent.editing import standardize
+
+    services.curation_screen(curation=curation, user=auditor, keep=True)
+    services.curation_claim_revision(curation=curation, user=reviser)
+    revise(curation, reviser, think="First 6500-6630, then 6450-6700 around H-alpha.")
+    services.curation_submit_for_audit(
+        curation=curation, user=reviser, base_number=curation.head_number
+    )
+    services.curation_claim_audit(curation=curation, user=auditor)
+    services.curation_claim_audit(curation=curation, user=second_auditor)
+    approve_both(curation, auditor, second_auditor)
+    approved = selectors.version_trajectory(selectors.head_version(curation))
+    services.curation_standardize(
+        curation=curation, trajectory=standardize(approved), standardizer={"name": "normalizer"}
+    )
+    expected = "step 1: the reasoning cites 6500–6630 Å, 6450–6700 Å but the tool call shows"
+    for url_name in ("curation_vote", "curation_standardized"):
+        page = client_for(reviser).get(reverse(url_name, args=[curation.pk])).content.decode()
+        assert 'id="range-mismatches"' in page and expected in page, url_name
+
+
 def test_it_refuses_a_stale_save_and_keeps_the_typed_text(curation, reviser, auditor):
     in_revision(curation, reviser, auditor)
     revise(curation, reviser)
@@ -450,7 +489,7 @@ def test_it_puts_an_auditors_comment_on_the_final_answer_beside_the_answer(
             else {},
         )
     body = client_for(reviser).get(reverse("curation_revise", args=[curation.pk])).content.decode()
-    assert "Final answer: <span class=\"quote\">Name the He II line.</span>" in body
+    assert 'Final answer: <span class="quote">Name the He II line.</span>' in body
     assert f"Step {len(view.steps) + 1}:" not in body
     answer_card = body[body.index('id="editor-answer"') :]
     assert "Name the He II line." in answer_card[: answer_card.index("</article>")]

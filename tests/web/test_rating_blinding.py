@@ -269,7 +269,9 @@ def test_it_links_managers_to_the_analysis_of_a_running_campaign_unless_they_rat
     campaign, alice, stella
 ):
     analysis = reverse("rating_analysis", args=[campaign.pk])
-    assert f'href="{analysis}"' in logged_in(stella).get(reverse("rating_campaigns")).content.decode()
+    assert (
+        f'href="{analysis}"' in logged_in(stella).get(reverse("rating_campaigns")).content.decode()
+    )
     boss = UserFactory(username="boss", is_staff=True)
     rated = services.campaign_create(
         name="staff rater",

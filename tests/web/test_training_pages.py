@@ -226,3 +226,43 @@ def test_it_asks_which_checkpoint_when_none_is_chosen(ml_client, checkpoint):
     body = ml_client.post(reverse("run_create"), form).content.decode()
     assert "choose one of the registered checkpoints" in body
     assert not InspectionRun.objects.exists()
+
+
+def test_it_explains_a_missing_base_model_without_a_traceback(ml_client, run, tmp_path):
+    from annotation import training_jobs
+
+    missing = tmp_path / "specvet-tiny-qwen25vl"
+    TrainingRun.objects.filter(pk=run.pk).update(base_model=str(missing))
+    services.training_run_claim(run_id=run.pk)
+    training_jobs.run_training(run.pk)
+    run.job.refresh_from_db()
+    assert run.job.state == JobState.FAILED
+    body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
+    assert f"python -m training.tiny_model {missing}" in body
+    assert "Traceback" not in body and "Technical details" not in body
+    assert 'value="0"' in body and 'value="100"' not in body  # failed at step 0, not 100 %
+    assert 'id="charts-empty"' in body and 'id="chart-loss"' not in body
+
+
+def test_it_folds_an_unexpected_failures_traceback_under_its_reason(ml_client, run):
+    services.training_run_claim(run_id=run.pk)
+    services.job_fail(
+        job_id=run.job_id,
+        error='OSError: disk full\n\nTraceback (most recent call last):\n  File "x"',
+    )
+    body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
+    reason = body.index("OSError: disk full")
+    assert reason < body.index("<summary>Technical details</summary>") < body.index("Traceback")
+
+
+def test_it_shows_each_stage_only_its_own_charts(ml_client, run):
+    services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
+    body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
+    assert 'id="chart-loss"' in body and 'id="chart-f1"' in body
+    assert 'id="chart-reward"' not in body and 'id="chart-length"' not in body
+
+
+def test_it_marks_each_stages_data_fields_for_the_form_to_show_one_stage(ml_client):
+    body = ml_client.get(reverse("training_create")).content.decode()
+    assert '<fieldset data-stage="sft">' in body and '<fieldset data-stage="grpo">' in body
+    assert "js/training.js" in body

@@ -250,9 +250,7 @@ def test_it_shows_a_split_with_the_tally_in_the_catalog_when_experts_disagree(
     assert "YES 1 · NO 1" in body
     split = expert_client.get(reverse("catalog_list"), {"expert_decision": "split"})
     assert [row.object_id for row in split.context["rows"]] == [entry.object_id]
-    assert not expert_client.get(reverse("catalog_list"), {"expert_decision": "NO"}).context[
-        "rows"
-    ]
+    assert not expert_client.get(reverse("catalog_list"), {"expert_decision": "NO"}).context["rows"]
     # The outsider changes their mind: the experts agree again.
     services.expert_decision_record(candidate=candidate, expert=outsider, decision="NO")
     assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "NO"

@@ -209,7 +209,7 @@ class Command(BaseCommand):
                 most = max(options["workers"]) * max(options["concurrency"])
                 needed = max(needed, _scale_candidates(options, most) + 2 * max(options["workers"]))
             spectra = self.seed_spectra(needed)
-            self.cost(spectra, redis_url=options["redis"])
+            self.cost(spectra[: options["candidates"]], redis_url=options["redis"])
             if options["scale_out"]:
                 self.scale_out(spectra, options)
         finally:
@@ -276,19 +276,21 @@ class Command(BaseCommand):
         task = get_task("CV")
         for _, value in warm[:2]:
             inspect(value, task, policy)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for _, value in timed:
             inspect(value, task, policy)
         in_process = n / (time.perf_counter() - started)
+        in_process_cpu = (time.process_time() - cpu) / n
 
         ids = self.new_run([row for row, _ in spectra], {"kind": "rule-based"})
         for pk in ids[:2]:
             tasks.run_candidate.apply(args=[pk])
         with counted_statements() as statements:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             for pk in ids[4:]:
                 tasks.run_candidate.apply(args=[pk])
             through_job = n / (time.perf_counter() - started)
+            through_job_cpu = (time.process_time() - cpu) / n
         done = Candidate.objects.filter(pk__in=ids[4:], state=CandidateState.DONE).count()
         if done != n:
             raise CommandError(f"only {done} of {n} candidates finished through the job")
@@ -299,10 +301,15 @@ class Command(BaseCommand):
             f"  through the job (Celery task applied, PostgreSQL):      {through_job:7.1f} spectra/s",
             f"  cost ratio job / in-process: {in_process / through_job:.2f}x",
             f"  SQL statements per candidate: {statements[0] / n:.1f}",
+            f"  CPU of this process per candidate: in-process {1000 * in_process_cpu:.1f} ms, "
+            f"through the job {1000 * through_job_cpu:.1f} ms "
+            f"({through_job_cpu / in_process_cpu:.2f}x; the rest of the wall time is waiting "
+            "for PostgreSQL, which shares the cores here)",
         ]
         if redis_url:
+            fresh = self.new_run([row for row, _ in spectra], {"kind": "rule-based"})
             rate = self.through_workers(
-                ids[2:4], ids[4:], redis_url=redis_url, workers=1, threads=1
+                fresh[2:4], fresh[4:], redis_url=redis_url, workers=1, threads=1
             )
             lines.append(
                 f"  through one real worker (Redis, solo pool):            {rate:7.1f} spectra/s "
@@ -392,12 +399,33 @@ class Command(BaseCommand):
                         f"{workers:7d}  {threads:7d}  {n:10d}  {rate:12.2f}  "
                         f"{rate / reference:5.1f}x  {rate / (workers * threads):19.2f}"
                     )
+        lines.append(self.enqueue_rate(options["redis"]))
         ideal = 1.0 / (2 * options["latency_ms"] / 1000)
         lines.append(
             f"  model-bound ceiling per worker thread: {ideal:.2f} candidates/s (2 turns x latency)"
         )
         lines.append(f"  conditions: {conditions()}")
         self.stdout.write("\n".join(lines))
+
+    def enqueue_rate(self, redis_url: str, n: int = 5000) -> str:
+        """How fast one process puts candidate messages on the queue, and what they weigh in
+        Redis (no worker consumes them; they are deleted)."""
+        import redis
+
+        with tempfile.TemporaryDirectory() as logs:
+            pool = Workers(redis_url, Path(logs))
+            client = redis.Redis.from_url(redis_url)
+            before = int(client.info("memory")["used_memory"])
+            started = time.perf_counter()
+            pool.send(list(range(1, n + 1)))
+            seconds = time.perf_counter() - started
+            weight = (int(client.info("memory")["used_memory"]) - before) / n
+            client.close()
+            pool.clear_broker()
+        return (
+            f"  enqueue: {n / seconds:.0f} candidate messages/s from one process, about "
+            f"{weight:.0f} bytes each in Redis"
+        )
 
 
 def _scale_candidates(options: dict[str, Any], in_flight: int) -> int:

@@ -38,6 +38,28 @@ DEMO_VIEWER = ("viewer", "Catalog Viewer", {Role.VIEWER})
 SHARED_LAMOST = settings.BASE_DIR.parent / "shared" / "data" / "lamost"
 
 
+def _reasoning(data: dict[str, Any]) -> list[Any]:
+    """What a rater compares: every turn's text, tool call and the answer."""
+    turns = [
+        (step.get("assistant_text"), step.get("think"), step.get("tool_call"))
+        for step in data.get("steps") or []
+    ]
+    return [*turns, data.get("answer")]
+
+
+def comparable_pairs(rollouts: list[Any], others: list[Any]) -> list[tuple[Any, Any]]:
+    """Rollouts of the same spectrum by the two runs, left out where both wrote the same
+    trajectory (a short inspection is the same under either tool-call limit): a pair of
+    identical twins asks the rater to choose between nothing."""
+    return [
+        (a, b)
+        for a in rollouts
+        for b in others
+        if a.candidate.spectrum_id == b.candidate.spectrum_id
+        and _reasoning(a.data) != _reasoning(b.data)
+    ]
+
+
 class Command(BaseCommand):
     help = (
         "Load demo data: tasks, expert accounts, SpecVI-mini (synthetic) and the real LAMOST "
@@ -214,9 +236,7 @@ class Command(BaseCommand):
         items = {item.source: item for item in CampaignItem.objects.filter(campaign=campaign)}
         pairs = [
             (items[f"rollout:{a.pk}"], items[f"rollout:{b.pk}"])
-            for a in rollouts
-            for b in others
-            if a.candidate.spectrum_id == b.candidate.spectrum_id
+            for a, b in comparable_pairs(rollouts, others)
         ]
         services.campaign_add_pairs(campaign=campaign, pairs=pairs, raters_per_pair=2)
         rng = np.random.default_rng(7)

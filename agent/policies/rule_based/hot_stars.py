@@ -1,0 +1,341 @@
+"""O, B and A stars: He II / He I lines, Balmer wings and Ca K."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from agent.inspection_tasks import Task
+from agent.measure import Measurement
+from agent.policies.rule_based.findings import (
+    Assessment,
+    _absorbs,
+    _emits,
+    _fmt_colour,
+    _fmt_line,
+    _instrumental_angstrom,
+    _sig,
+    _trust,
+    _width_trust,
+    window_for,
+)
+from agent.policies.rule_based.view import STRONG, SpectrumView, _ramp
+
+HE_II_LINES = (("He II 4542", 4542.9), ("He II 4687", 4687.0), ("He II 5412", 5413.0))
+HE_I_LINES = (("He I 4026", 4027.3), ("He I 4471", 4472.7), ("He I 4922", 4923.3))
+
+
+def _narrow_line(view: SpectrumView, name: str, centre: float) -> Measurement | None:
+    """A photospheric line of a hot star: ±7 Å against flanks 9–19 Å away, widened with the
+    line-spread function so a low-resolution line is integrated whole."""
+    half = max(7.0, 0.8 * _instrumental_angstrom(view, centre))
+    return view.line(
+        name,
+        centre,
+        half,
+        [(centre - half - 12.0, centre - half - 2.0), (centre + half + 2.0, centre + half + 12.0)],
+    )
+
+
+def _combined_ew(lines: Sequence[Measurement | None]) -> tuple[float, float]:
+    """Inverse-variance mean EW of similar lines and its significance: several weak lines
+    together tell more than any one of them."""
+    weights, values = [], []
+    for m in lines:
+        if m is None or m.ew is None or not m.ew_error:
+            continue
+        weights.append(1.0 / m.ew_error**2)
+        values.append(m.ew)
+    if not weights:
+        return 0.0, 0.0
+    mean = float(np.average(values, weights=weights))
+    return mean, mean * math.sqrt(sum(weights))
+
+
+def _helium(view: SpectrumView, table: Sequence[tuple[str, float]]) -> tuple[float, float, str]:
+    lines = [_narrow_line(view, name, centre) for name, centre in table]
+    mean, significance = _combined_ew(lines)
+    described = "; ".join(_fmt_line(m) for m in lines if m is not None) or "not covered"
+    return mean, significance, described
+
+
+def _helium_width(view: SpectrumView, table: Sequence[tuple[str, float]]) -> float | None:
+    """Median FWHM of the clearly absorbed helium lines measured over ±25 Å: main-sequence
+    OB stars have a few hundred km/s, hot subdwarfs and white dwarfs 800-3000 km/s."""
+    widths = []
+    for name, centre in table:
+        wide = view.line(
+            name, centre, 25.0, [(centre - 45.0, centre - 28.0), (centre + 28.0, centre + 45.0)]
+        )
+        if _absorbs(wide, 4.0, 0.5) and wide is not None and wide.fwhm_kms:
+            widths.append(wide.fwhm_kms)
+    return float(np.median(widths)) if widths else None
+
+
+def _broad_helium(
+    result: Assessment, view: SpectrumView, task: Task, table: Sequence[tuple[str, float]]
+) -> None:
+    width = _helium_width(view, table)
+    trust = _width_trust(view, table[0][1], 900.0)
+    if width is not None and width >= 900.0 and trust > 0:
+        kind = "He II" if table is HE_II_LINES else "He I"
+        result.add(
+            window_for(task, table[0][1], prefer=kind),
+            f"the {kind} lines are broad (median FWHM {width:.0f} km/s): the surface gravity of "
+            "a hot subdwarf or white dwarf, not a main-sequence star",
+            -4.0 * trust,
+            alternative="a hot subdwarf or white dwarf",
+        )
+
+
+def _ca_k(view: SpectrumView) -> Measurement | None:
+    """Ca II K over ±6 Å against flanks inside the H8 / H-epsilon gap, where the Balmer wings
+    of hot stars would otherwise eat the continuum."""
+    half = max(6.0, 0.8 * _instrumental_angstrom(view, 3934.8))
+    if half <= 8.0:
+        return view.line("Ca II K", 3934.8, 6.0, [(3917.0, 3926.0), (3944.0, 3952.0)])
+    # a low-resolution K line is wider than the gap: integrate it whole against wider flanks
+    return view.line(
+        "Ca II K",
+        3934.8,
+        half,
+        [(3934.8 - half - 10.0, 3934.8 - half - 1.0), (3934.8 + half + 1.0, 3934.8 + half + 10.0)],
+    )
+
+
+def _subdwarf_or_wd(
+    result: Assessment, view: SpectrumView, window: str | None, *, max_fwhm: float = 2600.0
+) -> None:
+    """High gravity: strong Balmer lines much broader and more winged than in main-sequence
+    stars of the type (weak Balmer lines of O stars are left alone: their wings are lost in
+    the noise). ``max_fwhm`` is the broadest main-sequence H-beta for the task's types."""
+    hb = view.line("H-beta", 4862.7, 110.0, [(4700.0, 4742.0), (4982.0, 5030.0)])
+    core = view.line("H-beta core", 4862.7, 25.0, [(4812.0, 4836.0), (4889.0, 4913.0)])
+    if hb is None or core is None or hb.ew is None or core.ew is None:
+        return
+    if hb.ew < 6.0 or _sig(hb) < 8.0:
+        return
+    fraction = core.ew / hb.ew
+    fwhm = hb.fwhm_kms or 0.0
+    # the core fraction also drops when the line-spread function spreads the core
+    core_spread = _instrumental_angstrom(view, 4862.7) > 10.0
+    if fwhm >= max_fwhm or (fraction <= 0.45 and not core_spread):
+        result.add(
+            window,
+            f"H-beta is very broad (FWHM {fwhm:.0f} km/s, core fraction {fraction:.2f}): the "
+            "gravity of a subdwarf or white dwarf, not a main-sequence star",
+            -3.0 * _width_trust(view, 4862.7, max_fwhm),
+            alternative="a hot subdwarf or white dwarf",
+        )
+    else:
+        result.add(
+            window,
+            f"H-beta has main-sequence proportions (FWHM {fwhm:.0f} km/s, core fraction "
+            f"{fraction:.2f})",
+        )
+
+
+def score_o(view: SpectrumView, task: Task) -> Assessment:
+    """He II 4542/4687/5412 absorption with He I on a hot continuum and main-sequence Balmer
+    lines; against B stars (He I only), subdwarfs and DO white dwarfs (broad lines), A stars."""
+    result = Assessment(bias=-1.5)
+    colour = view.colour()
+    result.add(None, _fmt_colour(colour))
+    he2, he2_sig, he2_text = _helium(view, HE_II_LINES)
+    w_he2 = window_for(task, 4542.9, prefer="He II")
+    state = "present" if he2_sig >= STRONG else "not detected"
+    result.add(
+        w_he2,
+        f"He II absorption {state}: mean EW {he2:+.2f} Å ({he2_sig:+.1f}σ) over 4542/4687/5412 "
+        f"({he2_text})",
+        _ramp(he2_sig, 1.5, 4.0, -2.5, 3.5),
+    )
+    he2_4686 = view.line("He II 4687 emission", 4687.0, 9.0, [(4660.0, 4672.0), (4700.0, 4715.0)])
+    if _emits(he2_4686, 4.0, 0.3):
+        assert he2_4686 is not None
+        result.add(
+            window_for(task, 4687.0),
+            f"He II 4687 in emission ({he2_4686.describe()}), as in Of stars",
+            1.0,
+        )
+    if colour is not None:
+        result.add(
+            None,
+            "a hot continuum" if colour >= 1.6 else "a continuum too red for an O star",
+            _ramp(colour, 1.2, 1.8, -2.0, 0.5),
+        )
+    _subdwarf_or_wd(result, view, window_for(task, 4862.7, prefer="H-beta"), max_fwhm=2400.0)
+    if he2_sig >= STRONG:
+        _broad_helium(result, view, task, HE_II_LINES)
+    return result
+
+
+def score_b(view: SpectrumView, task: Task) -> Assessment:
+    """He I absorption beside Balmer lines, no He II; hot continuum; main-sequence widths.
+    Late B stars have almost no He I: then weak Ca II K and a hot continuum decide."""
+    result = Assessment(bias=-0.5)
+    colour = view.colour()
+    result.add(None, _fmt_colour(colour))
+    he1, he1_sig, he1_text = _helium(view, HE_I_LINES)
+    w_he1 = window_for(task, 4472.7, prefer="He I")
+    state = "present" if he1_sig >= STRONG else "not detected"
+    # at low resolution metal blends put ~0.2 Å into the He I windows of A stars too: the
+    # equivalent width must exceed that, not only the noise
+    he1_weight = _ramp(he1, 0.15, 0.4, -0.5, 2.5)
+    if he1_weight > 0:
+        he1_weight *= _trust(he1_sig)
+    result.add(
+        w_he1,
+        f"He I absorption {state}: mean EW {he1:+.2f} Å ({he1_sig:+.1f}σ) over 4026/4471/4922 "
+        f"({he1_text})",
+        he1_weight if he1_text != "not covered" else 0.0,
+    )
+    he2, he2_sig, _ = _helium(view, HE_II_LINES)
+    if he2_sig >= 4.0 and he2 >= 0.2:
+        result.add(
+            window_for(task, 4542.9, prefer="He II"),
+            f"He II absorption (mean EW {he2:+.2f} Å, {he2_sig:.1f}σ) marks an O star rather "
+            "than a B star",
+            -3.0,
+            alternative="an O star",
+        )
+    cak = _ca_k(view)
+    if cak is not None and cak.ew is not None:
+        strong = cak.ew >= 0.8 and _sig(cak) >= STRONG
+        result.add(
+            window_for(task, 3934.8),
+            f"Ca II K: {cak.describe()}"
+            + (", strong as in A and later stars" if strong else ", weak as in B stars"),
+            _ramp(cak.ew, 0.3, 0.7, 0.5, -2.5) if _sig(cak) >= 2.0 else 0.5,
+            alternative="an A or later star",
+        )
+    if colour is not None:
+        result.add(
+            None,
+            "a hot continuum" if colour >= 2.0 else "a continuum too cool for most B stars",
+            # reddening moves F(4000-4500)/F(6000-6500) of real B stars down to ~2
+            _ramp(colour, 1.4, 2.2, -2.0, 0.5),
+            alternative="a cooler star",
+        )
+    hb = view.line("H-beta", 4862.7, 40.0, [(4780.0, 4815.0), (4910.0, 4945.0)])
+    if hb is not None and hb.ew is not None and hb.ew < 3.0 and he1_sig >= STRONG:
+        result.add(
+            window_for(task, 4862.7),
+            f"weak Balmer lines (H-beta {hb.describe()}), as in O stars",
+            _ramp(hb.ew, 1.5, 3.0, -2.0, 0.0),
+            alternative="an O star",
+        )
+    helium_only = view.line("H-beta", 4862.7, 40.0, [(4780.0, 4815.0), (4910.0, 4945.0)])
+    if helium_only is not None and not _absorbs(helium_only, 4.0, 1.0) and he1_sig >= STRONG:
+        result.add(
+            window_for(task, 4862.7),
+            f"He I without Balmer absorption (H-beta {helium_only.describe()}): a DB white "
+            "dwarf or helium star, not a B star",
+            -3.0,
+        )
+    _subdwarf_or_wd(result, view, window_for(task, 4862.7), max_fwhm=2400.0)
+    hd = view.line("H-delta", 4102.9, 40.0, [(4040.0, 4058.0), (4150.0, 4168.0)])
+    if _absorbs(hd, 5.0, 2.0) and hd is not None and (hd.fwhm_kms or 0.0) >= 2200.0:
+        result.add(
+            window_for(task, 4102.9, prefer="H-delta"),
+            f"H-delta: {hd.describe()}, broader than in main-sequence B stars (subdwarf gravity)",
+            _ramp(hd.fwhm_kms or 0.0, 2200.0, 2600.0, 0.0, -2.5)
+            * _width_trust(view, 4102.9, 2200.0),
+            alternative="a hot subdwarf (sdB)",
+        )
+    snr = view.snr((4400.0, 4600.0)) or 0.0
+    measured_he1 = he1_text != "not covered"
+    if colour is not None and colour >= 2.6 and he1_sig < 2.0 and snr >= 15.0 and measured_he1:
+        result.add(
+            w_he1,
+            f"no He I at S/N {snr:.0f} on a continuum as hot as colour {colour:.2f}: a B star "
+            "that hot shows He I, a hot subdwarf may not",
+            -2.0,
+            alternative="a hot subdwarf (sdB)",
+        )
+    if he1_sig >= STRONG:
+        _broad_helium(result, view, task, HE_I_LINES)
+    return result
+
+
+def score_a(view: SpectrumView, task: Task) -> Assessment:
+    """Strong, moderately broad Balmer lines, Ca II K present, no He I, no G band / Ca I."""
+    result = Assessment(bias=-1.0)
+    colour = view.colour()
+    result.add(None, _fmt_colour(colour))
+    hb = view.line("H-beta", 4862.7, 40.0, [(4780.0, 4815.0), (4910.0, 4945.0)])
+    w_hb = window_for(task, 4862.7, prefer="H-beta")
+    if hb is not None and hb.ew is not None:
+        strength = ", near the Balmer maximum" if hb.ew >= 8.0 else ", weaker than in A stars"
+        result.add(w_hb, f"H-beta: {hb.describe()}{strength}", _ramp(hb.ew, 4.0, 9.0, -2.5, 1.5))
+    he1, he1_sig, he1_text = _helium(view, HE_I_LINES)
+    if he1_sig >= 4.0 and he1 >= 0.15:
+        result.add(
+            window_for(task, 4472.7, prefer="He I"),
+            f"He I absorption (mean EW {he1:+.2f} Å, {he1_sig:.1f}σ: {he1_text}) marks a B star "
+            "rather than an A star",
+            -2.5,
+            alternative="a B star",
+        )
+    cool = [
+        m
+        for m in (
+            view.line("G band", 4301.2, 12.0, [(4270.0, 4283.0), (4318.0, 4328.0)]),
+            _narrow_line(view, "Ca I 4228", 4227.9),
+        )
+        if _absorbs(m, 4.0, 0.6)
+    ]
+    if cool:
+        result.add(
+            window_for(task, 4301.2, prefer="G band"),
+            "G band / Ca I of an F or later star: " + "; ".join(_fmt_line(m) for m in cool),
+            -1.5,
+        )
+    cak = _ca_k(view)
+    if cak is not None and cak.ew is not None:
+        if cak.ew < 0.6:
+            text, weight = "weaker than in A stars (a B star, or a metal-poor sdA)", -1.5
+            weight = _ramp(cak.ew, 0.2, 0.6, -1.5, 0.0)
+        elif cak.ew > 4.0:
+            text, weight = "as strong as in F and later stars", _ramp(cak.ew, 4.0, 5.0, 0.0, -1.5)
+        else:
+            text, weight = "as in A stars", 1.0
+        result.add(window_for(task, 3934.8), f"Ca II K: {cak.describe()}, {text}", weight)
+        if hb is not None and hb.ew is not None and hb.ew > 3.0 and cak.ew > 0.6:
+            # K grows and the Balmer lines fade through A into F: their ratio places the type
+            # whatever the resolution (both are equivalent widths)
+            ratio = cak.ew / hb.ew
+            if ratio >= 0.25:
+                result.add(
+                    window_for(task, 3934.8),
+                    f"Ca II K / H-beta equivalent widths {ratio:.2f}: as in F stars (A stars "
+                    "stay below ~0.25)",
+                    _ramp(ratio, 0.25, 0.4, 0.0, -2.5),
+                    alternative="an F star",
+                )
+    hd = view.line("H-delta", 4102.9, 40.0, [(4040.0, 4058.0), (4150.0, 4168.0)])
+    if _absorbs(hd, 5.0, 2.0) and hd is not None and hd.fwhm_kms:
+        # main-sequence A stars at the Balmer maximum reach ~2000 km/s; sdA and DA are broader
+        broad = hd.fwhm_kms >= 2400.0
+        weight = _ramp(hd.fwhm_kms, 2400.0, 3000.0, 0.3, -2.5)
+        result.add(
+            window_for(task, 4102.9, prefer="H-delta"),
+            f"H-delta: {hd.describe()}"
+            + (", broader than in main-sequence A stars (sdA gravity)" if broad else ""),
+            weight * _width_trust(view, 4102.9, 2400.0) if weight < 0 else weight,
+            alternative="an sdA star",
+        )
+    if colour is not None:
+        # unreddened A0V is ~2.9, A7V ~2.1 in F(4000-4500)/F(6000-6500); reddening lowers it
+        typical = 1.1 <= colour <= 3.3
+        result.add(
+            None,
+            "continuum colour typical of A stars"
+            if typical
+            else "a continuum colour atypical for A stars",
+            0.5 if typical else -1.5,
+        )
+    _subdwarf_or_wd(result, view, w_hb, max_fwhm=2600.0)
+    return result
