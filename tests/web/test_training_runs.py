@@ -121,7 +121,8 @@ def test_it_stores_why_a_run_failed(trainer, export, tmp_path, django_capture_on
     with django_capture_on_commit_callbacks(execute=True):
         run = start_sft(trainer, export, missing)
     assert finished(run).job.state == JobState.FAILED
-    assert f"{str(missing)!r} is not a local checkpoint directory" in run.error
+    assert f"The base model folder {missing} does not exist" in run.error
+    assert "python -m training.tiny_model" in run.error  # says how to make one
     assert not PolicyCheckpoint.objects.filter(run=run).exists()
 
 
