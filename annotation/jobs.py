@@ -376,7 +376,11 @@ def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
                 return None
             if candidate.attempts > 1:
                 services.live_steps_reset(candidate=candidate, rollout_index=index)
-            live = services.LiveStepBuffer(candidate=candidate, rollout_index=index)
+            live = services.LiveStepBuffer(
+                candidate=candidate,
+                rollout_index=index,
+                batch=run.policy_spec.get("kind") == "rule-based",
+            )
             started = time.perf_counter()
             trajectory = inspect(
                 spectrum,

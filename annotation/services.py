@@ -1761,9 +1761,8 @@ def candidate_wait(*, candidate_id: int, error: str) -> bool:
     return waiting == 1
 
 
-# A live step that arrives this long after the last write is written at once (with any
-# buffered before it): a model's turns take longer, so the live view sees each turn as it ends;
-# a rule-based episode (all its steps within milliseconds) is written with its rollout instead.
+# The rule-based inspector's steps (milliseconds apart, no model to wait for) are written
+# together with their rollout, unless one comes this long after the last write.
 LIVE_STEP_FLUSH_SECONDS = 0.1
 
 
@@ -1808,10 +1807,13 @@ def live_steps_write(*, candidate: Candidate, rollout_index: int, steps: list[An
 
 
 class LiveStepBuffer:
-    """The live steps of one rollout on their way to the database (see LIVE_STEP_FLUSH_SECONDS).
+    """The live steps of one rollout on their way to the database.
 
-    Pass ``add`` as the rollout's ``on_step``; steps still buffered when the rollout ends are
-    written by ``rollout_record`` in its transaction.
+    A model's steps (``batch=False``) are written as each one arrives, so the live view shows
+    every turn while the model works on the next, however long that takes. With ``batch=True``
+    (a policy that never waits, such as the rule-based inspector) they are held and written by
+    ``rollout_record`` in its transaction, or earlier when one comes LIVE_STEP_FLUSH_SECONDS
+    after the last write. Pass ``add`` as the rollout's ``on_step``.
     """
 
     def __init__(
@@ -1819,17 +1821,19 @@ class LiveStepBuffer:
         *,
         candidate: Candidate,
         rollout_index: int,
+        batch: bool = False,
         flush_after: float | None = None,
     ) -> None:
         self.candidate = candidate
         self.rollout_index = rollout_index
+        self.batch = batch
         self.flush_after = LIVE_STEP_FLUSH_SECONDS if flush_after is None else flush_after
         self.pending: list[Any] = []
         self._last_write = time.monotonic()
 
     def add(self, step: Any, *_: Any) -> None:
         self.pending.append(step)
-        if time.monotonic() - self._last_write >= self.flush_after:
+        if not self.batch or time.monotonic() - self._last_write >= self.flush_after:
             self.flush()
 
     def flush(self) -> None:

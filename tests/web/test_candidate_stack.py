@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import io
+import re
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -14,11 +17,20 @@ from annotation.models import (
     CandidateState,
     CatalogEntry,
     ImageBlob,
+    InspectionRun,
     LiveStep,
     Rollout,
+    Spectrum,
     Task,
 )
-from tests.factories import ScriptedPolicy, UserFactory, answer_turn, make_spectrum, tool_call_turn
+from tests.factories import (
+    ScriptedPolicy,
+    UserFactory,
+    answer_turn,
+    make_endpoint,
+    make_spectrum,
+    tool_call_turn,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -93,8 +105,11 @@ class WatchingPolicy(ScriptedPolicy):
         return super().generate(messages)
 
 
-def run_watched(monkeypatch, cv, engineer, turns):
-    run = start_run(cv, engineer, 1)
+def run_watched(monkeypatch, cv, engineer, turns, spec):
+    spectrum = make_spectrum()
+    run = services.inspection_run_create(
+        task=cv, spectrum_ids=[spectrum.pk], policy_spec=spec, created_by=engineer, enqueue=False
+    )
     candidate = run.candidates.get()
     policy = WatchingPolicy(turns, candidate.pk)
     monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: policy)
@@ -103,10 +118,13 @@ def run_watched(monkeypatch, cv, engineer, turns):
     return policy, candidate
 
 
-def test_it_shows_each_step_while_a_slow_model_is_still_running(monkeypatch, cv, engineer):
-    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 0.0)
+def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, engineer):
+    # However fast this scripted model answers, a model's steps are never held back.
+    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    make_endpoint(name="gpu-1")
     turns = [tool_call_turn(6500, 6630, "H-alpha"), tool_call_turn(4800, 4920, "H-beta")]
-    policy, candidate = run_watched(monkeypatch, cv, engineer, [*turns, answer_turn("YES")])
+    spec = {"kind": "openai", "endpoint": "gpu-1"}
+    policy, candidate = run_watched(monkeypatch, cv, engineer, [*turns, answer_turn("YES")], spec)
     assert policy.seen == [0, 1, 2]
     assert LiveStep.objects.filter(candidate=candidate).count() == 3
 
@@ -114,10 +132,17 @@ def test_it_shows_each_step_while_a_slow_model_is_still_running(monkeypatch, cv,
 def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, engineer):
     monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
-    policy, candidate = run_watched(monkeypatch, cv, engineer, turns)
+    policy, candidate = run_watched(monkeypatch, cv, engineer, turns, {"kind": "rule-based"})
     assert policy.seen == [0, 0]
     assert LiveStep.objects.filter(candidate=candidate).count() == 2
     assert Candidate.objects.get(pk=candidate.pk).state == CandidateState.DONE
+
+
+def test_it_writes_a_slow_rule_based_step_at_once(monkeypatch, cv, engineer):
+    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 0.0)
+    turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
+    policy, _ = run_watched(monkeypatch, cv, engineer, turns, {"kind": "rule-based"})
+    assert policy.seen == [0, 1]
 
 
 def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, engineer):
@@ -154,3 +179,23 @@ def test_it_stores_new_images_and_keeps_known_ones_in_one_statement(db):
 def test_it_stores_no_result_for_tasks_that_return_nothing():
     for task in (tasks.run_job, tasks.run_candidate, tasks.run_training):
         assert task.ignore_result, task.name
+
+
+def test_it_benchmarks_only_on_postgresql():
+    if connection.vendor == "postgresql":
+        pytest.skip("checks the refusal on SQLite")
+    with pytest.raises(CommandError, match="PostgreSQL"):
+        call_command("bench_candidates", "--candidates", "10")
+
+
+def test_it_benchmarks_a_candidate_both_ways_and_cleans_up():
+    if connection.vendor != "postgresql":
+        pytest.skip("the stack part needs PostgreSQL (DATABASE_URL)")
+    runs, spectra = InspectionRun.objects.count(), Spectrum.objects.count()
+    out = io.StringIO()
+    call_command("bench_candidates", "--candidates", "10", stdout=out)
+    report = out.getvalue()
+    assert "in-process" in report and "through the job" in report
+    assert re.search(r"SQL statements per candidate: \d+\.\d\n", report)
+    assert re.search(r"cost ratio job / in-process: \d+\.\d\dx", report)
+    assert (InspectionRun.objects.count(), Spectrum.objects.count()) == (runs, spectra)
