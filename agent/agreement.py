@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
+import krippendorff
 import numpy as np
+from scipy import stats
 
 RUBRIC: dict[int, str] = {  # paper Table 7, verbatim
     0: "Complete hallucination. The explanation is entirely incorrect or physically implausible.",
@@ -38,7 +40,8 @@ RUBRIC: dict[int, str] = {  # paper Table 7, verbatim
     5: "Fully correct. A coherent, accurate, and physically consistent description.",
 }
 SCORES: tuple[int, ...] = tuple(RUBRIC)
-LEVELS = ("nominal", "ordinal", "interval", "ratio")
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
 KAPPA_WEIGHTS = (None, "linear", "quadratic")
 OUTCOMES = ("A", "tie", "B")  # pairwise outcome relative to model A
 TIE = "tie"
@@ -185,36 +188,10 @@ def spearman(x: Sequence[Rating], y: Sequence[Rating]) -> float | None:
         for i, (a, b) in enumerate(zip(x, y, strict=True))
         if not is_missing(a) and not is_missing(b)
     ]
-    if len(pairs) < 2:
+    xs, ys = zip(*pairs, strict=True) if pairs else ((), ())
+    if len(set(xs)) < 2 or len(set(ys)) < 2:  # scipy would warn and return NaN
         return None
-    xs, ys = zip(*pairs, strict=True)
-    return _pearson(average_ranks(xs), average_ranks(ys))
-
-
-def average_ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks; tied values share the mean of the ranks they span."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
-
-
-def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    mean_x, mean_y = math.fsum(xs) / len(xs), math.fsum(ys) / len(ys)
-    dx = [x - mean_x for x in xs]
-    dy = [y - mean_y for y in ys]
-    sxx, syy = math.fsum(d * d for d in dx), math.fsum(d * d for d in dy)
-    if sxx == 0 or syy == 0:
-        return None
-    sxy = math.fsum(a * b for a, b in zip(dx, dy, strict=True))
-    return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+    return float(stats.spearmanr(xs, ys).statistic)
 
 
 def spearman_matrix(
@@ -255,43 +232,36 @@ def krippendorff_alpha(
 ) -> float | None:
     """Krippendorff's alpha over a units x raters matrix (None/NaN = not rated).
 
-    Computed from the coincidence matrix as in Krippendorff (2011), "Computing Krippendorff's
-    Alpha-Reliability": alpha = 1 - (n - 1) * sum(o_ck * d_ck) / sum(n_c * n_k * d_ck). Units
+    The `krippendorff` package computes it from the coincidence matrix as in Krippendorff
+    (2011), "Computing Krippendorff's Alpha-Reliability"; this function checks the input. Units
     with fewer than two ratings cannot be paired and do not count. ``level`` picks the
     difference function d: nominal, ordinal (ranks through the marginals n_g, so unused
     categories and their spacing do not matter), interval ((c - k)^2) or ratio. None when no
     unit has two ratings, or when every pairable rating is the same value (no variation).
     """
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
     index = _category_index(categories)
-    coincidence = _coincidences(ratings, index)
-    marginals = [math.fsum(row) for row in coincidence]
-    total = math.fsum(marginals)
-    if total == 0:
+    counts = _value_counts(ratings, index)
+    if len(index) < 2 or not (counts.sum(axis=1) >= 2).any():
         return None
-    delta = _difference_function(level, list(index), marginals)
-    size = len(index)
-    observed = math.fsum(
-        coincidence[c][k] * delta(c, k) for c in range(size) for k in range(size) if c != k
-    )
-    expected = math.fsum(
-        marginals[c] * marginals[k] * delta(c, k)
-        for c in range(size)
-        for k in range(size)
-        if c != k
-    )
-    if expected == 0:
-        return None
-    return 1.0 - (total - 1.0) * observed / expected
+    domain: list[float] | np.ndarray = np.arange(len(index))
+    if level in ("interval", "ratio"):
+        domain = [_number(category, f"{level} category") for category in index]
+        if level == "ratio" and min(domain) < 0:
+            raise ValueError(f"ratio level needs categories >= 0; got {min(domain)}")
+    with np.errstate(invalid="ignore"):  # 0/0 when every pairable rating is the same value
+        alpha = krippendorff.alpha(
+            value_counts=counts, value_domain=domain, level_of_measurement=level
+        )
+    return None if math.isnan(alpha) else float(alpha)
 
 
-def _coincidences(
-    ratings: Sequence[Sequence[Rating]], index: Mapping[Any, int]
-) -> list[list[float]]:
-    """o_ck: each unit with m >= 2 ratings adds 1/(m-1) per ordered pair of its ratings."""
+def _value_counts(ratings: Sequence[Sequence[Rating]], index: Mapping[Any, int]) -> np.ndarray:
+    """How many raters gave each unit each category: shape (units, categories)."""
     if isinstance(ratings, str | bytes) or not isinstance(ratings, Sequence):
         raise ValueError(f"ratings must be a units x raters matrix; got {type(ratings).__name__}")
-    size = len(index)
-    coincidence = [[0.0] * size for _ in range(size)]
+    counts = np.zeros((len(ratings), len(index)), dtype=np.int64)
     n_raters: int | None = None
     for unit, row in enumerate(ratings):
         if isinstance(row, str | bytes) or not isinstance(row, Sequence):
@@ -301,48 +271,10 @@ def _coincidences(
                 f"ratings[{unit}] has {len(row)} raters but the rows before have {n_raters}"
             )
         n_raters = len(row)
-        counts = [0] * size
         for rater, value in enumerate(row):
             if not is_missing(value):
-                counts[_position(value, index, f"ratings[{unit}][{rater}]")] += 1
-        pairable = sum(counts)
-        if pairable < 2:
-            continue
-        for c in range(size):
-            for k in range(size):
-                pairs = counts[c] * (counts[k] - (c == k))
-                coincidence[c][k] += pairs / (pairable - 1)
-    return coincidence
-
-
-def _difference_function(
-    level: str, categories: list[Any], marginals: list[float]
-) -> Callable[[int, int], float]:
-    """d(c, k) for category positions c and k, following Krippendorff (2011)."""
-    if level == "nominal":
-        return lambda c, k: 0.0 if c == k else 1.0
-    if level == "ordinal":
-        cumulative = np.concatenate([[0.0], np.cumsum(marginals)])
-
-        def ordinal(c: int, k: int) -> float:
-            low, high = min(c, k), max(c, k)
-            between = cumulative[high + 1] - cumulative[low]
-            return float((between - (marginals[low] + marginals[high]) / 2) ** 2)
-
-        return ordinal
-    if level not in ("interval", "ratio"):
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
-    values = [_number(category, f"{level} category") for category in categories]
-    if level == "interval":
-        return lambda c, k: (values[c] - values[k]) ** 2
-    if min(values) < 0:
-        raise ValueError(f"ratio level needs categories >= 0; got {min(values)}")
-
-    def ratio(c: int, k: int) -> float:
-        total = values[c] + values[k]
-        return 0.0 if total == 0 else ((values[c] - values[k]) / total) ** 2
-
-    return ratio
+                counts[unit, _position(value, index, f"ratings[{unit}][{rater}]")] += 1
+    return counts
 
 
 def cohen_kappa(
@@ -368,29 +300,15 @@ def cohen_kappa(
         for i, (x, y) in enumerate(zip(a, b, strict=True))
         if not is_missing(x) and not is_missing(y)
     ]
-    if not pairs:
+    if len({position for pair in pairs for position in pair}) < 2:  # chance disagreement 0
         return None
-    size = len(index)
-    observed = np.zeros((size, size))
-    for i, j in pairs:
-        observed[i, j] += 1
-    observed /= len(pairs)
-    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
-    weight = _kappa_weights(weights, size)
-    chance = float((weight * expected).sum())
-    if chance == 0:  # otherwise at least (1/n)^2 times a weight, far from rounding noise
-        return None
-    return 1.0 - float((weight * observed).sum()) / chance
+    # Imported here: scikit-learn costs about 0.5 s to import, and the site imports this module
+    # at start-up for pages that never compute a kappa.
+    from sklearn.metrics import cohen_kappa_score
 
-
-def _kappa_weights(weights: str | None, size: int) -> np.ndarray:
-    positions = np.arange(size, dtype=float)
-    distance = np.abs(positions[:, None] - positions[None, :]) / max(size - 1, 1)
-    if weights == "linear":
-        return distance
-    if weights == "quadratic":
-        return distance**2
-    return (distance > 0).astype(float)
+    first, second = zip(*pairs, strict=True)
+    # sklearn's linear weight is |i - j|, not |i - j| / (K - 1): kappa is the same.
+    return float(cohen_kappa_score(first, second, labels=list(range(len(index))), weights=weights))
 
 
 def pairwise_kappas(

@@ -5,11 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from agent.inspection_tasks import get_task
+from agent.inspection_tasks import build_prompt, get_task, system_prompt
 from agent.policies.base import PolicyError
-from agent.rollout import inspect
+from agent.rollout import Opening, inspect, inspect_batch
 from agent.rollout_rules import TOOL_DISABLED_TEXT
 from agent.spectra import Spectrum
+from agent.trajectory import ImageRef
+from tests.agent.test_trajectory import I0_PNG
 
 
 class ScriptedPolicy:
@@ -153,3 +155,72 @@ def test_it_records_policy_info_and_timings(spectrum, cv):
     assert trajectory.policy == {"name": "scripted"}
     assert trajectory.steps[0].generate_s is not None
     assert trajectory.steps[0].tool_s is not None
+
+
+DATASET_SYSTEM = "Spec-o3 system prompt, as the benchmark row has it."
+DATASET_PROMPT = "<image>\nIs this spectrum a cataclysmic variable? (the row's own words)"
+
+
+def dataset_opening() -> Opening:
+    return Opening(
+        user_prompt=DATASET_PROMPT,
+        system_prompt=DATASET_SYSTEM,
+        image=ImageRef(I0_PNG, (3700.0, 9000.0), None),
+    )
+
+
+def first_turn(messages: list[dict]) -> tuple[str, list, list[bytes]]:
+    system, user = messages[0], messages[1]
+    texts = [part["text"] for part in user["content"] if part["type"] == "text"]
+    images = [part["png"] for part in user["content"] if part["type"] == "image"]
+    return system["content"][0]["text"], texts, images
+
+
+def test_it_shows_a_datasets_own_prompt_and_first_image_unchanged(spectrum, cv):
+    policy = ScriptedPolicy([call(6500, 6630), ANSWER_YES])
+    trajectory = inspect(spectrum, cv, policy, opening=dataset_opening())
+    system, texts, images = first_turn(policy.seen[0])
+    assert system == DATASET_SYSTEM
+    assert texts == ["\nIs this spectrum a cataclysmic variable? (the row's own words)"]
+    assert images == [I0_PNG]
+    assert trajectory.initial_image.png == I0_PNG
+    assert (trajectory.meta["prompt_source"], trajectory.meta["initial_image_source"]) == (
+        "dataset",
+        "dataset",
+    )
+    # Tool observations are still drawn by specvet's renderer.
+    assert len(trajectory.images()) == 2 and trajectory.images()[1] != I0_PNG
+
+
+def test_it_shows_specvets_prompt_and_rendering_without_an_opening(spectrum, cv):
+    policy = ScriptedPolicy([ANSWER_YES])
+    trajectory = inspect(spectrum, cv, policy)
+    system, texts, images = first_turn(policy.seen[0])
+    assert system == system_prompt()
+    assert trajectory.user_prompt == build_prompt(cv)
+    assert images[0] != I0_PNG and images[0].startswith(b"\x89PNG")
+    assert (trajectory.meta["prompt_source"], trajectory.meta["initial_image_source"]) == (
+        "specvet",
+        "specvet",
+    )
+
+
+def test_it_refuses_a_dataset_prompt_without_exactly_one_image_placeholder(spectrum, cv):
+    opening = Opening(user_prompt="Is this a CV?", system_prompt=DATASET_SYSTEM)
+    with pytest.raises(ValueError, match="exactly one <image>"):
+        inspect(spectrum, cv, ScriptedPolicy([ANSWER_YES]), opening=opening)
+
+
+def test_it_gives_each_batched_episode_its_own_opening(spectrum, cv):
+    class Batch(ScriptedPolicy):
+        def generate_batch(self, conversations: list[list[dict]]) -> list[str]:
+            self.seen.extend(conversations)
+            return [ANSWER_YES for _ in conversations]
+
+    policy = Batch([])
+    trajectories = inspect_batch(
+        [(spectrum, cv), (spectrum, cv)], policy, openings=[dataset_opening(), None]
+    )
+    assert first_turn(policy.seen[0])[2] == [I0_PNG]
+    assert first_turn(policy.seen[1])[0] == system_prompt()
+    assert [t.meta["prompt_source"] for t in trajectories] == ["dataset", "specvet"]
