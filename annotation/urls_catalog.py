@@ -8,6 +8,7 @@ from annotation.views import catalog as views
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog_list"),
     path("catalog/<int:entry_id>/", views.catalog_detail, name="catalog_detail"),
+    path("catalog/<int:entry_id>/report.html", views.catalog_report, name="catalog_report"),
     path("catalog/images/<str:sha256>.png", views.catalog_image, name="catalog_image"),
     path("catalog/export.csv", views.catalog_export_csv, name="catalog_export_csv"),
     path("catalog/export.vot", views.catalog_export_votable, name="catalog_export_votable"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.contrib import messages
@@ -22,7 +23,7 @@ from django.utils import timezone
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import catalog, catalog_export, permissions, selectors, services
+from annotation import catalog, catalog_export, permissions, reports, selectors, services
 from annotation.models import (
     Candidate,
     CandidateState,
@@ -190,6 +191,24 @@ def catalog_image(request: HttpRequest, sha256: str) -> HttpResponse:
         raise Http404("no trajectory shows this image")
     blob = get_object_or_404(ImageBlob, sha256=sha256)
     return HttpResponse(bytes(blob.png), content_type="image/png")
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_report(request: HttpRequest, entry_id: int) -> HttpResponse:
+    """The entry as one standalone HTML file (Bokeh inlined) to mail; same read rules as the
+    detail page, so a hidden entry is a 404."""
+    entries = selectors.catalog_entries_visible_to(user=request.user)
+    entry = get_object_or_404(
+        entries.select_related("run__task", "candidate__spectrum"), pk=entry_id
+    )
+    response = HttpResponse(
+        reports.entry_report_html(entry=entry), content_type="text/html; charset=utf-8"
+    )
+    # The object id is untrusted text; only safe characters reach the header.
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", entry.object_id)[:80].strip("._") or "entry"
+    response["Content-Disposition"] = f'attachment; filename="specvet-{entry.pk}-{name}.html"'
+    return response
 
 
 # --- exports ----------------------------------------------------------------------------------

@@ -156,6 +156,7 @@ MATRIX: dict[str, set[str]] = {
     # catalog and vetting
     "catalog_list": READERS,
     "catalog_detail": READERS,
+    "catalog_report": READERS,
     "catalog_image": READERS,
     "catalog_export_csv": READERS,
     "catalog_export_votable": READERS,
