@@ -47,6 +47,8 @@ def reliability_bins(
     confidences: Sequence[float], correct: Sequence[bool], *, n_bins: int = 10, low: float = 0.0
 ) -> list[ReliabilityBin]:
     """Equal-width confidence bins on [low, 1]; the last bin includes 1.0."""
+    # Not sklearn's calibration_curve: it has no `low`, puts a value on an edge in the lower
+    # bin (here the upper one) and drops empty bins and the counts the plots and ECE use.
     if len(confidences) != len(correct):
         raise ValueError("confidences and correct differ in length")
     if n_bins < 1 or not 0.0 <= low < 1.0:
