@@ -19,8 +19,10 @@ from typing import Any
 
 from agent import metrics
 from agent.inspection_tasks import Task, get_task
-from agent.rollout import inspect, inspect_batch
+from agent.render import renderer_info
+from agent.rollout import Opening, inspect, inspect_batch
 from agent.spectra import Spectrum
+from agent.tool import IMAGE_SIZE
 from agent.trajectory import Trajectory
 
 OTHER_WINDOW = "other"
@@ -33,6 +35,7 @@ class EvalSample:
     task: str  # task code
     label: str  # "YES" | "NO"
     spectrum: Spectrum
+    opening: Opening | None = None  # the dataset's own prompt and I0, shown instead of ours
 
 
 @dataclass
@@ -49,6 +52,8 @@ class SampleResult:
     call_outcomes: list[bool]
     seconds: float
     trajectory_id: str
+    prompt_source: str = "specvet"  # "dataset" | "specvet"
+    initial_image_source: str = "specvet"  # "dataset" | "specvet"
 
     @property
     def correct(self) -> bool:
@@ -86,6 +91,9 @@ class EvaluationReport:
     macro: dict[str, float]
     seconds: float
     samples: list[SampleResult] = field(default_factory=list)
+    # Which prompts and first images the samples were shown (counts by source) and what drew
+    # the rest: scores compare with published ones only when prompt and I0 are the dataset's.
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -123,8 +131,14 @@ def specvi_mini_samples(
     return samples
 
 
-def specvi_bench_samples(*, data_dir: Path, split: str, tasks: Sequence[str]) -> list[EvalSample]:
-    """Rows of SpecVI-Bench parquet files `{split}_{code}.parquet` in `data_dir`."""
+def specvi_bench_samples(
+    *, data_dir: Path, split: str, tasks: Sequence[str], rerender: bool = False
+) -> list[EvalSample]:
+    """Rows of SpecVI-Bench parquet files `{split}_{code}.parquet` in `data_dir`.
+
+    Each sample keeps its row's own prompt and I0, as Spec-o3 was scored on them, so figures
+    compare with the published ones; ``rerender=True`` shows specvet's prompt and rendering.
+    """
     from agent.formats import from_verl_row, read_verl_parquet
     from agent.synthetic import bench_code
 
@@ -138,7 +152,14 @@ def specvi_bench_samples(*, data_dir: Path, split: str, tasks: Sequence[str]) ->
             raise FileNotFoundError(f"{path}: no {split} split for task {code} in {data_dir}")
         for row in read_verl_parquet(path):
             trajectory, spectrum, truth = from_verl_row(row, task=code)
-            samples.append(EvalSample(trajectory.id, code, truth, spectrum))
+            opening = None
+            if not rerender:
+                opening = Opening(
+                    user_prompt=trajectory.user_prompt,
+                    system_prompt=trajectory.system_prompt,
+                    image=trajectory.initial_image,
+                )
+            samples.append(EvalSample(trajectory.id, code, truth, spectrum, opening))
     return samples
 
 
@@ -221,6 +242,7 @@ def run_sample(
         max_tool_calls=max_tool_calls,
         use_tool=use_tool,
         meta={"sample_id": sample.sample_id},
+        opening=sample.opening,
     )
     return sample_result(sample, trajectory, policy, time.perf_counter() - started), trajectory
 
@@ -242,6 +264,8 @@ def sample_result(
         call_outcomes=outcomes,
         seconds=seconds,
         trajectory_id=trajectory.id,
+        prompt_source=str(trajectory.meta.get("prompt_source", "specvet")),
+        initial_image_source=str(trajectory.meta.get("initial_image_source", "specvet")),
     )
 
 
@@ -262,6 +286,7 @@ def run_batch(
         use_tool=use_tool,
         metas=[{"sample_id": sample.sample_id} for sample in samples],
         keep_going=keep_going,
+        openings=[sample.opening for sample in samples],
     )
     seconds = (time.perf_counter() - started) / max(len(samples), 1)
     return [
@@ -414,7 +439,24 @@ def build_report(
         macro=metrics.macro_average(classification),
         seconds=seconds,
         samples=list(results),
+        inputs=report_inputs(results),
     )
+
+
+def report_inputs(results: Sequence[SampleResult]) -> dict[str, Any]:
+    """How many samples saw the dataset's or specvet's prompt and I0, and specvet's renderer."""
+
+    def counts(name: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for result in results:
+            found[getattr(result, name)] = found.get(getattr(result, name), 0) + 1
+        return dict(sorted(found.items()))
+
+    return {
+        "prompt_source": counts("prompt_source"),
+        "initial_image_source": counts("initial_image_source"),
+        "renderer": renderer_info(IMAGE_SIZE),
+    }
 
 
 def _percent(value: float | None) -> str:
@@ -448,7 +490,24 @@ def format_table(report: EvaluationReport) -> str:
         f"{'Avg':<14} {_percent(report.macro['accuracy'])}  {_percent(report.macro['f1'])}"
         "   (macro over tasks)"
     )
+    if report.inputs:
+        lines.append(inputs_line(report.inputs))
     return "\n".join(lines)
+
+
+def inputs_line(inputs: dict[str, Any]) -> str:
+    """e.g. "prompt: dataset 40 · I0: dataset 40 · tool plots: specvet-pillow-aa 2 (644x392)"."""
+
+    def sources(counts: dict[str, int]) -> str:
+        return ", ".join(f"{name} {count}" for name, count in counts.items()) or "none"
+
+    renderer = inputs.get("renderer") or {}
+    size = "x".join(str(side) for side in renderer.get("image_size", []))
+    return (
+        f"prompt: {sources(inputs.get('prompt_source', {}))} · "
+        f"I0: {sources(inputs.get('initial_image_source', {}))} · "
+        f"tool plots: {renderer.get('name', '?')} {renderer.get('version', '?')} ({size})"
+    )
 
 
 # --- data-parallel evaluation --------------------------------------------------------------------

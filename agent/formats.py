@@ -536,6 +536,61 @@ def load_sharegpt_file(path: Path, *, task: str | None = None) -> list[Trajector
     return [from_sharegpt_row(row, base_dir=path.parent, task=task) for row in rows]
 
 
+def cold_start_warnings(trajectories: Sequence[Trajectory]) -> list[str]:
+    """What in imported demonstrations differs from what specvet trains and infers with: the
+    system prompt, and I0's size (specvet renders every plot at one size). A model fine-tuned
+    on them sees something else at inference; these are warnings to show, not refusals."""
+    from agent.inspection_tasks import system_prompt
+    from agent.render import RENDERER_NAME, RENDERER_VERSION
+    from agent.tool import IMAGE_SIZE
+
+    ours = system_prompt()
+    other_prompt = [t for t in trajectories if t.system_prompt != ours]
+    other_size = [t for t in trajectories if _png_size(t.initial_image.png) != IMAGE_SIZE]
+    warnings = []
+    if other_prompt:
+        warnings.append(
+            f"{len(other_prompt)} of {len(trajectories)} rows have a system prompt that differs "
+            f"from the one specvet trains and infers with (e.g. {_row_names(other_prompt)}): "
+            f"first difference {_first_difference(other_prompt[0].system_prompt, ours)}"
+        )
+    if other_size:
+        width, height = IMAGE_SIZE
+        sizes = sorted({"x".join(map(str, _png_size(t.initial_image.png))) for t in other_size})
+        warnings.append(
+            f"{len(other_size)} of {len(trajectories)} rows show I0 at "
+            f"{', '.join(sizes[:3])} pixels (e.g. {_row_names(other_size)}); specvet renders "
+            f"{width}x{height} ({RENDERER_NAME} {RENDERER_VERSION})"
+        )
+    return warnings
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def _row_names(trajectories: Sequence[Trajectory]) -> str:
+    names = [
+        f"{t.meta['source_name']}#{t.meta['sample_index']}"
+        if "sample_index" in t.meta
+        else t.spectrum.object_id
+        for t in trajectories[:3]
+    ]
+    return ", ".join(names) + (", …" if len(trajectories) > 3 else "")
+
+
+def _first_difference(theirs: str, ours: str) -> str:
+    position = next(
+        (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
+        min(len(theirs), len(ours)),
+    )
+    return (
+        f"at character {position}: theirs {theirs[position : position + 40]!r}, "
+        f"ours {ours[position : position + 40]!r}"
+    )
+
+
 # --- SpecVI-Bench / verl parquet ---------------------------------------------------------------
 
 

@@ -61,6 +61,33 @@ class Generated:
 Episode = Generator[list[dict[str, Any]], Generated, Trajectory]
 
 
+@dataclass(frozen=True)
+class Opening:
+    """A dataset's own first turn, shown instead of specvet's so scores stay comparable with
+    the numbers its publishers report (SpecVI-Bench rows carry Spec-o3's prompt and I0).
+
+    ``system_prompt`` and ``user_prompt`` replace specvet's prompts when given (the user prompt
+    holds exactly one ``<image>``, where I0 is shown); ``image`` replaces specvet's rendering of
+    I0. Tool observations are always rendered by specvet.
+    """
+
+    user_prompt: str | None = None
+    system_prompt: str | None = None
+    image: ImageRef | None = None
+
+    @property
+    def prompt_source(self) -> str:
+        from_dataset = self.user_prompt is not None or self.system_prompt is not None
+        return "dataset" if from_dataset else "specvet"
+
+    @property
+    def image_source(self) -> str:
+        return "dataset" if self.image is not None else "specvet"
+
+
+SPECVET_OPENING = Opening()
+
+
 def inspect(
     spectrum: Spectrum,
     task: Task,
@@ -71,11 +98,13 @@ def inspect(
     use_tool: bool = True,
     tool: SpectralVisualizationTool | None = None,
     meta: dict[str, Any] | None = None,
+    opening: Opening | None = None,
 ) -> Trajectory:
     """Run one episode and return its trajectory.
 
     With ``use_tool=False`` (the ablation of paper Table 4) the model sees I0 only and any
-    tool call is answered with a notice that the tool is disabled.
+    tool call is answered with a notice that the tool is disabled. ``opening`` shows a
+    dataset's own prompt and I0 instead of specvet's (meta records which were used).
     """
     run = episode(
         spectrum,
@@ -86,6 +115,7 @@ def inspect(
         use_tool=use_tool,
         tool=tool,
         meta=meta,
+        opening=opening,
     )
     try:
         messages = next(run)
@@ -103,6 +133,7 @@ def inspect_batch(
     use_tool: bool = True,
     metas: Sequence[dict[str, Any] | None] | None = None,
     keep_going: Callable[[bool], bool] | None = None,
+    openings: Sequence[Opening | None] | None = None,
 ) -> list[Trajectory]:
     """Run several episodes turn-synchronously: each round sends every unfinished episode's
     conversation to ``policy.generate_batch`` in one call (vLLM batches them on the GPU).
@@ -112,6 +143,7 @@ def inspect_batch(
     ``generate_batch([])`` so collective operations inside generation stay matched.
     """
     metas = list(metas) if metas is not None else [None] * len(items)
+    openings = list(openings) if openings is not None else [None] * len(items)
     runs = [
         episode(
             spectrum,
@@ -121,8 +153,9 @@ def inspect_batch(
             use_tool=use_tool,
             meta=meta,
             call_begin=False,
+            opening=opening,
         )
-        for (spectrum, task), meta in zip(items, metas, strict=True)
+        for (spectrum, task), meta, opening in zip(items, metas, openings, strict=True)
     ]
     results: list[Trajectory | None] = [None] * len(runs)
     pending = {index: next(run) for index, run in enumerate(runs)}
@@ -171,6 +204,7 @@ def episode(
     tool: SpectralVisualizationTool | None = None,
     meta: dict[str, Any] | None = None,
     call_begin: bool = True,
+    opening: Opening | None = None,
 ) -> Episode:
     """One episode as a generator: it yields the conversation for the next turn, receives the
     ``Generated`` turn, and returns the trajectory (drivers: ``inspect``, ``inspect_batch``)."""
@@ -178,21 +212,30 @@ def episode(
         raise ValueError(f"max_tool_calls must be >= 0, got {max_tool_calls}")
     tool = tool or SpectralVisualizationTool(spectrum)
     rules = TurnRules(tool, max_tool_calls=max_tool_calls, use_tool=use_tool)
-    initial = tool.render_full()
-    if not initial.ok or initial.png is None:
-        raise ValueError(f"cannot render {spectrum.object_id or spectrum.source}: {initial.text}")
-    prompt = build_prompt(task) + ("" if use_tool else NO_TOOL_PROMPT_NOTE)
+    opening = opening or SPECVET_OPENING
+    if opening.image is not None:
+        initial_image = opening.image
+    else:
+        initial = tool.render_full()
+        if not initial.ok or initial.png is None:
+            raise ValueError(
+                f"cannot render {spectrum.object_id or spectrum.source}: {initial.text}"
+            )
+        initial_image = ImageRef(initial.png, initial.wavelength_range, None)
+    user_prompt = build_prompt(task) if opening.user_prompt is None else opening.user_prompt
     trajectory = Trajectory.new(
         task=task.code,
         spectrum=SpectrumRef.from_spectrum(spectrum),
-        system_prompt=system_prompt(),
-        user_prompt=prompt,
-        initial_image=ImageRef(initial.png, initial.wavelength_range, None),
+        system_prompt=system_prompt() if opening.system_prompt is None else opening.system_prompt,
+        user_prompt=user_prompt + ("" if use_tool else NO_TOOL_PROMPT_NOTE),
+        initial_image=initial_image,
         policy=policy.info(),
         meta={
             "max_tool_calls": max_tool_calls,
             "use_tool": use_tool,
             "renderer": renderer_info(tool.size),
+            "prompt_source": opening.prompt_source,
+            "initial_image_source": opening.image_source,
             **(meta or {}),
         },
     )

@@ -16,7 +16,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.http import QueryDict
 
 from agent.editing import EditedAnswer, EditedStep, EditError, edit_from_trajectory
-from agent.formats import DatasetFormatError, load_sharegpt_file
+from agent.formats import DatasetFormatError, cold_start_warnings, load_sharegpt_file
 from agent.reading import UnsafeArchive, check_zip_directory, iter_zip_member
 from agent.trajectory import Trajectory, TrajectoryFormatError
 from annotation.models import AuditVerdict, CurationState, Label, ModelEndpoint, Task, VoteValue
@@ -244,6 +244,8 @@ class ImportFileError(ValueError):
 class ImportFile:
     trajectories: list[Trajectory]
     source: str  # the curation source: "import:jsonl" or "import:sharegpt"
+    # How the rows differ from what training and inference use (shown; nothing is refused).
+    warnings: tuple[str, ...] = ()
 
 
 def read_import_upload(upload: UploadedFile, *, task: str | None = None) -> ImportFile:
@@ -258,7 +260,8 @@ def read_import_upload(upload: UploadedFile, *, task: str | None = None) -> Impo
     if not data.strip():
         raise ImportFileError(f"{name} is empty")
     if data.startswith(ZIP_MAGIC):
-        return ImportFile(_read_sharegpt_zip(data, name, task), "import:sharegpt")
+        trajectories = _read_sharegpt_zip(data, name, task)
+        return ImportFile(trajectories, "import:sharegpt", tuple(cold_start_warnings(trajectories)))
     return ImportFile(_read_jsonl(data, name), "import:jsonl")
 
 

@@ -70,13 +70,15 @@ class SFTRun:
 
 def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], dict[str, Any]]:
     """The trajectories named by ``data_args`` and a JSON-safe description of where they came from."""
-    from agent.formats import load_sharegpt_file
+    from agent.formats import cold_start_warnings, load_sharegpt_file
 
     trajectories: list[Trajectory] = []
     for path in data_args.trajectories:
         trajectories.extend(load_trajectories_jsonl(Path(path)))
+    cold_start: list[Trajectory] = []
     for path in data_args.sharegpt:
-        trajectories.extend(load_sharegpt_file(Path(path)))
+        cold_start.extend(load_sharegpt_file(Path(path)))
+    trajectories.extend(cold_start)
     if data_args.smoke_tasks:
         trajectories.extend(
             smoke_trajectories(
@@ -90,6 +92,9 @@ def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], di
         "sharegpt": list(data_args.sharegpt),
         "smoke_tasks": list(data_args.smoke_tasks),
     }
+    if cold_start:
+        # Recorded with the run: a model tuned on another prompt or image size is scored on ours.
+        sources["cold_start_warnings"] = cold_start_warnings(cold_start)
     if not data_args.use_tool:
         trajectories = [without_tool(trajectory) for trajectory in trajectories]
         sources["use_tool"] = False

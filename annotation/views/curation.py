@@ -1261,6 +1261,7 @@ def curation_import(request: HttpRequest) -> HttpResponse:
                     source=parsed.source,
                 )
                 context["result"] = result
+                context["import_warnings"] = parsed.warnings
                 status = 200
     return render(request, "curation/import.html", context, status=status)
 

@@ -15,6 +15,7 @@ from PIL import Image
 
 from agent.formats import (
     DatasetFormatError,
+    cold_start_warnings,
     from_sharegpt_row,
     from_trl_example,
     from_verl_row,
@@ -658,3 +659,30 @@ def test_it_refuses_a_literal_image_tag_in_model_output_for_sharegpt(tmp_path: P
     trajectory.steps[2] = Step.from_output(2, ANSWER.replace("Broad", "See <image>"))
     with pytest.raises(DatasetFormatError, match="literal <image>"):
         write_row(trajectory, tmp_path)
+
+
+# --- cold-start imports against what training and inference use --------------------------------
+
+
+def test_it_warns_when_imported_rows_differ_from_specvets_prompt_and_image_size(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "train_sharegpt.json"
+    write_sharegpt_file([make_trajectory(), make_trajectory()], path)
+    loaded = load_sharegpt_file(path)
+    warnings = cold_start_warnings(loaded)
+    assert len(warnings) == 2
+    assert warnings[0].startswith("2 of 2 rows have a system prompt that differs")
+    assert "at character 4: theirs 'inspect spectra." in warnings[0]
+    assert warnings[1].startswith("2 of 2 rows show I0 at 8x6 pixels")
+    assert "specvet renders 644x392" in warnings[1]
+
+
+def test_it_has_no_warning_for_rows_made_with_specvets_prompt_and_renderer() -> None:
+    from agent.inspection_tasks import system_prompt
+    from agent.tool import IMAGE_SIZE
+
+    trajectory = make_trajectory()
+    trajectory.system_prompt = system_prompt()
+    trajectory.initial_image = ImageRef(make_png((255, 255, 255), IMAGE_SIZE))
+    assert cold_start_warnings([trajectory]) == []

@@ -127,3 +127,36 @@ def test_it_pairs_only_different_trajectories_of_the_same_spectrum_in_the_demo()
     long_2, short_2 = rollout(2, "a", "b"), rollout(2, "a", "b")  # the same two calls
     pairs = comparable_pairs([long_1, long_2], [short_1, short_2])
     assert pairs == [(long_1, short_1)]
+
+
+@pytest.mark.parametrize(("flags", "source"), [([], "dataset"), (["--rerender"], "specvet")])
+def test_it_evaluates_specvi_bench_rows_on_their_own_prompt_unless_rerendering(
+    tmp_path, flags, source
+):
+    import io
+    import json
+
+    from tests.agent.test_evaluation_openings import write_bench
+
+    (tmp_path / "bench").mkdir()
+    bench = write_bench(tmp_path / "bench")
+    report = tmp_path / "run.json"
+    out = io.StringIO()
+    call_command(
+        "evaluate",
+        "--benchmark",
+        "specvi-bench",
+        "--data-dir",
+        str(bench),
+        "--tasks",
+        "CV",
+        "--no-real",
+        "--out",
+        str(report),
+        *flags,
+        stdout=out,
+    )
+    inputs = json.loads(report.read_text())["inputs"]
+    assert inputs["prompt_source"] == {source: 1}
+    assert inputs["initial_image_source"] == {source: 1}
+    assert f"prompt: {source} 1 · I0: {source} 1" in out.getvalue()

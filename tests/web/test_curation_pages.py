@@ -774,6 +774,30 @@ def test_it_imports_a_sharegpt_zip(outsider, tmp_path):
     assert Curation.objects.get().spectrum == row
 
 
+def test_it_warns_when_a_sharegpt_import_differs_from_specvets_prompt(outsider, tmp_path):
+    task = Task.objects.get(code="CV")
+    row = make_spectrum(object_id="SPECVI-8", task=task, label="YES")
+    row.meta = {"index": 8, "task": "cv"}
+    row.save(update_fields=["meta"])
+    trajectory = make_trajectory(row)
+    trajectory.system_prompt = "You are <b>Spec-o3</b>."
+    trajectory.meta = {"sample_index": 8, "ground_truth": "YES", "source_name": "train_cv"}
+    write_sharegpt_file([trajectory], tmp_path / "train_sharegpt.json")
+    files = {
+        path.relative_to(tmp_path).as_posix(): path.read_bytes()
+        for path in tmp_path.rglob("*")
+        if path.is_file()
+    }
+    response = client_for(outsider).post(
+        reverse("curation_import"), {"file": upload("cold_start.zip", zip_bytes(files))}
+    )
+    assert b"Created 1 trajectory" in response.content
+    text = response.content.decode()
+    assert "1 of 1 rows have a system prompt that differs" in text
+    assert "train_cv#8" in text
+    assert "&lt;b&gt;Spec-o3" in text and "<b>Spec-o3" not in text
+
+
 @pytest.mark.parametrize("member", ["../escape.json", "/abs/train.json"])
 def test_it_refuses_a_zip_with_an_unsafe_member(outsider, member):
     response = client_for(outsider).post(

@@ -43,6 +43,12 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=20260, help="SpecVI-mini seed")
         parser.add_argument("--scale", type=float, default=1.0, help="SpecVI-mini size factor")
         parser.add_argument("--data-dir", type=Path, help="SpecVI-Bench parquet folder")
+        parser.add_argument(
+            "--rerender",
+            action="store_true",
+            help="SpecVI-Bench: show specvet's prompt and rendering of I0 instead of each row's "
+            "own (the default keeps the rows', so scores compare with published Spec-o3 ones)",
+        )
         parser.add_argument("--manifest", type=Path, help="a labelled set's manifest.json")
         parser.add_argument("--max-tool-calls", type=int, default=8)
         parser.add_argument("--no-tool", action="store_true", help="ablation: I0 only")
@@ -198,7 +204,10 @@ def _samples(options: dict[str, Any], tasks: list[str]) -> list[evaluation.EvalS
         if not options["data_dir"]:
             raise CommandError("--benchmark specvi-bench needs --data-dir")
         return evaluation.specvi_bench_samples(
-            data_dir=options["data_dir"], split=options["split"], tasks=tasks
+            data_dir=options["data_dir"],
+            split=options["split"],
+            tasks=tasks,
+            rerender=options["rerender"],
         )
     if not options["manifest"]:
         raise CommandError("--benchmark manifest needs --manifest")
