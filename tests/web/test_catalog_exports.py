@@ -125,9 +125,7 @@ def test_it_exports_a_votable_that_astropy_reads_back(expert_client, entries):
 
 
 def test_it_puts_ucds_on_the_votable_fields(expert_client, entries):
-    votable = parse_votable(
-        io.BytesIO(body(expert_client.get(reverse("catalog_export_votable"))))
-    )
+    votable = parse_votable(io.BytesIO(body(expert_client.get(reverse("catalog_export_votable")))))
     ucds = {field.name: field.ucd for field in votable.get_first_table().fields}
     assert ucds["ra"] == "pos.eq.ra;meta.main"
     assert ucds["object_id"] == "meta.id;meta.main"

@@ -73,6 +73,8 @@ def test_it_steps_an_open_model_up_reports_saturation_and_cleans_up(live_server)
     assert not RatingCampaign.objects.exists()
     assert not InspectionRun.objects.exists()
     assert not Spectrum.objects.filter(dataset="loadtest", curation__isnull=True).exists()
-    assert not get_user_model().objects.filter(
-        username__startswith=USER_PREFIX, is_active=True
-    ).exists()
+    assert (
+        not get_user_model()
+        .objects.filter(username__startswith=USER_PREFIX, is_active=True)
+        .exists()
+    )
