@@ -10,9 +10,10 @@ from django.db.models import Model, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from annotation import services
-from annotation.models import AuditLog, ModelEndpoint, Spectrum, Task
-from annotation.roles import Role, has_role, user_roles
+from annotation.core import services
+from annotation.core.models import AuditLog, ModelEndpoint
+from annotation.core.roles import Role, has_role, user_roles
+from annotation.spectra.models import Spectrum, Task
 
 
 class AuditedAdmin(admin.ModelAdmin):
@@ -161,7 +162,7 @@ class ModelEndpointAdminForm(ModelForm):
     def clean(self) -> dict[str, Any]:
         from django.core.exceptions import ValidationError
 
-        from annotation import endpoints
+        from annotation.core import endpoints
 
         data = super().clean()
         adding = self.instance.pk is None

@@ -15,7 +15,8 @@ def register_default_endpoint(**kwargs: Any) -> None:
     After migrate rather than at first use: every deployment runs migrate, and reads never
     write. A bad OPENAI_BASE_URL must not stop the migration; it is logged instead.
     """
-    from annotation import services
+    from annotation.core import errors as core_errors
+    from annotation.core import services as core_services
 
     migrated = kwargs.get("apps")
     try:
@@ -24,8 +25,8 @@ def register_default_endpoint(**kwargs: Any) -> None:
     except LookupError:
         return  # migrated back to before endpoints existed
     try:
-        services.model_endpoint_sync_default()
-    except services.WorkflowError as error:
+        core_services.model_endpoint_sync_default()
+    except core_errors.WorkflowError as error:
         logger.warning("the OPENAI_* settings do not make a model endpoint: %s", error)
 
 
@@ -34,6 +35,11 @@ class AnnotationConfig(AppConfig):
     verbose_name = "specvet annotation"
 
     def ready(self) -> None:
+        # The job runners of each domain register with core's registry on import; core itself
+        # imports no domain.
+        from annotation.curation import jobs as curation_jobs  # noqa: F401
+        from annotation.rating import jobs as rating_jobs  # noqa: F401
+
         post_migrate.connect(
             register_default_endpoint, sender=self, dispatch_uid="specvet_default_endpoint"
         )

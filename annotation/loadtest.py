@@ -32,17 +32,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agent import synthetic
-from annotation import services
-from annotation.models import (
-    CatalogEntry,
-    Curation,
-    CurationState,
-    InspectionRun,
-    Rollout,
-    Spectrum,
-    Task,
-)
-from annotation.roles import Role
+from annotation.core.roles import Role
+from annotation.curation import services as curation_services
+from annotation.curation.models import Curation, CurationState
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import CatalogEntry, InspectionRun, Rollout
+from annotation.rating import services as rating_services
+from annotation.spectra import services as spectra_services
+from annotation.spectra.models import Spectrum, Task
 
 USER_PREFIX = "load-expert-"
 REVISER = "load-reviser"
@@ -105,7 +102,7 @@ def _experts(usernames: list[str], password: str) -> list[Any]:
 
 def _catalog_run(task: Task, spectra: int, seed: int, name: str = RUN_NAME) -> InspectionRun:
     """A finished rule-based run over synthetic spectra (reused when an earlier seed made it)."""
-    from annotation import jobs
+    from annotation.inspections import jobs
 
     run = InspectionRun.objects.filter(name=name, task=task).order_by("-id").first()
     if run is not None and run.catalog.count() == run.candidates.count():
@@ -115,7 +112,7 @@ def _catalog_run(task: Task, spectra: int, seed: int, name: str = RUN_NAME) -> I
     ids: list[int] = []
     for label in (True, False):
         values = [s.spectrum for s in samples if s.label is label]
-        services.spectra_store(
+        spectra_services.spectra_store(
             values=values,
             dataset=DATASET,
             source_name="loadtest (SpecVI-mini, synthetic)",
@@ -124,13 +121,13 @@ def _catalog_run(task: Task, spectra: int, seed: int, name: str = RUN_NAME) -> I
             split="test",
         )
         # This run's own spectra, new or stored by an earlier seed: never another run's.
-        hashes = [services.spectrum_content_hash(value) for value in values]
+        hashes = [spectra_services.spectrum_content_hash(value) for value in values]
         ids += list(
             Spectrum.objects.filter(dataset=DATASET, content_hash__in=hashes).values_list(
                 "pk", flat=True
             )
         )
-    run = services.inspection_run_create(
+    run = inspections_services.inspection_run_create(
         task=task,
         spectrum_ids=ids[:spectra],
         policy_spec={"kind": "rule-based"},
@@ -139,7 +136,9 @@ def _catalog_run(task: Task, spectra: int, seed: int, name: str = RUN_NAME) -> I
         confidence_threshold=0.9,
     )
     for candidate_id in run.candidates.values_list("pk", flat=True):
-        if services.candidate_claim(candidate_id=candidate_id):  # not run on commit already
+        if inspections_services.candidate_claim(
+            candidate_id=candidate_id
+        ):  # not run on commit already
             jobs.run_candidate(candidate_id)
     return run
 
@@ -147,20 +146,20 @@ def _catalog_run(task: Task, spectra: int, seed: int, name: str = RUN_NAME) -> I
 def _curation_in_audit(rollout: Rollout, task: Task, reviser: Any, auditors: list[Any]) -> Curation:
     """A drafted trajectory screened, revised by `reviser` and claimed by both auditors."""
     spectrum = rollout.candidate.spectrum
-    curation = services.curation_create(
+    curation = curation_services.curation_create(
         spectrum=spectrum,
         task=task,
-        trajectory=services.trajectory_from_stored(rollout.data),
+        trajectory=curation_services.trajectory_from_stored(rollout.data),
         ground_truth=spectrum.label or "NO",
         teacher={"name": "rule-based"},
     )
-    services.curation_screen(curation=curation, user=reviser, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
-    services.curation_submit_for_audit(
+    curation_services.curation_screen(curation=curation, user=reviser, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_submit_for_audit(
         curation=curation, user=reviser, base_number=curation.head_number
     )
     for auditor in auditors:
-        services.curation_claim_audit(curation=curation, user=auditor)
+        curation_services.curation_claim_audit(curation=curation, user=auditor)
     return curation
 
 
@@ -179,7 +178,7 @@ def seed(
     of them) and a few drafts to screen."""
     if users < 2:
         raise ValueError("the load test needs at least 2 experts (each audit has two auditors)")
-    services.tasks_seed_builtin()
+    spectra_services.tasks_seed_builtin()
     task = Task.objects.get(code="CV")
     *experts, reviser = _experts(
         [f"{USER_PREFIX}{i:03d}" for i in range(users)] + [REVISER], password
@@ -201,11 +200,11 @@ def seed(
         .select_related("candidate__run__task", "candidate__spectrum")
         .order_by("candidate_id")
     )
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name=f"{CAMPAIGN_PREFIX} {timezone.now():%Y-%m-%d %H:%M:%S}",
         raters=experts,
         raters_per_item=len(experts),
-        sources=services.rating_sources_from_rollouts(rated_rollouts[:campaign_items]),
+        sources=rating_services.rating_sources_from_rollouts(rated_rollouts[:campaign_items]),
         created_by=None,
         seed=seed,
     )
@@ -222,10 +221,10 @@ def seed(
             audits[auditor.get_username()].append(curation.pk)
     for i in range(max(5, users // 5)):
         rollout = rollouts[i % len(rollouts)]
-        curation = services.curation_create(
+        curation = curation_services.curation_create(
             spectrum=rollout.candidate.spectrum,
             task=task,
-            trajectory=services.trajectory_from_stored(rollout.data),
+            trajectory=curation_services.trajectory_from_stored(rollout.data),
             ground_truth=rollout.candidate.spectrum.label or "NO",
             teacher={"name": "rule-based"},
         )
@@ -507,7 +506,7 @@ def cleanup(*, log: Callable[[str], None] = lambda line: None) -> None:
     immutable by design, as is the audit log, which keeps naming the accounts; so accounts are
     deactivated rather than deleted, and the next seed reactivates them.
     """
-    from annotation.models import RatingCampaign
+    from annotation.rating.models import RatingCampaign
 
     with transaction.atomic():
         campaigns = RatingCampaign.objects.filter(name__startswith=CAMPAIGN_PREFIX)

@@ -7,8 +7,9 @@ import numpy as np
 from django.contrib.auth import get_user_model
 
 from agent.spectra import Spectrum as SpectrumValue
-from annotation import services
-from annotation.models import Spectrum, Task
+from annotation.curation import services as curation_services
+from annotation.spectra import services as spectra_services
+from annotation.spectra.models import Spectrum, Task
 
 PASSWORD = "a-long-test-password"
 
@@ -39,7 +40,7 @@ def give_roles(user, *roles: str) -> None:
     """Add roles (annotation.roles.Role values) directly, without the audited service."""
     from django.contrib.auth.models import Group
 
-    from annotation.roles import Role, forget_roles
+    from annotation.core.roles import Role, forget_roles
 
     for role in map(Role, roles):
         if role == Role.STAFF:
@@ -79,12 +80,14 @@ def make_spectrum(
     **value_kwargs: object,
 ) -> Spectrum:
     value = make_spectrum_value(object_id=object_id, seed=seed, **value_kwargs)  # type: ignore[arg-type]
-    result = services.spectra_store(
+    result = spectra_services.spectra_store(
         values=[value], dataset=dataset, source_name=f"{object_id}.fits", task=task, label=label
     )
     if result.created:
         return result.created[0]
-    return Spectrum.objects.get(dataset=dataset, content_hash=services.spectrum_content_hash(value))
+    return Spectrum.objects.get(
+        dataset=dataset, content_hash=spectra_services.spectrum_content_hash(value)
+    )
 
 
 def make_endpoint(
@@ -96,7 +99,7 @@ def make_endpoint(
     enabled: bool = True,
 ):
     """A registered model endpoint (directly, without the audited service)."""
-    from annotation.models import ModelEndpoint
+    from annotation.core.models import ModelEndpoint
 
     return ModelEndpoint.objects.create(
         name=name, base_url=base_url, model=model, credential_env=credential_env, enabled=enabled
@@ -133,7 +136,7 @@ def answer_turn(prediction: str = "YES", think: str = "Broad emission.") -> str:
 def make_trajectory(row: Spectrum, task_code: str = "CV", turns: list[str] | None = None):
     from agent.inspection_tasks import get_task
     from agent.rollout import inspect
-    from annotation.selectors import spectrum_value
+    from annotation.spectra.selectors import spectrum_value
 
     turns = turns or [tool_call_turn(6500, 6630, "H-alpha"), answer_turn()]
     return inspect(spectrum_value(row), get_task(task_code), ScriptedPolicy(turns))
@@ -142,7 +145,7 @@ def make_trajectory(row: Spectrum, task_code: str = "CV", turns: list[str] | Non
 def make_curation(*, label: str = "YES", object_id: str = "CUR-1", seed: int = 0):
     task = Task.objects.get(code="CV")
     row = make_spectrum(object_id=object_id, task=task, label=label, seed=seed)
-    return services.curation_create(
+    return curation_services.curation_create(
         spectrum=row,
         task=task,
         trajectory=make_trajectory(row),

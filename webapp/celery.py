@@ -10,4 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("specvet")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# Each domain that runs background work keeps its Celery tasks in its own tasks module.
+app.autodiscover_tasks(
+    ["annotation.core", "annotation.inspections", "annotation.training_runs"], related_name="tasks"
+)

@@ -64,14 +64,14 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "annotation.uploads.UploadTemporaryFilesMiddleware",  # deletes a request's temporary uploads
+    "annotation.spectra.uploads.UploadTemporaryFilesMiddleware",  # deletes a request's temporary uploads
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    "annotation.permissions.RoleRuleMiddleware",
+    "annotation.core.permissions.RoleRuleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -100,7 +100,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "annotation.permissions.nav_context",
+                "annotation.core.permissions.nav_context",
             ],
         },
     },
@@ -191,9 +191,9 @@ SPECTRUM_PLOT_MAX_POINTS = envint("SPECTRUM_PLOT_MAX_POINTS", 8000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = [
-    "annotation.uploads.SizeCappedUploadHandler",  # stops keeping a file past the upload limit
+    "annotation.spectra.uploads.SizeCappedUploadHandler",  # stops keeping a file past the upload limit
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
-    "annotation.uploads.CleanedTemporaryFileUploadHandler",  # deleted when the request ends
+    "annotation.spectra.uploads.CleanedTemporaryFileUploadHandler",  # deleted when the request ends
 ]
 
 REST_FRAMEWORK = {
@@ -203,7 +203,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "annotation.permissions.HasRoleRule",  # each API's role_rule; none declared: refused
+        "annotation.core.permissions.HasRoleRule",  # each API's role_rule; none declared: refused
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
@@ -227,14 +227,14 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],  # the schema too
     "ENUM_NAME_OVERRIDES": {
-        "LabelEnum": "annotation.models.Label",
-        "CandidateStateEnum": "annotation.models.CandidateState",
-        "CurationStateEnum": "annotation.models.CurationState",
-        "JobStateEnum": "annotation.models.JobState",
-        "ExpertDecisionEnum": "annotation.models.ExpertDecisionValue",
-        "VoteValueEnum": "annotation.models.VoteValue",
-        "AuditVerdictEnum": "annotation.models.AuditVerdict",
-        "PairOutcomeEnum": "annotation.models.PairOutcome",
+        "LabelEnum": "annotation.spectra.models.Label",
+        "CandidateStateEnum": "annotation.inspections.models.CandidateState",
+        "CurationStateEnum": "annotation.curation.models.CurationState",
+        "JobStateEnum": "annotation.core.models.JobState",
+        "ExpertDecisionEnum": "annotation.inspections.models.ExpertDecisionValue",
+        "VoteValueEnum": "annotation.curation.models.VoteValue",
+        "AuditVerdictEnum": "annotation.curation.models.AuditVerdict",
+        "PairOutcomeEnum": "annotation.rating.models.PairOutcome",
     },
 }
 
@@ -258,7 +258,7 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # A message taken by a worker that died (SIGKILL, lost machine) goes back to its queue
     # this long after delivery. A live worker's task that runs longer is delivered again too;
-    # the job lease (annotation/leases.py) keeps the second copy waiting, never running twice.
+    # the job lease (annotation/core/leases.py) keeps the second copy waiting, never running twice.
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 60 * 60),
     "unacked_restore_interval": envint("CELERY_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": 1,
@@ -274,8 +274,8 @@ CELERY_TASK_QUEUES = [
     Queue(name, Exchange(name), routing_key=name) for name in ("default", "inspection", "gpu")
 ]
 CELERY_TASK_ROUTES = {
-    "annotation.tasks.run_candidate": {"queue": "inspection"},
-    "annotation.tasks.run_training": {"queue": "gpu"},
+    "annotation.inspections.tasks.run_candidate": {"queue": "inspection"},
+    "annotation.training_runs.tasks.run_training": {"queue": "gpu"},
 }
 # A job or candidate is tried at most this often, whatever ends an attempt (a lost worker, an
 # unreachable model endpoint); endpoint outages wait JOB_RETRY_BACKOFF * 2**(attempt - 1) s.

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
-from annotation import services
+from annotation.spectra import services
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page

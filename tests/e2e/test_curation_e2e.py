@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotation.models import Curation, CurationState
+from annotation.curation.models import Curation, CurationState
 from tests.e2e.conftest import BrowserPages
 from tests.factories import PASSWORD, UserFactory, make_curation
 

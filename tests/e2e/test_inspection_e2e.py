@@ -16,8 +16,9 @@ import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
-from annotation import tasks
-from annotation.models import Candidate, InspectionRun, Task
+from annotation.inspections import tasks
+from annotation.inspections.models import Candidate, InspectionRun
+from annotation.spectra.models import Task
 from tests.e2e.conftest import BrowserPages
 from tests.factories import UserFactory, make_spectrum
 from webapp.celery import app

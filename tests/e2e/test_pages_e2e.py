@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from annotation.models import Task
+from annotation.spectra.models import Task
 from tests.e2e.conftest import BrowserPages
 from tests.factories import UserFactory, make_spectrum
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotation.models import PairJudgement, RatingAssignment, Task
+from annotation.rating.models import PairJudgement, RatingAssignment
+from annotation.spectra.models import Task
 from tests.e2e.conftest import BrowserPages
 from tests.factories import UserFactory
 from tests.web.test_rating_pages import make_campaign

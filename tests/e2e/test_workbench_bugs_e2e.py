@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotation import charts, selectors, services
-from annotation.models import Spectrum, Task
+from annotation.core import charts
+from annotation.curation import services as curation_services
+from annotation.rating import services as rating_services
+from annotation.spectra import selectors
+from annotation.spectra import services as spectra_services
+from annotation.spectra.models import Spectrum, Task
 from tests.e2e.conftest import BrowserPages
 from tests.factories import UserFactory
 
@@ -24,7 +28,7 @@ needs_lamost = pytest.mark.skipif(
 
 
 def _load_g7() -> Spectrum:
-    return services.spectra_import_path(path=LAMOST_G7, dataset="lamost").created[0]
+    return spectra_services.spectra_import_path(path=LAMOST_G7, dataset="lamost").created[0]
 
 
 def _y_range(page: Page) -> list[float]:
@@ -143,7 +147,7 @@ LONG_NAMES = ("Qwen2.5-VL-7B cold-start SFT, checkpoint 1200", "Qwen2.5-VL-7B SF
 
 def _pairwise_campaign(owner, rater, wanted: list[str]):
     """Both models explain each spectrum; rater prefers wanted[s] ("a", "b" or "tie")."""
-    from annotation.models import PairJudgement
+    from annotation.rating.models import PairJudgement
     from tests.factories import make_spectrum, make_trajectory
 
     cv = Task.objects.get(code="CV")
@@ -152,20 +156,20 @@ def _pairwise_campaign(owner, rater, wanted: list[str]):
         row = make_spectrum(object_id=f"BT{s}", seed=s, task=cv)
         for k, policy in enumerate(LONG_NAMES):
             sources.append(
-                services.RatingSource(
+                rating_services.RatingSource(
                     source=f"bt:{2 * s + k}",
-                    data=services.trajectory_to_stored(make_trajectory(row)),
+                    data=curation_services.trajectory_to_stored(make_trajectory(row)),
                     policy_name=policy,
                     task=cv,
                     spectrum=row,
                     dataset="SDSS",
                 )
             )
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name="arena", raters=[rater], raters_per_item=1, sources=sources, created_by=owner, seed=3
     )
     items = list(campaign.items.order_by("source"))
-    pairs = services.campaign_add_pairs(
+    pairs = rating_services.campaign_add_pairs(
         campaign=campaign,
         pairs=[(items[2 * s], items[2 * s + 1]) for s in range(len(wanted))],
         raters_per_pair=1,
@@ -177,7 +181,7 @@ def _pairwise_campaign(owner, rater, wanted: list[str]):
         else:
             preferred = LONG_NAMES[0] if choice == "a" else LONG_NAMES[1]
             outcome = "left" if pair.left.policy_name == preferred else "right"
-        services.pair_judgement_submit(judgement=judgement, rater=rater, outcome=outcome)
+        rating_services.pair_judgement_submit(judgement=judgement, rater=rater, outcome=outcome)
     return campaign
 
 

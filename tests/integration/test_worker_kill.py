@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import pytest
 
-from annotation import services
-from annotation.models import (
+from annotation.core.models import Job, JobState
+from annotation.curation.models import Curation, TrajectoryVersion
+from annotation.inspections.models import (
     Candidate,
     CandidateState,
     CatalogEntry,
-    Curation,
     InspectionRun,
-    Job,
-    JobState,
     LiveStep,
     Rollout,
-    Task,
-    TrajectoryVersion,
 )
+from annotation.spectra import services
+from annotation.spectra.models import Task
 from tests.factories import make_endpoint, make_spectrum
 from tests.integration.conftest import WORKER_TEST_MARKS, wait_until
 
@@ -50,7 +48,7 @@ def test_it_finishes_a_killed_inspection_candidate_once(cv, broker, start_worker
         max_tool_calls=1,
     )
     candidate = Candidate.objects.create(run=run, spectrum=make_spectrum())
-    broker.enqueue("annotation.tasks.run_candidate", candidate.pk)
+    broker.enqueue("annotation.inspections.tasks.run_candidate", candidate.pk)
     first = start_worker("first")
     wait_until(chat_script.held.is_set, workers=[first], what="the held model request")
     assert Rollout.objects.filter(candidate=candidate).count() == 1
@@ -95,7 +93,7 @@ def test_it_finishes_a_killed_draft_job_once(cv, broker, start_worker, chat_scri
             "max_tool_calls": 1,
         },
     )
-    broker.enqueue("annotation.tasks.run_job", job.pk)
+    broker.enqueue("annotation.core.tasks.run_job", job.pk)
     first = start_worker("first")
     wait_until(chat_script.held.is_set, workers=[first], what="the held model request")
     assert list(Curation.objects.values_list("spectrum_id", flat=True)) == [spectra[0].pk]

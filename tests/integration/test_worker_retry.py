@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import socket
 
-from annotation import services
-from annotation.models import Candidate, CandidateState, InspectionRun, Task
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.spectra import services
+from annotation.spectra.models import Task
 from tests.factories import make_endpoint, make_spectrum
 from tests.integration.conftest import WORKER_TEST_MARKS, wait_until
 
@@ -28,7 +29,7 @@ def test_it_retries_an_unreachable_endpoint_then_fails_with_the_reason(broker, s
         max_tool_calls=1,
     )
     candidate = Candidate.objects.create(run=run, spectrum=make_spectrum())
-    broker.enqueue("annotation.tasks.run_candidate", candidate.pk)
+    broker.enqueue("annotation.inspections.tasks.run_candidate", candidate.pk)
     worker = start_worker("retrying", JOB_MAX_ATTEMPTS="3", JOB_RETRY_BACKOFF="1")
     wait_until(
         lambda: Candidate.objects.get(pk=candidate.pk).state == CandidateState.FAILED,

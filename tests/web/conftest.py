@@ -84,8 +84,8 @@ def training_dirs(settings, tmp_path):
 @pytest.fixture
 def export(db, training_dirs):
     """A curation export (v1) of one accepted two-step CV trajectory."""
-    from annotation import services
-    from annotation.models import Curation, CurationState
+    from annotation.curation import datasets as services
+    from annotation.curation.models import Curation, CurationState
     from tests.factories import make_curation
 
     curation = make_curation(object_id="ACCEPTED-1")

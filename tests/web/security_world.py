@@ -17,22 +17,25 @@ from django.db import transaction
 from django.test import TestCase, override_settings
 
 from agent.editing import answer_text, standardize, step_text
-from annotation import jobs, selectors, services
-from annotation.models import (
+from annotation.core import services as core_services
+from annotation.core.models import Job
+from annotation.curation import datasets as curation_datasets
+from annotation.curation import selectors as curation_selectors
+from annotation.curation import services as curation_services
+from annotation.curation.models import Curation, DatasetExport
+from annotation.inspections import jobs
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import Candidate, CatalogEntry, InspectionRun
+from annotation.rating import services as rating_services
+from annotation.rating.models import (
     CampaignItem,
-    Candidate,
-    CatalogEntry,
-    Curation,
-    DatasetExport,
-    InspectionRun,
-    Job,
     Judge,
     PairJudgement,
     RatingAssignment,
     RatingCampaign,
-    Spectrum,
-    Task,
 )
+from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra.models import Spectrum, Task
 from tests.factories import ScriptedPolicy, UserFactory, make_endpoint, make_spectrum
 
 
@@ -79,7 +82,10 @@ def model_turns(text: str) -> list[str]:
 def model_trajectory(spectrum: Spectrum, task: Task, text: str):
     from agent.rollout import inspect
 
-    value, agent_task = selectors.spectrum_value(spectrum), selectors.task_value(task)
+    value, agent_task = (
+        spectra_selectors.spectrum_value(spectrum),
+        spectra_selectors.task_value(task),
+    )
     return inspect(value, agent_task, NamedPolicy(text, model_turns(text)))
 
 
@@ -102,7 +108,7 @@ def make_task(text: str) -> Task:
 
 def _audit_round(curation: Curation, users: dict[str, Any], text: str, verdict: str) -> None:
     for name in ("auditor", "second_auditor"):
-        services.audit_submit(
+        curation_services.audit_submit(
             curation=curation,
             user=users[name],
             version_number=curation.head_number,
@@ -114,8 +120,8 @@ def _audit_round(curation: Curation, users: dict[str, Any], text: str, verdict: 
 
 
 def _revise(curation: Curation, users: dict[str, Any], text: str) -> None:
-    head = selectors.version_trajectory(selectors.head_version(curation))
-    services.curation_save_revision(
+    head = curation_selectors.version_trajectory(curation_selectors.head_version(curation))
+    curation_services.curation_save_revision(
         curation=curation,
         user=users["reviser"],
         base_number=curation.head_number,
@@ -129,7 +135,7 @@ def make_curations(task: Task, spectrum: Spectrum, users: dict[str, Any], text: 
     made = []
     for _ in range(3):
         made.append(
-            services.curation_create(
+            curation_services.curation_create(
                 spectrum=spectrum,
                 task=task,
                 trajectory=model_trajectory(spectrum, task, text),
@@ -138,28 +144,32 @@ def make_curations(task: Task, spectrum: Spectrum, users: dict[str, Any], text: 
             )
         )
     accepted, reopened, discarded = made
-    services.curation_screen(curation=discarded, user=users["outsider"], keep=False, reason=text)
+    curation_services.curation_screen(
+        curation=discarded, user=users["outsider"], keep=False, reason=text
+    )
     for curation in (accepted, reopened):
-        services.curation_screen(curation=curation, user=users["outsider"], keep=True)
-        services.curation_claim_revision(curation=curation, user=users["reviser"])
+        curation_services.curation_screen(curation=curation, user=users["outsider"], keep=True)
+        curation_services.curation_claim_revision(curation=curation, user=users["reviser"])
         _revise(curation, users, text)
-        services.curation_submit_for_audit(
+        curation_services.curation_submit_for_audit(
             curation=curation, user=users["reviser"], base_number=curation.head_number
         )
         for name in ("auditor", "second_auditor"):
-            services.curation_claim_audit(curation=curation, user=users[name])
+            curation_services.curation_claim_audit(curation=curation, user=users[name])
         _audit_round(curation, users, text, "request_changes")
     _revise(accepted, users, text)
-    services.curation_submit_for_audit(
+    curation_services.curation_submit_for_audit(
         curation=accepted, user=users["reviser"], base_number=accepted.head_number
     )
     _audit_round(accepted, users, text, "approve")
-    head = selectors.version_trajectory(selectors.head_version(accepted))
-    services.curation_standardize(
+    head = curation_selectors.version_trajectory(curation_selectors.head_version(accepted))
+    curation_services.curation_standardize(
         curation=accepted, trajectory=standardize(head), standardizer={"name": text}
     )
     for name in ("reviser", "auditor", "second_auditor"):
-        services.vote_cast(curation=accepted, user=users[name], value="accept", comment=text)
+        curation_services.vote_cast(
+            curation=accepted, user=users[name], value="accept", comment=text
+        )
     for curation in made:
         curation.refresh_from_db()
     return accepted, reopened, discarded
@@ -172,7 +182,7 @@ def make_run(
         jobs, "policy_for", lambda spec, sampling=None: NamedPolicy(policy, model_turns(text))
     )
     with capture(execute=True):
-        run = services.inspection_run_create(
+        run = inspections_services.inspection_run_create(
             task=task,
             spectrum_ids=[spectrum.pk],
             policy_spec={"kind": "rule-based"},
@@ -184,7 +194,7 @@ def make_run(
 
 
 def make_campaigns(runs: list[InspectionRun], users: dict[str, Any], text: str):
-    from annotation.models import Rollout
+    from annotation.inspections.models import Rollout
 
     rollouts = list(
         Rollout.objects.filter(candidate__run__in=runs).select_related(
@@ -194,29 +204,35 @@ def make_campaigns(runs: list[InspectionRun], users: dict[str, Any], text: str):
     raters = [users["auditor"], users["second_auditor"]]
     campaigns = []
     for _ in range(2):
-        campaign = services.campaign_create(
+        campaign = rating_services.campaign_create(
             name=text,
             description=text,
             raters=raters,
             raters_per_item=2,
-            sources=services.rating_sources_from_rollouts(rollouts),
+            sources=rating_services.rating_sources_from_rollouts(rollouts),
             created_by=users["staff"],
             seed=1,
         )
         first, second = campaign.items.order_by("id")
-        services.campaign_add_pairs(campaign=campaign, pairs=[(first, second)], raters_per_pair=2)
+        rating_services.campaign_add_pairs(
+            campaign=campaign, pairs=[(first, second)], raters_per_pair=2
+        )
         campaigns.append(campaign)
     closed, still_open = campaigns
     for assignment in RatingAssignment.objects.filter(item__campaign=closed):
-        services.rating_submit(assignment=assignment, rater=assignment.rater, score=3, comment=text)
+        rating_services.rating_submit(
+            assignment=assignment, rater=assignment.rater, score=3, comment=text
+        )
     for judgement in PairJudgement.objects.filter(pair__campaign=closed):
-        services.pair_judgement_submit(judgement=judgement, rater=judgement.rater, outcome="tie")
-    judge = services.judge_create(
+        rating_services.pair_judgement_submit(
+            judgement=judgement, rater=judgement.rater, outcome="tie"
+        )
+    judge = rating_services.judge_create(
         name=text, endpoint=make_endpoint(name="judge-world", model=text), actor=users["staff"]
     )
     for item in closed.items.all():
-        services.judge_score_record(judge=judge, item=item, score=4, reason=text, raw=text)
-    services.campaign_close(campaign=closed, actor=users["staff"])
+        rating_services.judge_score_record(judge=judge, item=item, score=4, reason=text, raw=text)
+    rating_services.campaign_close(campaign=closed, actor=users["staff"])
     return closed, still_open, judge
 
 
@@ -234,8 +250,8 @@ def build_world(text: str, *, monkeypatch, capture) -> World:
     task = make_task(text)
     spectrum = make_spectrum(object_id=text, task=task, label="YES")  # stored from "{text}.fits"
     accepted, reopened, discarded = make_curations(task, spectrum, users, text)
-    export = services.dataset_export_create(actor=users["staff"])
-    job = services.job_create(kind="draft", params={"note": text}, created_by=users["staff"])
+    export = curation_datasets.dataset_export_create(actor=users["staff"])
+    job = core_services.job_create(kind="draft", params={"note": text}, created_by=users["staff"])
     runs = [
         make_run(
             task,
@@ -257,11 +273,11 @@ def build_world(text: str, *, monkeypatch, capture) -> World:
         ),
     ]
     candidate = runs[0].candidates.get()
-    services.expert_decision_record(
+    inspections_services.expert_decision_record(
         candidate=candidate, expert=users["auditor"], decision="unsure", comment=text
     )
     closed, still_open, judge = make_campaigns(runs, users, text)
-    version = selectors.head_version(accepted)
+    version = curation_selectors.head_version(accepted)
     image_sha = version.data["steps"][0]["tool_result"]["image"]["png_sha256"]
     return World(
         text=text,

@@ -28,7 +28,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
 
-from annotation.roles import Role
+from annotation.core.roles import Role
 from tests.factories import UserFactory
 from tests.web.security_world import World, world_rolled_back
 from webapp.wsgi import application

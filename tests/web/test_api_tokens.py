@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.models import AuditLog
+from annotation.core.models import AuditLog
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

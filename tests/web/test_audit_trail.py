@@ -17,18 +17,15 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.models import (
-    AuditLog,
-    Candidate,
-    CandidateState,
-    CurationState,
-    InspectionRun,
-    PairJudgement,
-    RatingAssignment,
-    Spectrum,
-    Task,
-)
+from annotation.core import services as core_services
+from annotation.core.models import AuditLog
+from annotation.curation import services as curation_services
+from annotation.curation.models import CurationState
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.rating import services as rating_services
+from annotation.rating.models import PairJudgement, RatingAssignment
+from annotation.spectra.models import Spectrum, Task
 from tests.factories import UserFactory, make_curation, make_spectrum
 from tests.web.test_rating_campaigns import make_campaign
 
@@ -71,8 +68,10 @@ def entries(action: str, obj) -> list[AuditLog]:
 def test_it_records_each_score_with_the_previous_one(raters, staff):
     campaign = make_campaign(raters, staff, n=2, per_item=2)
     assignment = RatingAssignment.objects.filter(item__campaign=campaign, rater=raters[0]).first()
-    services.rating_submit(assignment=assignment, rater=raters[0], score=2)
-    services.rating_submit(assignment=assignment, rater=raters[0], score=4, comment="on reflection")
+    rating_services.rating_submit(assignment=assignment, rater=raters[0], score=2)
+    rating_services.rating_submit(
+        assignment=assignment, rater=raters[0], score=4, comment="on reflection"
+    )
 
     logged = entries("rating_scored", assignment)
     assert [(e.actor, e.from_state, e.to_state) for e in logged] == [
@@ -88,9 +87,11 @@ def test_it_records_each_pair_judgement(raters, staff):
     a, b = campaign.items.order_by("source")[:2]
     b.spectrum = a.spectrum
     b.save()
-    pair = services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)[0]
+    pair = rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)[
+        0
+    ]
     judgement = PairJudgement.objects.get(pair=pair)
-    services.pair_judgement_submit(judgement=judgement, rater=judgement.rater, outcome="tie")
+    rating_services.pair_judgement_submit(judgement=judgement, rater=judgement.rater, outcome="tie")
 
     [logged] = entries("pair_judged", judgement)
     assert (logged.actor, logged.from_state, logged.to_state) == (judgement.rater, "", "tie")
@@ -101,7 +102,9 @@ def test_it_records_a_vetting_decision(db):
     run = InspectionRun.objects.create(task=Task.objects.get(code="CV"), policy_spec={})
     candidate = Candidate.objects.create(run=run, spectrum=make_spectrum(), state="done")
     assert candidate.state == CandidateState.DONE
-    services.expert_decision_record(candidate=candidate, expert=expert, decision="NO", comment="x")
+    inspections_services.expert_decision_record(
+        candidate=candidate, expert=expert, decision="NO", comment="x"
+    )
 
     [logged] = entries("expert_decision", candidate)
     assert (logged.actor, logged.to_state, logged.comment) == (expert, "NO", "x")
@@ -207,7 +210,7 @@ def test_it_records_each_object_of_a_bulk_delete_in_the_admin(admin_client):
 
 
 def test_it_gives_the_admin_a_read_only_log(admin_client, staff):
-    entry = services.audit_log_record(actor=staff, action="test_entry", obj=staff)
+    entry = core_services.audit_log_record(actor=staff, action="test_entry", obj=staff)
     assert admin_client.get(reverse("admin:annotation_auditlog_changelist")).status_code == 200
     assert admin_client.get(reverse("admin:annotation_auditlog_add")).status_code == 403
     change_url = reverse("admin:annotation_auditlog_change", args=[entry.pk])
@@ -219,7 +222,7 @@ def test_it_gives_the_admin_a_read_only_log(admin_client, staff):
 
 
 def test_it_refuses_bulk_updates_and_deletes_through_the_orm(staff):
-    services.audit_log_record(actor=staff, action="test_entry", obj=staff)
+    core_services.audit_log_record(actor=staff, action="test_entry", obj=staff)
     rows = AuditLog.objects.filter(action="test_entry")
     with pytest.raises(ValueError, match="append-only"):
         rows.update(comment="rewritten")
@@ -238,7 +241,7 @@ def test_it_refuses_bulk_updates_and_deletes_through_the_orm(staff):
     ],
 )
 def test_it_refuses_raw_updates_and_deletes_in_the_database(staff, statement):
-    entry = services.audit_log_record(actor=staff, action="test_entry", obj=staff)
+    entry = core_services.audit_log_record(actor=staff, action="test_entry", obj=staff)
     with pytest.raises(DatabaseError, match="append-only"):  # noqa: SIM117
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(statement, [entry.pk])
@@ -250,7 +253,7 @@ def test_it_refuses_raw_updates_and_deletes_in_the_database(staff, statement):
 
 
 def test_it_refuses_to_delete_a_user_with_history_and_says_why(admin_client, staff):
-    services.audit_log_record(actor=staff, action="test_entry", obj=staff)
+    core_services.audit_log_record(actor=staff, action="test_entry", obj=staff)
     with pytest.raises(ProtectedError):
         staff.delete()
 
@@ -275,7 +278,7 @@ def test_it_deletes_a_user_without_history(db):
 def test_it_shows_who_discarded_a_trajectory_and_why(db):
     expert = UserFactory(username="screener", roles=["expert"])
     curation = make_curation()
-    services.curation_screen(
+    curation_services.curation_screen(
         curation=curation, user=expert, keep=False, reason="The windows miss H-alpha <b>x</b>"
     )
     assert curation.state == CurationState.DISCARDED
@@ -296,7 +299,7 @@ def test_it_shows_who_discarded_a_trajectory_and_why(db):
 def test_it_shows_no_discard_reason_on_a_kept_trajectory(db):
     expert = UserFactory(username="screener", roles=["expert"])
     curation = make_curation()
-    services.curation_screen(curation=curation, user=expert, keep=True)
+    curation_services.curation_screen(curation=curation, user=expert, keep=True)
     api = APIClient()
     api.force_authenticate(expert)
     assert api.get(reverse("api_curation_detail", args=[curation.pk])).json()["discard"] is None
@@ -308,9 +311,9 @@ def test_it_shows_no_discard_reason_on_a_kept_trajectory(db):
 @pytest.fixture
 def logged(staff, raters):
     for _ in range(3):
-        services.audit_log_record(actor=raters[0], action="rating_scored", obj=raters[0])
-    services.audit_log_record(actor=raters[1], action="pair_judged", obj=raters[1])
-    services.audit_log_record(actor=staff, action="campaign_closed", obj=staff, comment="done")
+        core_services.audit_log_record(actor=raters[0], action="rating_scored", obj=raters[0])
+    core_services.audit_log_record(actor=raters[1], action="pair_judged", obj=raters[1])
+    core_services.audit_log_record(actor=staff, action="campaign_closed", obj=staff, comment="done")
 
 
 def test_it_shows_staff_the_log_filtered_by_actor_action_and_object(staff, raters, logged):
@@ -335,7 +338,7 @@ def test_it_shows_staff_the_log_filtered_by_actor_action_and_object(staff, rater
 
 def test_it_paginates_the_log(staff, settings):
     for i in range(55):
-        services.audit_log_record(actor=staff, action="bulk", obj=staff, comment=str(i))
+        core_services.audit_log_record(actor=staff, action="bulk", obj=staff, comment=str(i))
     client = Client()
     client.force_login(staff)
     second = client.get(reverse("audit_log"), {"action": "bulk", "page": 2})

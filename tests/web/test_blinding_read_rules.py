@@ -23,18 +23,18 @@ from django.test import Client, TestCase
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.models import (
+from annotation.core.roles import Role
+from annotation.curation.models import Curation
+from annotation.inspections.models import (
     CatalogEntry,
-    Curation,
     ExpertDecision,
     InspectionRun,
     LiveStep,
-    RatingCampaign,
     Rollout,
-    Task,
 )
-from annotation.roles import Role
+from annotation.rating import services
+from annotation.rating.models import RatingCampaign
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_curation, make_spectrum
 from tests.web.security_world import make_run
 from tests.web.test_url_access import url_patterns

@@ -11,18 +11,22 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotation import jobs, services, tasks
-from annotation.models import (
+from annotation.core import tasks as core_tasks
+from annotation.core.models import ImageBlob
+from annotation.curation import services as curation_services
+from annotation.inspections import jobs
+from annotation.inspections import services as inspections_services
+from annotation.inspections import tasks as inspections_tasks
+from annotation.inspections.models import (
     Candidate,
     CandidateState,
     CatalogEntry,
-    ImageBlob,
     InspectionRun,
     LiveStep,
     Rollout,
-    Spectrum,
-    Task,
 )
+from annotation.spectra.models import Spectrum, Task
+from annotation.training_runs import tasks as training_runs_tasks
 from tests.factories import (
     ScriptedPolicy,
     UserFactory,
@@ -47,7 +51,7 @@ def engineer(db):
 
 def start_run(cv, engineer, n, **kwargs):
     spectra = [make_spectrum(object_id=f"S{i}", seed=i) for i in range(n)]
-    return services.inspection_run_create(
+    return inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[s.pk for s in spectra],
         policy_spec={"kind": "rule-based"},
@@ -68,12 +72,14 @@ def stored_hashes(node):
 
 def test_it_runs_a_rule_based_candidate_in_at_most_ten_statements(monkeypatch, cv, engineer):
     # However loaded the machine, the episode counts as fast: its steps go in with the rollout.
-    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     run = start_run(cv, engineer, 2)
     first, second = run.candidates.order_by("pk")
-    tasks.run_candidate.apply(args=[first.pk])  # loads the policy and records its info once
+    inspections_tasks.run_candidate.apply(
+        args=[first.pk]
+    )  # loads the policy and records its info once
     with CaptureQueriesContext(connection) as queries:
-        tasks.run_candidate.apply(args=[second.pk])
+        inspections_tasks.run_candidate.apply(args=[second.pk])
     sql = [q["sql"] for q in queries.captured_queries]
     # Inside the test's transaction each atomic block shows as a savepoint pair.
     bookkeeping = [s for s in sql if s.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
@@ -107,20 +113,20 @@ class WatchingPolicy(ScriptedPolicy):
 
 def run_watched(monkeypatch, cv, engineer, turns, spec):
     spectrum = make_spectrum()
-    run = services.inspection_run_create(
+    run = inspections_services.inspection_run_create(
         task=cv, spectrum_ids=[spectrum.pk], policy_spec=spec, created_by=engineer, enqueue=False
     )
     candidate = run.candidates.get()
     policy = WatchingPolicy(turns, candidate.pk)
     monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: policy)
-    assert services.candidate_claim(candidate_id=candidate.pk)
+    assert inspections_services.candidate_claim(candidate_id=candidate.pk)
     jobs.run_candidate(candidate.pk)
     return policy, candidate
 
 
 def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, engineer):
     # However fast this scripted model answers, a model's steps are never held back.
-    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     make_endpoint(name="gpu-1")
     turns = [tool_call_turn(6500, 6630, "H-alpha"), tool_call_turn(4800, 4920, "H-beta")]
     spec = {"kind": "openai", "endpoint": "gpu-1"}
@@ -130,7 +136,7 @@ def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, e
 
 
 def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, engineer):
-    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
     policy, candidate = run_watched(monkeypatch, cv, engineer, turns, {"kind": "rule-based"})
     assert policy.seen == [0, 0]
@@ -139,14 +145,14 @@ def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, engineer):
 
 
 def test_it_writes_a_slow_rule_based_step_at_once(monkeypatch, cv, engineer):
-    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 0.0)
+    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 0.0)
     turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
     policy, _ = run_watched(monkeypatch, cv, engineer, turns, {"kind": "rule-based"})
     assert policy.seen == [0, 1]
 
 
 def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, engineer):
-    monkeypatch.setattr(services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
 
     class FailsSecond(ScriptedPolicy):
         def generate(self, messages):
@@ -158,7 +164,7 @@ def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, engineer):
     candidate = run.candidates.get()
     policy = FailsSecond([tool_call_turn(6500, 6630, "H-alpha")])
     monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: policy)
-    assert services.candidate_claim(candidate_id=candidate.pk)
+    assert inspections_services.candidate_claim(candidate_id=candidate.pk)
     jobs.run_candidate(candidate.pk)
     assert Candidate.objects.get(pk=candidate.pk).state == CandidateState.FAILED
     assert LiveStep.objects.filter(candidate=candidate).count() == 1
@@ -166,18 +172,22 @@ def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, engineer):
 
 def test_it_stores_new_images_and_keeps_known_ones_in_one_statement(db):
     known, new = b"\x89PNG\r\n\x1a\nknown", b"\x89PNG\r\n\x1a\nnew"
-    known_hash = services.image_blob_store(known)
+    known_hash = curation_services.image_blob_store(known)
     created = ImageBlob.objects.get(sha256=known_hash).created_at
     pngs = {hashlib.sha256(png).hexdigest(): png for png in (known, new)}
     with CaptureQueriesContext(connection) as queries:
-        services.image_blobs_store(pngs)
+        curation_services.image_blobs_store(pngs)
     assert len(queries.captured_queries) == 1
     assert ImageBlob.objects.filter(sha256__in=pngs).count() == 2
     assert ImageBlob.objects.get(sha256=known_hash).created_at == created
 
 
 def test_it_stores_no_result_for_tasks_that_return_nothing():
-    for task in (tasks.run_job, tasks.run_candidate, tasks.run_training):
+    for task in (
+        core_tasks.run_job,
+        inspections_tasks.run_candidate,
+        training_runs_tasks.run_training,
+    ):
         assert task.ignore_result, task.name
 
 

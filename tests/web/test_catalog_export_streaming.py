@@ -11,8 +11,9 @@ from astropy.io import fits
 from astropy.io.votable import parse as parse_votable
 from astropy.table import Table
 
-from annotation import catalog, catalog_export
-from annotation.models import CatalogEntry
+from annotation.catalog import exports as catalog_export
+from annotation.catalog import selectors as catalog
+from annotation.inspections.models import CatalogEntry
 from tests.web.test_catalog_pages import make_entry, make_run
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from astropy.io.votable import parse as parse_votable
 from astropy.table import Table
 from django.urls import reverse
 
-from annotation import catalog
-from annotation.models import CatalogEntry
+from annotation.catalog import selectors as catalog
+from annotation.inspections.models import CatalogEntry
 from tests.web.test_catalog_pages import make_entry, make_run
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ import re
 import pytest
 from django.db import connection
 
-from annotation import catalog
-from annotation.catalog import CatalogFilters
+from annotation.catalog import selectors as catalog
+from annotation.catalog.selectors import CatalogFilters
 
 pytestmark = [
     pytest.mark.postgres,

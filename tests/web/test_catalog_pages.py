@@ -11,16 +11,12 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation import catalog, jobs, services
-from annotation.models import (
-    CampaignItem,
-    CatalogEntry,
-    ImageBlob,
-    InspectionRun,
-    RatingAssignment,
-    RatingCampaign,
-    Task,
-)
+from annotation.catalog import selectors as catalog
+from annotation.core.models import ImageBlob
+from annotation.inspections import jobs, services
+from annotation.inspections.models import CatalogEntry, InspectionRun
+from annotation.rating.models import CampaignItem, RatingAssignment, RatingCampaign
+from annotation.spectra.models import Task
 from tests.factories import (
     ScriptedPolicy,
     UserFactory,

@@ -1,4 +1,4 @@
-"""The standalone HTML report of a catalog entry (annotation/reports.py): offline, escaped, with
+"""The standalone HTML report of a catalog entry (annotation/catalog/reports.py): offline, escaped, with
 the same read rules as the detail page."""
 
 from __future__ import annotations
@@ -10,15 +10,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation import jobs, services
-from annotation.models import (
-    CampaignItem,
-    CatalogEntry,
-    ImageBlob,
-    InspectionRun,
-    RatingCampaign,
-    Task,
-)
+from annotation.core.models import ImageBlob
+from annotation.inspections import jobs, services
+from annotation.inspections.models import CatalogEntry, InspectionRun
+from annotation.rating.models import CampaignItem, RatingCampaign
+from annotation.spectra.models import Task
 from tests.factories import (
     ScriptedPolicy,
     UserFactory,

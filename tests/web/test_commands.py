@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.models import Spectrum
+from annotation.spectra.models import Spectrum
 
 pytestmark = pytest.mark.django_db
 

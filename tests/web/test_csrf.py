@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import RatingAssignment
+from annotation.rating.models import RatingAssignment
 from tests.factories import UserFactory
 from tests.web.test_object_access import make_campaign
 

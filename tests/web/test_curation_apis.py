@@ -11,8 +11,10 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.models import Job, Task
+from annotation.core import services as core_services
+from annotation.core.models import Job
+from annotation.curation import services as curation_services
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_curation, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -123,8 +125,8 @@ def test_it_runs_the_whole_loop_with_a_round_of_changes(
 
 
 def in_revision(curation, reviser, auditor):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
 
 
 def test_it_answers_a_stale_save_with_409_and_the_head(curation, reviser, auditor):
@@ -171,7 +173,7 @@ def test_it_lists_my_work_with_counts_and_ids(curation, reviser):
 
 def test_it_filters_and_paginates_the_curation_list(curation, auditor):
     make_curation(object_id="CUR-2", seed=2)
-    services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
     data = ok(token_client(auditor).get(reverse("api_curation_list"), {"state": "in_revision"}))
     assert data["count"] == 1
     assert [row["id"] for row in data["results"]] == [curation.pk]
@@ -268,7 +270,7 @@ def test_it_imports_a_jsonl_through_the_api(reviser):
 
 
 def test_it_cancels_my_job_and_says_so(reviser):
-    job = services.job_create(kind="draft", params={}, created_by=reviser)
+    job = core_services.job_create(kind="draft", params={}, created_by=reviser)
     data = ok(token_client(reviser).post(reverse("api_job_cancel", args=[job.pk])))
     assert data["cancelled"] is True
     assert data["job"]["state"] == "cancelled"

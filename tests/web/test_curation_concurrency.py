@@ -14,8 +14,13 @@ import pytest
 from django.db import connection
 
 from agent.editing import EditedStep, apply_edit, edit_from_trajectory
-from annotation import selectors, services
-from annotation.models import Audit, AuditLog, Curation, CurationState
+from annotation.core import errors as core_errors
+from annotation.core.models import AuditLog
+from annotation.curation import selectors as curation_selectors
+from annotation.curation import services as curation_services
+from annotation.curation.models import Audit, Curation, CurationState
+from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra import services as spectra_services
 from tests.factories import UserFactory, make_curation
 
 pytestmark = [
@@ -29,7 +34,7 @@ pytestmark = [
 
 @pytest.fixture
 def people(db) -> dict[str, Any]:
-    services.tasks_seed_builtin()  # a transactional test may start from a flushed database
+    spectra_services.tasks_seed_builtin()  # a transactional test may start from a flushed database
     return {name: UserFactory(username=name) for name in ("reviser", "auditor", "second_auditor")}
 
 
@@ -59,11 +64,11 @@ def at_once(*calls: Callable[[], Any]) -> list[tuple[str, Any]]:
 
 
 def edited(curation: Curation, think: str):
-    base = selectors.version_trajectory(selectors.head_version(curation))
+    base = curation_selectors.version_trajectory(curation_selectors.head_version(curation))
     _, answer = edit_from_trajectory(base)
     return apply_edit(
         base,
-        tool=selectors.spectrum_tool(curation.spectrum),
+        tool=spectra_selectors.spectrum_tool(curation.spectrum),
         steps=[EditedStep(think, (6540.0, 6590.0), "H-alpha core")],
         answer=answer,
     )
@@ -72,12 +77,12 @@ def edited(curation: Curation, think: str):
 def test_it_lets_exactly_one_of_two_simultaneous_saves_win(people):
     reviser = people["reviser"]
     curation = make_curation()
-    services.curation_screen(curation=curation, user=people["auditor"], keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_screen(curation=curation, user=people["auditor"], keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
     edits = [edited(curation, "First reviser tab."), edited(curation, "Second reviser tab.")]
 
     def save(trajectory):
-        return lambda: services.curation_save_revision(
+        return lambda: curation_services.curation_save_revision(
             curation=Curation.objects.get(pk=curation.pk),
             user=reviser,
             base_number=1,
@@ -88,7 +93,7 @@ def test_it_lets_exactly_one_of_two_simultaneous_saves_win(people):
     kinds = sorted(kind for kind, _ in outcomes)
     errors = [value for kind, value in outcomes if kind == "error"]
     assert kinds == ["error", "ok"]
-    assert isinstance(errors[0], services.VersionConflict)
+    assert isinstance(errors[0], core_errors.VersionConflict)
     curation.refresh_from_db()
     assert curation.head_number == 2
     assert list(curation.versions.values_list("number", flat=True)) == [1, 2]
@@ -104,14 +109,14 @@ def test_it_lets_exactly_one_of_two_simultaneous_saves_win(people):
 def test_it_closes_a_round_once_when_both_verdicts_arrive_together(people, verdicts, outcome):
     reviser, first, second = people["reviser"], people["auditor"], people["second_auditor"]
     curation = make_curation()
-    services.curation_screen(curation=curation, user=first, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
-    services.curation_submit_for_audit(curation=curation, user=reviser, base_number=1)
-    services.curation_claim_audit(curation=curation, user=first)
-    services.curation_claim_audit(curation=curation, user=second)
+    curation_services.curation_screen(curation=curation, user=first, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_submit_for_audit(curation=curation, user=reviser, base_number=1)
+    curation_services.curation_claim_audit(curation=curation, user=first)
+    curation_services.curation_claim_audit(curation=curation, user=second)
 
     def submit(user, verdict):
-        return lambda: services.audit_submit(
+        return lambda: curation_services.audit_submit(
             curation=Curation.objects.get(pk=curation.pk),
             user=user,
             version_number=1,

@@ -13,15 +13,12 @@ from django.test import Client
 from django.urls import reverse
 
 from agent.formats import write_sharegpt_file
-from annotation import selectors, services
-from annotation.models import (
-    Curation,
-    CurationState,
-    DatasetExport,
-    ImageBlob,
-    RevisionDraft,
-    Task,
-)
+from annotation.core.models import ImageBlob
+from annotation.curation import datasets as curation_datasets
+from annotation.curation import selectors
+from annotation.curation import services as curation_services
+from annotation.curation.models import Curation, CurationState, DatasetExport, RevisionDraft
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_curation, make_spectrum, make_trajectory
 from tests.web.test_curation_workflow import approve_both, revise, to_audit
 
@@ -60,8 +57,8 @@ def client_for(user) -> Client:
 
 
 def in_revision(curation, reviser, auditor):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
     curation.refresh_from_db()
     return curation
 
@@ -72,7 +69,7 @@ def in_vote(curation, reviser, auditor, second_auditor):
     from agent.editing import standardize
 
     approved = selectors.version_trajectory(selectors.head_version(curation))
-    services.curation_standardize(
+    curation_services.curation_standardize(
         curation=curation, trajectory=standardize(approved), standardizer={"name": "normalizer"}
     )
     curation.refresh_from_db()
@@ -155,14 +152,16 @@ def test_it_shows_what_waits_for_me_by_stage_with_counts(curation, reviser):
 
 
 def test_it_offers_a_claim_button_for_revisions_to_claim(curation, reviser, auditor):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
     body = client_for(reviser).get(reverse("curation_my_work")).content.decode()
     assert f'action="{reverse("curation_claim_revision", args=[curation.pk])}"' in body
 
 
 def test_it_filters_the_curation_list_by_state(curation, auditor):
     other = make_curation(object_id="CUR-2", seed=2)
-    services.curation_screen(curation=other, user=auditor, keep=False, reason="bad windows")
+    curation_services.curation_screen(
+        curation=other, user=auditor, keep=False, reason="bad windows"
+    )
     response = client_for(auditor).get(reverse("curation_list"), {"state": "discarded"})
     assert [row.pk for row in response.context["page"]] == [other.pk]
 
@@ -216,7 +215,7 @@ def test_it_serves_a_tool_image_of_a_readable_trajectory(curation, outsider):
 
 
 def test_it_hides_an_image_no_trajectory_holds(curation, outsider):
-    stray = services.image_blob_store(b"\x89PNG\r\n\x1a\nnot in any trajectory")
+    stray = curation_services.image_blob_store(b"\x89PNG\r\n\x1a\nnot in any trajectory")
     response = client_for(outsider).get(reverse("curation_image", args=[stray]))
     assert response.status_code == 404
     assert ImageBlob.objects.filter(sha256=stray).exists()
@@ -244,7 +243,7 @@ def test_it_shades_every_inspected_window_on_the_screening_plot(outsider):
             answer_turn(),
         ],
     )
-    curation = services.curation_create(
+    curation = curation_services.curation_create(
         spectrum=row, task=task, trajectory=trajectory, ground_truth="YES"
     )
     response = client_for(outsider).get(reverse("curation_screen", args=[curation.pk]))
@@ -351,17 +350,17 @@ def test_it_flags_a_stale_window_the_standardizer_cannot_fix_before_the_vote(
 ):
     from agent.editing import standardize
 
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
     revise(curation, reviser, think="First 6500-6630, then 6450-6700 around H-alpha.")
-    services.curation_submit_for_audit(
+    curation_services.curation_submit_for_audit(
         curation=curation, user=reviser, base_number=curation.head_number
     )
-    services.curation_claim_audit(curation=curation, user=auditor)
-    services.curation_claim_audit(curation=curation, user=second_auditor)
+    curation_services.curation_claim_audit(curation=curation, user=auditor)
+    curation_services.curation_claim_audit(curation=curation, user=second_auditor)
     approve_both(curation, auditor, second_auditor)
     approved = selectors.version_trajectory(selectors.head_version(curation))
-    services.curation_standardize(
+    curation_services.curation_standardize(
         curation=curation, trajectory=standardize(approved), standardizer={"name": "normalizer"}
     )
     expected = "step 1: the reasoning cites 6500–6630 Å, 6450–6700 Å but the tool call shows"
@@ -438,7 +437,7 @@ def test_it_restores_the_autosave_when_the_page_is_reloaded(curation, reviser, a
 
 def test_it_does_not_restore_an_autosave_made_on_an_older_version(curation, reviser, auditor):
     in_revision(curation, reviser, auditor)
-    services.curation_autosave(
+    curation_services.curation_autosave(
         curation=curation,
         user=reviser,
         base_number=1,
@@ -458,7 +457,7 @@ def test_it_shows_earlier_rounds_comments_to_the_reviser(
 ):
     to_audit(curation, reviser, auditor, second_auditor)
     for user, verdict in ((auditor, "request_changes"), (second_auditor, "approve")):
-        services.audit_submit(
+        curation_services.audit_submit(
             curation=curation,
             user=user,
             version_number=curation.head_number,
@@ -472,14 +471,14 @@ def test_it_shows_earlier_rounds_comments_to_the_reviser(
 def test_it_puts_an_auditors_comment_on_the_final_answer_beside_the_answer(
     curation, reviser, auditor, second_auditor
 ):
-    from annotation.views.curation import trajectory_view
+    from annotation.curation.selectors import trajectory_view
 
     to_audit(curation, reviser, auditor, second_auditor)
     head = curation.versions.get(number=curation.head_number)
     view = trajectory_view(head.data)
     answer_key = str(view.answer.index)
     for user, verdict in ((auditor, "request_changes"), (second_auditor, "approve")):
-        services.audit_submit(
+        curation_services.audit_submit(
             curation=curation,
             user=user,
             version_number=curation.head_number,
@@ -515,8 +514,8 @@ def test_it_marks_insertions_and_deletions_in_the_audit_diff(
 ):
     in_revision(curation, reviser, auditor)
     revise(curation, reviser, think="Zoom on the core.")
-    services.curation_submit_for_audit(curation=curation, user=reviser, base_number=2)
-    services.curation_claim_audit(curation=curation, user=auditor)
+    curation_services.curation_submit_for_audit(curation=curation, user=reviser, base_number=2)
+    curation_services.curation_claim_audit(curation=curation, user=auditor)
     body = audit_page(curation, auditor).content.decode()
     assert "<del>Check</del>" in body
     assert "<ins>Zoom on</ins>" in body
@@ -526,8 +525,8 @@ def test_it_marks_insertions_and_deletions_in_the_audit_diff(
 def test_it_escapes_markup_typed_into_the_reasoning(curation, reviser, auditor):
     in_revision(curation, reviser, auditor)
     revise(curation, reviser, think='<script>alert("x")</script> Broad wings.')
-    services.curation_submit_for_audit(curation=curation, user=reviser, base_number=2)
-    services.curation_claim_audit(curation=curation, user=auditor)
+    curation_services.curation_submit_for_audit(curation=curation, user=reviser, base_number=2)
+    curation_services.curation_claim_audit(curation=curation, user=auditor)
     body = audit_page(curation, auditor).content.decode()
     assert "<script>alert" not in body
     assert "&lt;script&gt;" in body
@@ -571,7 +570,7 @@ SECRET = "SECRET-REMARK-42"
 
 def first_verdict_in(curation, reviser, auditor, second_auditor):
     to_audit(curation, reviser, auditor, second_auditor)
-    services.audit_submit(
+    curation_services.audit_submit(
         curation=curation,
         user=auditor,
         version_number=curation.head_number,
@@ -615,7 +614,7 @@ def test_it_hides_the_first_verdict_from_the_second_auditor_in_the_api(
 
 def test_it_shows_both_verdicts_once_both_are_in(curation, reviser, auditor, second_auditor):
     first_verdict_in(curation, reviser, auditor, second_auditor)
-    services.audit_submit(
+    curation_services.audit_submit(
         curation=curation,
         user=second_auditor,
         version_number=curation.head_number,
@@ -700,7 +699,7 @@ def test_it_starts_a_draft_job_for_the_first_n_matches(outsider):
         reverse("curation_draft_new"),
         {"task": "CV", "limit": "2", "teacher": "rule-based", "max_tool_calls": "4"},
     )
-    from annotation.models import Job
+    from annotation.core.models import Job
 
     job = Job.objects.get()
     assert response["Location"] == reverse("job_detail", args=[job.pk])
@@ -814,7 +813,7 @@ def test_it_refuses_a_zip_with_an_unsafe_member(outsider, member):
 def accept(curation, reviser, auditor, second_auditor):
     in_vote(curation, reviser, auditor, second_auditor)
     for user in (reviser, auditor, second_auditor):
-        services.vote_cast(curation=curation, user=user, value="accept")
+        curation_services.vote_cast(curation=curation, user=user, value="accept")
 
 
 def test_it_counts_accepted_trajectories_per_task_and_label(
@@ -839,7 +838,7 @@ def test_it_exports_a_new_version_once_and_says_when_nothing_changed(
 
 def test_it_downloads_an_export_as_a_zip(curation, reviser, auditor, second_auditor):
     accept(curation, reviser, auditor, second_auditor)
-    export = services.dataset_export_create(actor=auditor)
+    export = curation_datasets.dataset_export_create(actor=auditor)
     response = client_for(auditor).get(reverse("dataset_download", args=[export.pk]))
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
     manifest = json.loads(archive.read("manifest.json"))

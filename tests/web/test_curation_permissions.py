@@ -15,8 +15,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from agent.editing import standardize
-from annotation import selectors, services
-from annotation.models import Curation, CurationState, DatasetExport, Job
+from annotation.core.models import Job
+from annotation.curation import selectors, services
+from annotation.curation.models import Curation, CurationState, DatasetExport
 from tests.factories import UserFactory, make_curation
 
 pytestmark = pytest.mark.django_db

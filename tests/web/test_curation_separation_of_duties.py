@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from annotation import selectors, services
-from annotation.models import CurationState
-from annotation.views.curation import history_visible_to
+from annotation.core import errors as core_errors
+from annotation.curation import selectors
+from annotation.curation import services as curation_services
+from annotation.curation.models import CurationState
+from annotation.curation.selectors import history_visible_to
 from tests.factories import UserFactory, make_curation
 from tests.web.test_curation_workflow import revise, to_audit
 
@@ -36,7 +38,7 @@ def curation(people):
 def audit(curation, user, verdict="approve"):
     curation.refresh_from_db()
     comment = "Widen the window." if verdict == "request_changes" else ""
-    services.audit_submit(
+    curation_services.audit_submit(
         curation=curation,
         user=user,
         version_number=curation.head_number,
@@ -47,7 +49,9 @@ def audit(curation, user, verdict="approve"):
 
 
 def reassign(curation, people, role, user):
-    services.curation_reassign(curation=curation, role=role, user=user, actor=people["staff"])
+    curation_services.curation_reassign(
+        curation=curation, role=role, user=user, actor=people["staff"]
+    )
     curation.refresh_from_db()
 
 
@@ -70,7 +74,7 @@ def test_it_stops_counting_a_freed_auditors_audit(curation, people):
     audit(curation, people["second_auditor"])
     assert curation.state == CurationState.IN_AUDIT
 
-    services.curation_claim_audit(curation=curation, user=people["third"])
+    curation_services.curation_claim_audit(curation=curation, user=people["third"])
     audit(curation, people["third"])
     assert curation.state == CurationState.APPROVED
 
@@ -86,9 +90,9 @@ def test_it_ignores_a_freed_auditors_request_for_changes(curation, people):
 def test_it_refuses_a_freed_auditor_back_in_the_same_round(curation, people):
     audit(curation, people["auditor"])
     reassign(curation, people, "auditor_1", None)
-    with pytest.raises(services.NotAllowed, match="already audited this round"):
-        services.curation_claim_audit(curation=curation, user=people["auditor"])
-    with pytest.raises(services.NotAllowed, match="already audited this round"):
+    with pytest.raises(core_errors.NotAllowed, match="already audited this round"):
+        curation_services.curation_claim_audit(curation=curation, user=people["auditor"])
+    with pytest.raises(core_errors.NotAllowed, match="already audited this round"):
         reassign(curation, people, "auditor_1", people["auditor"])
 
 
@@ -100,7 +104,7 @@ def test_it_lets_a_freed_auditor_audit_again_from_the_next_round(curation, peopl
     reassign(curation, people, "auditor_1", people["auditor"])  # between rounds: allowed
 
     revise(curation, people["reviser"], window=(6480.0, 6650.0))
-    services.curation_submit_for_audit(
+    curation_services.curation_submit_for_audit(
         curation=curation, user=people["reviser"], base_number=curation.head_number
     )
     audit(curation, people["auditor"])
@@ -115,7 +119,7 @@ def test_it_lets_a_former_auditor_revise_without_their_audits_counting(curation,
     reassign(curation, people, "auditor_1", people["third"])
     reassign(curation, people, "reviser", people["auditor"])
     revise(curation, people["auditor"], window=(6480.0, 6650.0))
-    services.curation_submit_for_audit(
+    curation_services.curation_submit_for_audit(
         curation=curation, user=people["auditor"], base_number=curation.head_number
     )
     audit(curation, people["third"])
@@ -129,9 +133,9 @@ def test_it_refuses_an_audit_from_anyone_who_wrote_a_revision(curation, people):
     # The original reviser wrote v2; freed from the reviser slot, they still may not audit it.
     reassign(curation, people, "auditor_2", None)
     reassign(curation, people, "reviser", people["fourth"])
-    with pytest.raises(services.NotAllowed, match="own revision"):
-        services.curation_claim_audit(curation=curation, user=people["reviser"])
-    with pytest.raises(services.NotAllowed, match="own revision"):
+    with pytest.raises(core_errors.NotAllowed, match="own revision"):
+        curation_services.curation_claim_audit(curation=curation, user=people["reviser"])
+    with pytest.raises(core_errors.NotAllowed, match="own revision"):
         reassign(curation, people, "auditor_2", people["reviser"])
     assert curation.pk not in {
         c.pk for c in selectors.curation_queues(user=people["reviser"])["claim_audit"]
@@ -144,7 +148,7 @@ def test_it_keeps_verdicts_blind_while_the_round_is_open(curation, people):
     audit(curation, people["auditor"])
     reassign(curation, people, "auditor_1", None)
     audit(curation, people["second_auditor"])
-    services.curation_claim_audit(curation=curation, user=people["third"])
+    curation_services.curation_claim_audit(curation=curation, user=people["third"])
     curation.refresh_from_db()
 
     assert selectors.audits_visible_to(curation=curation, user=people["third"]) == []

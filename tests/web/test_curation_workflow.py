@@ -1,4 +1,4 @@
-"""The curation rules of paper section 3.2, enforced in annotation/services.py."""
+"""The curation rules of paper section 3.2, enforced in annotation/curation/services.py."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ import zipfile
 import pytest
 
 from agent.editing import EditedAnswer, EditedStep, apply_edit, edit_from_trajectory
-from annotation import selectors, services
-from annotation.models import AuditLog, CurationState, DatasetExport, TrajectoryVersion
+from annotation.core import errors as core_errors
+from annotation.core.models import AuditLog
+from annotation.curation import datasets as curation_datasets
+from annotation.curation import selectors as curation_selectors
+from annotation.curation import services as curation_services
+from annotation.curation.models import CurationState, DatasetExport, TrajectoryVersion
+from annotation.spectra import selectors as spectra_selectors
 from tests.factories import UserFactory, make_curation
 
 pytestmark = pytest.mark.django_db
@@ -47,36 +52,36 @@ def curation(db):
 
 
 def revise(curation, user, *, think="Zoom on the core.", window=(6540.0, 6590.0)):
-    head = selectors.head_version(curation)
-    base = selectors.version_trajectory(head)
+    head = curation_selectors.head_version(curation)
+    base = curation_selectors.version_trajectory(head)
     _, answer = edit_from_trajectory(base)
     edited = apply_edit(
         base,
-        tool=selectors.spectrum_tool(curation.spectrum),
+        tool=spectra_selectors.spectrum_tool(curation.spectrum),
         steps=[EditedStep(think, window, "H-alpha core")],
         answer=answer,
     )
-    return services.curation_save_revision(
+    return curation_services.curation_save_revision(
         curation=curation, user=user, base_number=head.number, trajectory=edited
     )
 
 
 def to_audit(curation, reviser, auditor, second_auditor):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
     revise(curation, reviser)
-    services.curation_submit_for_audit(
+    curation_services.curation_submit_for_audit(
         curation=curation, user=reviser, base_number=curation.head_number
     )
-    services.curation_claim_audit(curation=curation, user=auditor)
-    services.curation_claim_audit(curation=curation, user=second_auditor)
+    curation_services.curation_claim_audit(curation=curation, user=auditor)
+    curation_services.curation_claim_audit(curation=curation, user=second_auditor)
     curation.refresh_from_db()
     return curation
 
 
 def approve_both(curation, auditor, second_auditor):
     for user in (auditor, second_auditor):
-        services.audit_submit(
+        curation_services.audit_submit(
             curation=curation, user=user, version_number=curation.head_number, verdict="approve"
         )
     curation.refresh_from_db()
@@ -86,14 +91,14 @@ def test_it_walks_a_trajectory_through_the_whole_loop(
     curation, reviser, auditor, second_auditor, django_capture_on_commit_callbacks
 ):
     to_audit(curation, reviser, auditor, second_auditor)
-    services.audit_submit(
+    curation_services.audit_submit(
         curation=curation,
         user=auditor,
         version_number=curation.head_number,
         verdict="request_changes",
         step_comments={"0": "The window misses the blue wing."},
     )
-    services.audit_submit(
+    curation_services.audit_submit(
         curation=curation,
         user=second_auditor,
         version_number=curation.head_number,
@@ -102,7 +107,7 @@ def test_it_walks_a_trajectory_through_the_whole_loop(
     curation.refresh_from_db()
     assert curation.state == CurationState.CHANGES_REQUESTED
     revise(curation, reviser, window=(6480.0, 6650.0))
-    services.curation_submit_for_audit(
+    curation_services.curation_submit_for_audit(
         curation=curation, user=reviser, base_number=curation.head_number
     )
     curation.refresh_from_db()
@@ -112,7 +117,7 @@ def test_it_walks_a_trajectory_through_the_whole_loop(
     curation.refresh_from_db()
     assert curation.state == CurationState.IN_VOTE
     for user in (reviser, auditor, second_auditor):
-        services.vote_cast(curation=curation, user=user, value="accept")
+        curation_services.vote_cast(curation=curation, user=user, value="accept")
     curation.refresh_from_db()
     assert curation.state == CurationState.ACCEPTED
 
@@ -127,7 +132,7 @@ def test_it_walks_a_trajectory_through_the_whole_loop(
     assert "changes_requested" in states
     assert states[-1] == "accepted"
 
-    export = services.dataset_export_create(actor=reviser)
+    export = curation_datasets.dataset_export_create(actor=reviser)
     assert export.manifest["counts"] == {"CV": {"YES": 1, "NO": 0}}
     archive = zipfile.ZipFile(io.BytesIO(export.archive.read()))
     trl_rows = [json.loads(line) for line in archive.read("trl.jsonl").decode().splitlines()]
@@ -139,81 +144,83 @@ def test_it_walks_a_trajectory_through_the_whole_loop(
 def test_it_exports_reproducibly(curation, reviser, auditor, second_auditor):
     to_audit(curation, reviser, auditor, second_auditor)
     approve_both(curation, auditor, second_auditor)
-    standardized = services.trajectory_from_stored(selectors.head_version(curation).data)
+    standardized = curation_services.trajectory_from_stored(
+        curation_selectors.head_version(curation).data
+    )
     from agent.editing import standardize
 
-    services.curation_standardize(
+    curation_services.curation_standardize(
         curation=curation, trajectory=standardize(standardized), standardizer={"name": "t"}
     )
     for user in (reviser, auditor, second_auditor):
-        services.vote_cast(curation=curation, user=user, value="accept")
-    first = services.dataset_export_create(actor=reviser)
-    files_a, body_a = services.dataset_files([curation])
-    files_b, body_b = services.dataset_files([curation])
-    assert services._zip_bytes(files_a) == services._zip_bytes(files_b)
+        curation_services.vote_cast(curation=curation, user=user, value="accept")
+    first = curation_datasets.dataset_export_create(actor=reviser)
+    files_a, body_a = curation_datasets.dataset_files([curation])
+    files_b, body_b = curation_datasets.dataset_files([curation])
+    assert curation_datasets._zip_bytes(files_a) == curation_datasets._zip_bytes(files_b)
     assert body_a["content_hash"] == first.content_hash
-    assert services.dataset_export_create(actor=reviser).pk == first.pk
+    assert curation_datasets.dataset_export_create(actor=reviser).pk == first.pk
     assert DatasetExport.objects.count() == 1
 
 
 def test_it_refuses_a_save_on_a_stale_version(curation, reviser, auditor):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
     stale = curation.head_number
     revise(curation, reviser)
-    base = selectors.version_trajectory(selectors.head_version(curation))
-    with pytest.raises(services.VersionConflict, match=f"based on version {stale}"):
-        services.curation_save_revision(
+    base = curation_selectors.version_trajectory(curation_selectors.head_version(curation))
+    with pytest.raises(core_errors.VersionConflict, match=f"based on version {stale}"):
+        curation_services.curation_save_revision(
             curation=curation, user=reviser, base_number=stale, trajectory=base
         )
     assert curation.versions.count() == 2
 
 
 def test_it_forbids_auditing_your_own_revision(curation, reviser, auditor):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
-    services.curation_submit_for_audit(
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
+    curation_services.curation_submit_for_audit(
         curation=curation, user=reviser, base_number=curation.head_number
     )
-    with pytest.raises(services.NotAllowed, match="own revision"):
-        services.curation_claim_audit(curation=curation, user=reviser)
+    with pytest.raises(core_errors.NotAllowed, match="own revision"):
+        curation_services.curation_claim_audit(curation=curation, user=reviser)
 
 
 def test_it_gives_a_trajectory_only_two_auditors(
     curation, reviser, auditor, second_auditor, outsider
 ):
     to_audit(curation, reviser, auditor, second_auditor)
-    with pytest.raises(services.NotAllowed, match="two auditors"):
-        services.curation_claim_audit(curation=curation, user=outsider)
+    with pytest.raises(core_errors.NotAllowed, match="two auditors"):
+        curation_services.curation_claim_audit(curation=curation, user=outsider)
 
 
 def test_it_lets_only_the_reviser_save(curation, reviser, auditor, outsider):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
-    with pytest.raises(services.NotAllowed, match="only the reviser"):
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
+    with pytest.raises(core_errors.NotAllowed, match="only the reviser"):
         revise(curation, outsider)
 
 
 def test_it_hides_the_other_verdict_until_both_are_in(curation, reviser, auditor, second_auditor):
     to_audit(curation, reviser, auditor, second_auditor)
-    services.audit_submit(
+    curation_services.audit_submit(
         curation=curation, user=auditor, version_number=curation.head_number, verdict="approve"
     )
-    assert selectors.audits_visible_to(curation=curation, user=second_auditor) == []
-    assert len(selectors.audits_visible_to(curation=curation, user=auditor)) == 1
-    services.audit_submit(
+    assert curation_selectors.audits_visible_to(curation=curation, user=second_auditor) == []
+    assert len(curation_selectors.audits_visible_to(curation=curation, user=auditor)) == 1
+    curation_services.audit_submit(
         curation=curation,
         user=second_auditor,
         version_number=curation.head_number,
         verdict="approve",
     )
-    assert len(selectors.audits_visible_to(curation=curation, user=second_auditor)) == 2
+    assert len(curation_selectors.audits_visible_to(curation=curation, user=second_auditor)) == 2
 
 
 def test_it_needs_a_comment_to_request_changes(curation, reviser, auditor, second_auditor):
     to_audit(curation, reviser, auditor, second_auditor)
-    with pytest.raises(services.WorkflowError, match="needs a comment"):
-        services.audit_submit(
+    with pytest.raises(core_errors.WorkflowError, match="needs a comment"):
+        curation_services.audit_submit(
             curation=curation,
             user=auditor,
             version_number=curation.head_number,
@@ -226,22 +233,30 @@ def test_it_counts_one_vote_per_voter_and_only_from_the_three(
 ):
     to_audit(curation, reviser, auditor, second_auditor)
     approve_both(curation, auditor, second_auditor)
-    trajectory = services.trajectory_from_stored(selectors.head_version(curation).data)
-    services.curation_standardize(curation=curation, trajectory=trajectory, standardizer={})
-    services.vote_cast(curation=curation, user=reviser, value="accept")
-    with pytest.raises(services.WorkflowError, match="already voted"):
-        services.vote_cast(curation=curation, user=reviser, value="reject")
-    with pytest.raises(services.NotAllowed, match="only the reviser and the two auditors"):
-        services.vote_cast(curation=curation, user=outsider, value="accept")
+    trajectory = curation_services.trajectory_from_stored(
+        curation_selectors.head_version(curation).data
+    )
+    curation_services.curation_standardize(
+        curation=curation, trajectory=trajectory, standardizer={}
+    )
+    curation_services.vote_cast(curation=curation, user=reviser, value="accept")
+    with pytest.raises(core_errors.WorkflowError, match="already voted"):
+        curation_services.vote_cast(curation=curation, user=reviser, value="reject")
+    with pytest.raises(core_errors.NotAllowed, match="only the reviser and the two auditors"):
+        curation_services.vote_cast(curation=curation, user=outsider, value="accept")
 
 
 def test_it_rejects_unless_unanimous_by_default(curation, reviser, auditor, second_auditor):
     to_audit(curation, reviser, auditor, second_auditor)
     approve_both(curation, auditor, second_auditor)
-    trajectory = services.trajectory_from_stored(selectors.head_version(curation).data)
-    services.curation_standardize(curation=curation, trajectory=trajectory, standardizer={})
+    trajectory = curation_services.trajectory_from_stored(
+        curation_selectors.head_version(curation).data
+    )
+    curation_services.curation_standardize(
+        curation=curation, trajectory=trajectory, standardizer={}
+    )
     for user, value in ((reviser, "accept"), (auditor, "accept"), (second_auditor, "reject")):
-        services.vote_cast(curation=curation, user=user, value=value)
+        curation_services.vote_cast(curation=curation, user=user, value=value)
     curation.refresh_from_db()
     assert curation.state == CurationState.REJECTED
 
@@ -252,10 +267,14 @@ def test_it_accepts_on_majority_when_configured(
     settings.CURATION_ACCEPTANCE_RULE = "majority"
     to_audit(curation, reviser, auditor, second_auditor)
     approve_both(curation, auditor, second_auditor)
-    trajectory = services.trajectory_from_stored(selectors.head_version(curation).data)
-    services.curation_standardize(curation=curation, trajectory=trajectory, standardizer={})
+    trajectory = curation_services.trajectory_from_stored(
+        curation_selectors.head_version(curation).data
+    )
+    curation_services.curation_standardize(
+        curation=curation, trajectory=trajectory, standardizer={}
+    )
     for user, value in ((reviser, "accept"), (auditor, "reject"), (second_auditor, "accept")):
-        services.vote_cast(curation=curation, user=user, value=value)
+        curation_services.vote_cast(curation=curation, user=user, value=value)
     curation.refresh_from_db()
     assert curation.state == CurationState.ACCEPTED
 
@@ -263,13 +282,17 @@ def test_it_accepts_on_majority_when_configured(
 def test_it_hides_votes_until_everyone_has_voted(curation, reviser, auditor, second_auditor):
     to_audit(curation, reviser, auditor, second_auditor)
     approve_both(curation, auditor, second_auditor)
-    trajectory = services.trajectory_from_stored(selectors.head_version(curation).data)
-    services.curation_standardize(curation=curation, trajectory=trajectory, standardizer={})
-    services.vote_cast(curation=curation, user=reviser, value="accept")
-    assert selectors.votes_visible_to(curation=curation, user=auditor) == []
-    services.vote_cast(curation=curation, user=auditor, value="accept")
-    services.vote_cast(curation=curation, user=second_auditor, value="accept")
-    assert len(selectors.votes_visible_to(curation=curation, user=auditor)) == 3
+    trajectory = curation_services.trajectory_from_stored(
+        curation_selectors.head_version(curation).data
+    )
+    curation_services.curation_standardize(
+        curation=curation, trajectory=trajectory, standardizer={}
+    )
+    curation_services.vote_cast(curation=curation, user=reviser, value="accept")
+    assert curation_selectors.votes_visible_to(curation=curation, user=auditor) == []
+    curation_services.vote_cast(curation=curation, user=auditor, value="accept")
+    curation_services.vote_cast(curation=curation, user=second_auditor, value="accept")
+    assert len(curation_selectors.votes_visible_to(curation=curation, user=auditor)) == 3
 
 
 def test_it_refuses_a_standardization_that_moves_a_tool_call(
@@ -277,42 +300,48 @@ def test_it_refuses_a_standardization_that_moves_a_tool_call(
 ):
     to_audit(curation, reviser, auditor, second_auditor)
     approve_both(curation, auditor, second_auditor)
-    base = services.trajectory_from_stored(selectors.head_version(curation).data)
+    base = curation_services.trajectory_from_stored(curation_selectors.head_version(curation).data)
     _, answer = edit_from_trajectory(base)
     moved = apply_edit(
         base,
-        tool=selectors.spectrum_tool(curation.spectrum),
+        tool=spectra_selectors.spectrum_tool(curation.spectrum),
         steps=[EditedStep("x", (6000.0, 7000.0), "wide")],
         answer=EditedAnswer(answer.think, answer.prediction, answer.justification),
     )
-    with pytest.raises(services.WorkflowError, match="changed tool actions"):
-        services.curation_standardize(curation=curation, trajectory=moved, standardizer={})
+    with pytest.raises(core_errors.WorkflowError, match="changed tool actions"):
+        curation_services.curation_standardize(curation=curation, trajectory=moved, standardizer={})
     curation.refresh_from_db()
     assert curation.state == CurationState.APPROVED
 
 
 def test_it_lets_only_staff_reassign(curation, reviser, auditor, staff, outsider):
-    services.curation_screen(curation=curation, user=auditor, keep=True)
-    services.curation_claim_revision(curation=curation, user=reviser)
-    with pytest.raises(services.NotAllowed, match="only staff"):
-        services.curation_reassign(curation=curation, role="reviser", user=outsider, actor=reviser)
-    services.curation_reassign(curation=curation, role="reviser", user=outsider, actor=staff)
+    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
+    with pytest.raises(core_errors.NotAllowed, match="only staff"):
+        curation_services.curation_reassign(
+            curation=curation, role="reviser", user=outsider, actor=reviser
+        )
+    curation_services.curation_reassign(
+        curation=curation, role="reviser", user=outsider, actor=staff
+    )
     curation.refresh_from_db()
     assert curation.reviser == outsider
 
 
 def test_it_discards_with_a_reason_and_keeps_the_trajectory(curation, auditor):
-    with pytest.raises(services.WorkflowError, match="needs a reason"):
-        services.curation_screen(curation=curation, user=auditor, keep=False)
-    services.curation_screen(curation=curation, user=auditor, keep=False, reason="wrong window")
+    with pytest.raises(core_errors.WorkflowError, match="needs a reason"):
+        curation_services.curation_screen(curation=curation, user=auditor, keep=False)
+    curation_services.curation_screen(
+        curation=curation, user=auditor, keep=False, reason="wrong window"
+    )
     curation.refresh_from_db()
     assert curation.state == CurationState.DISCARDED
     assert curation.versions.count() == 1
 
 
 def test_it_lists_my_work_by_stage(curation, reviser, auditor, second_auditor):
-    queues = selectors.curation_queues(user=reviser)
+    queues = curation_selectors.curation_queues(user=reviser)
     assert list(queues["screening"]) == [curation]
     to_audit(curation, reviser, auditor, second_auditor)
-    assert list(selectors.curation_queues(user=auditor)["audit"]) == [curation]
-    assert list(selectors.curation_queues(user=reviser)["audit"]) == []
+    assert list(curation_selectors.curation_queues(user=auditor)["audit"]) == [curation]
+    assert list(curation_selectors.curation_queues(user=reviser)["audit"]) == []

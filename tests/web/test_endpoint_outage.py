@@ -9,8 +9,14 @@ import socket
 import pytest
 from django.urls import reverse
 
-from annotation import jobs, services
-from annotation.models import Candidate, CandidateState, Curation, Job, JobState, Task
+from annotation.core import jobs as core_jobs
+from annotation.core import services as core_services
+from annotation.core.models import Job, JobState
+from annotation.curation.models import Curation
+from annotation.inspections import jobs as inspections_jobs
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import Candidate, CandidateState
+from annotation.spectra.models import Task
 from tests.factories import give_roles, make_endpoint, make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +47,7 @@ def policy_at(url: str) -> dict:
 
 def start_run(cv, expert, url: str):
     give_roles(expert, "ml_engineer")
-    return services.inspection_run_create(
+    return inspections_services.inspection_run_create(
         task=cv, spectrum_ids=[make_spectrum().pk], policy_spec=policy_at(url), created_by=expert
     )
 
@@ -61,8 +67,8 @@ def test_it_fails_a_candidate_at_once_with_the_reason_when_run_in_process(
 def test_it_backs_off_doubling_the_wait_then_fails_with_the_reason(cv, expert, closed_url):
     candidate = start_run(cv, expert, closed_url).candidates.get()
     waits = []
-    while services.candidate_claim(candidate_id=candidate.pk):
-        delay = jobs.run_candidate(candidate.pk, can_wait=True)
+    while inspections_services.candidate_claim(candidate_id=candidate.pk):
+        delay = inspections_jobs.run_candidate(candidate.pk, can_wait=True)
         if delay is None:
             break
         waits.append(delay)
@@ -75,8 +81,8 @@ def test_it_backs_off_doubling_the_wait_then_fails_with_the_reason(cv, expert, c
 def test_it_shows_why_a_candidate_waits_on_its_pages(cv, expert, expert_client, closed_url):
     run = start_run(cv, expert, closed_url)
     candidate = run.candidates.get()
-    services.candidate_claim(candidate_id=candidate.pk)
-    assert jobs.run_candidate(candidate.pk, can_wait=True) == 30
+    inspections_services.candidate_claim(candidate_id=candidate.pk)
+    assert inspections_jobs.run_candidate(candidate.pk, can_wait=True) == 30
     candidate.refresh_from_db()
     reason = f"waiting 30 s to retry (attempt 1 of 4 failed): {unreachable(closed_url)}"
     assert (candidate.state, candidate.error) == (CandidateState.PENDING, reason)
@@ -89,16 +95,16 @@ def test_it_shows_why_a_candidate_waits_on_its_pages(cv, expert, expert_client, 
 def test_it_does_not_retry_a_cancelled_candidate(cv, expert, closed_url):
     run = start_run(cv, expert, closed_url)
     candidate = run.candidates.get()
-    services.candidate_claim(candidate_id=candidate.pk)
-    services.inspection_run_cancel(run=run, actor=expert)
-    assert jobs.run_candidate(candidate.pk, can_wait=True) is None
+    inspections_services.candidate_claim(candidate_id=candidate.pk)
+    inspections_services.inspection_run_cancel(run=run, actor=expert)
+    assert inspections_jobs.run_candidate(candidate.pk, can_wait=True) is None
     assert Candidate.objects.get(pk=candidate.pk).state == CandidateState.CANCELLED
 
 
 def draft_job(cv, expert, url: str) -> Job:
     give_roles(expert, "ml_engineer")
     spectra = [make_spectrum(object_id=f"D{i}", task=cv, label="YES", seed=i) for i in range(3)]
-    return services.job_create(
+    return core_services.job_create(
         kind="draft",
         params={"task": "CV", "spectrum_ids": [s.pk for s in spectra], "teacher": policy_at(url)},
         created_by=expert,
@@ -121,8 +127,8 @@ def test_it_stops_a_draft_job_at_the_first_unreachable_call_and_waits(
     cv, expert, expert_client, closed_url
 ):
     job = draft_job(cv, expert, closed_url)
-    services.job_claim(job_id=job.pk)
-    assert jobs.run(job.pk, can_wait=True) == 30
+    core_services.job_claim(job_id=job.pk)
+    assert core_jobs.run(job.pk, can_wait=True) == 30
     job.refresh_from_db()
     assert (job.state, job.done, job.failed) == (JobState.QUEUED, 0, 0)
     assert job.error == f"waiting 30 s to retry (attempt 1 of 4 failed): {unreachable(closed_url)}"

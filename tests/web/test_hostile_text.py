@@ -20,9 +20,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from annotation import services
-from annotation.charts import plotly_text
-from annotation.models import Spectrum
+from annotation.core.charts import plotly_text
+from annotation.spectra import services
+from annotation.spectra.models import Spectrum
 from tests.web.security_world import World, world_rolled_back
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from annotation.models import Candidate, CandidateState, InspectionRun, Task
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.spectra.models import Task
 from tests.factories import make_spectrum
 
 pytestmark = pytest.mark.django_db

@@ -2,15 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from annotation import jobs, services
-from annotation.models import (
-    Candidate,
-    CandidateState,
-    CatalogEntry,
-    LiveStep,
-    Rollout,
-    Task,
-)
+from annotation.core import errors as core_errors
+from annotation.inspections import jobs
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, LiveStep, Rollout
+from annotation.spectra.models import Task
 from tests.factories import ScriptedPolicy, UserFactory, answer_turn, make_spectrum, tool_call_turn
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +35,7 @@ def use_policy(monkeypatch, factory):
 
 
 def start_run(cv, expert, spectra, **kwargs):
-    return services.inspection_run_create(
+    return inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[s.pk for s in spectra],
         policy_spec={"kind": "rule-based"},
@@ -75,7 +71,7 @@ def test_it_sends_uncertain_candidates_to_the_expert_queue(
         run = start_run(cv, expert, [make_spectrum()], confidence_threshold=0.75)
     candidate = run.candidates.get()
     assert candidate.needs_expert is True
-    services.expert_decision_record(candidate=candidate, expert=expert, decision="YES")
+    inspections_services.expert_decision_record(candidate=candidate, expert=expert, decision="YES")
     assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "YES"
 
 
@@ -107,7 +103,7 @@ def test_it_fails_a_candidate_with_the_reason_and_retries_it(
     assert "unreachable" in candidate.error
     use_policy(monkeypatch, lambda: ScriptedPolicy([answer_turn("NO")]))
     with django_capture_on_commit_callbacks(execute=True):
-        services.candidate_retry(candidate=candidate, actor=expert)
+        inspections_services.candidate_retry(candidate=candidate, actor=expert)
     candidate.refresh_from_db()
     assert (candidate.state, candidate.verdict) == (CandidateState.DONE, "NO")
 
@@ -116,12 +112,12 @@ def test_it_resumes_without_duplicating_finished_rollouts(monkeypatch, cv, exper
     use_policy(monkeypatch, lambda: ScriptedPolicy([answer_turn("YES")] * 2))
     run = start_run(cv, expert, [make_spectrum()], rollouts=2)
     candidate = run.candidates.get()
-    assert services.candidate_claim(candidate_id=candidate.pk)
+    assert inspections_services.candidate_claim(candidate_id=candidate.pk)
     # A first worker finished rollout 0 and wrote one live step of rollout 1, then died.
     jobs.run_candidate(candidate.pk)
     Rollout.objects.filter(candidate=candidate, index=1).delete()
     Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.RUNNING)
-    assert services.candidate_claim(candidate_id=candidate.pk)
+    assert inspections_services.candidate_claim(candidate_id=candidate.pk)
     jobs.run_candidate(candidate.pk)
     assert Rollout.objects.filter(candidate=candidate).count() == 2
     assert LiveStep.objects.filter(candidate=candidate, rollout_index=1).count() == 1
@@ -131,13 +127,13 @@ def test_it_cancels_pending_candidates(monkeypatch, cv, expert):
     run = start_run(
         cv, expert, [make_spectrum(object_id="A"), make_spectrum(object_id="B", seed=1)]
     )
-    assert services.inspection_run_cancel(run=run, actor=expert) == 2
-    assert not services.candidate_claim(candidate_id=run.candidates.first().pk)
+    assert inspections_services.inspection_run_cancel(run=run, actor=expert) == 2
+    assert not inspections_services.candidate_claim(candidate_id=run.candidates.first().pk)
 
 
 def test_it_refuses_an_unknown_policy_kind(cv, expert):
-    with pytest.raises(services.WorkflowError, match="policy kind"):
-        services.inspection_run_create(
+    with pytest.raises(core_errors.WorkflowError, match="policy kind"):
+        inspections_services.inspection_run_create(
             task=cv,
             spectrum_ids=[make_spectrum().pk],
             policy_spec={"kind": "magic"},

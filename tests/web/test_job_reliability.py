@@ -10,9 +10,16 @@ import threading
 import pytest
 from django.db import connection
 
-from annotation import jobs, services
-from annotation.leases import lease, lease_key
-from annotation.models import CandidateState, Curation, Job, JobState, Task
+from annotation.core import jobs as core_jobs
+from annotation.core import services as core_services
+from annotation.core.leases import lease, lease_key
+from annotation.core.models import Job, JobState
+from annotation.curation import services as curation_services
+from annotation.curation.models import Curation
+from annotation.inspections import jobs as inspections_jobs
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import CandidateState
+from annotation.spectra.models import Task
 from tests.factories import make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +36,7 @@ def cv(db) -> Task:
 
 def draft_job(cv, expert) -> Job:
     spectra = [make_spectrum(object_id=f"R{i}", task=cv, label="YES", seed=i) for i in range(3)]
-    return services.job_create(
+    return core_services.job_create(
         kind="draft",
         params={
             "task": "CV",
@@ -47,22 +54,22 @@ class WorkerKilled(BaseException):
 
 def test_it_counts_the_drafts_of_an_interrupted_attempt_once(cv, expert, monkeypatch):
     job = draft_job(cv, expert)
-    create = services.curation_create
+    create = curation_services.curation_create
 
     def dies_on_the_third(**kwargs):
         if Curation.objects.count() == 2:
             raise WorkerKilled
         return create(**kwargs)
 
-    monkeypatch.setattr(services, "curation_create", dies_on_the_third)
-    assert services.job_claim(job_id=job.pk)
+    monkeypatch.setattr(curation_services, "curation_create", dies_on_the_third)
+    assert core_services.job_claim(job_id=job.pk)
     with pytest.raises(WorkerKilled):
-        jobs.run(job.pk)
+        core_jobs.run(job.pk)
     assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
 
-    monkeypatch.setattr(services, "curation_create", create)
-    assert services.job_claim(job_id=job.pk)
-    jobs.run(job.pk)
+    monkeypatch.setattr(curation_services, "curation_create", create)
+    assert core_services.job_claim(job_id=job.pk)
+    core_jobs.run(job.pk)
     job.refresh_from_db()
     assert (job.state, job.attempts, job.done, job.failed) == (JobState.SUCCEEDED, 2, 3, 0)
     assert job.result["created"] == 3
@@ -72,9 +79,9 @@ def test_it_counts_the_drafts_of_an_interrupted_attempt_once(cv, expert, monkeyp
 def test_it_fails_a_job_whose_workers_kept_dying(cv, expert, settings):
     settings.JOB_MAX_ATTEMPTS = 2
     job = draft_job(cv, expert)
-    assert services.job_claim(job_id=job.pk)
-    assert services.job_claim(job_id=job.pk)  # redelivered after the first worker died
-    assert not services.job_claim(job_id=job.pk)
+    assert core_services.job_claim(job_id=job.pk)
+    assert core_services.job_claim(job_id=job.pk)  # redelivered after the first worker died
+    assert not core_services.job_claim(job_id=job.pk)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
     assert job.error.startswith("gave up after 2 attempts: the last one never finished")
@@ -82,31 +89,31 @@ def test_it_fails_a_job_whose_workers_kept_dying(cv, expert, settings):
 
 def test_it_fails_a_candidate_whose_workers_kept_dying(cv, expert, settings):
     settings.JOB_MAX_ATTEMPTS = 1
-    run = services.inspection_run_create(
+    run = inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[make_spectrum().pk],
         policy_spec={"kind": "rule-based"},
         created_by=expert,
     )
     candidate = run.candidates.get()
-    assert services.candidate_claim(candidate_id=candidate.pk)
-    assert not services.candidate_claim(candidate_id=candidate.pk)
+    assert inspections_services.candidate_claim(candidate_id=candidate.pk)
+    assert not inspections_services.candidate_claim(candidate_id=candidate.pk)
     candidate.refresh_from_db()
     assert candidate.state == CandidateState.FAILED
     assert candidate.error.startswith("gave up after 1 attempts")
 
 
 def test_it_does_not_claim_a_finished_candidate_again(cv, expert):
-    run = services.inspection_run_create(
+    run = inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[make_spectrum().pk],
         policy_spec={"kind": "rule-based"},
         created_by=expert,
     )
     candidate = run.candidates.get()
-    assert services.candidate_claim(candidate_id=candidate.pk)
-    jobs.run_candidate(candidate.pk)
-    assert not services.candidate_claim(candidate_id=candidate.pk)
+    assert inspections_services.candidate_claim(candidate_id=candidate.pk)
+    inspections_jobs.run_candidate(candidate.pk)
+    assert not inspections_services.candidate_claim(candidate_id=candidate.pk)
     candidate.refresh_from_db()
     assert (candidate.state, candidate.attempts) == (CandidateState.DONE, 1)
 

@@ -6,8 +6,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation import services
-from annotation.models import Curation, Job, JobState, Task
+from annotation.core import services
+from annotation.core.models import Job, JobState
+from annotation.curation.models import Curation
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_spectrum
 
 pytestmark = pytest.mark.django_db

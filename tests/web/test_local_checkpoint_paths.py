@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from annotation import services
-from annotation.models import Task
-from annotation.services import WorkflowError
+from annotation.core.errors import WorkflowError
+from annotation.inspections import services as inspections_services
+from annotation.spectra.models import Task
+from annotation.training_runs import services as training_runs_services
 from tests.factories import UserFactory, make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ def roots(settings, tmp_path):
 
 def start(user, model_path):
     row = make_spectrum(object_id="LOCAL-1")
-    return services.inspection_run_create(
+    return inspections_services.inspection_run_create(
         task=Task.objects.get(code="CV"),
         spectrum_ids=[row.pk],
         policy_spec={"kind": "transformers", "model_path": model_path},
@@ -50,7 +51,7 @@ def test_it_accepts_a_folder_inside_a_checkpoint_root(engineer, roots):
 
 def test_it_refuses_a_training_base_model_outside_the_roots(engineer, roots):
     with pytest.raises(WorkflowError, match="neither a registered checkpoint nor inside"):
-        services.training_run_create(
+        training_runs_services.training_run_create(
             stage="grpo",
             preset="cpu-tiny",
             created_by=engineer,

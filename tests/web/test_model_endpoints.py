@@ -23,8 +23,18 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import endpoints, jobs, services
-from annotation.models import AuditLog, InspectionRun, Job, Judge, ModelEndpoint, Task
+from annotation.core import endpoints
+from annotation.core import errors as core_errors
+from annotation.core import services as core_services
+from annotation.core.models import AuditLog, Job, ModelEndpoint
+from annotation.curation import jobs as curation_jobs
+from annotation.inspections import jobs as inspections_jobs
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import InspectionRun
+from annotation.rating import jobs as rating_jobs
+from annotation.rating import services as rating_services
+from annotation.rating.models import Judge
+from annotation.spectra.models import Task
 from tests.factories import (
     UserFactory,
     answer_turn,
@@ -128,7 +138,7 @@ def keys(monkeypatch):
 def default_endpoint(settings, keys, server_a):
     settings.OPENAI_BASE_URL = server_a.base_url
     settings.OPENAI_MODEL = "spec-o3"
-    return services.model_endpoint_sync_default()
+    return core_services.model_endpoint_sync_default()
 
 
 @pytest.fixture
@@ -269,7 +279,7 @@ def test_it_reads_a_key_from_a_secret_file_inside_the_secret_folders(
     settings.MODEL_ENDPOINT_SECRET_DIRS = [str(tmp_path)]
     secret = tmp_path / "gpu.key"
     secret.write_text("sk-from-file\n")
-    endpoint = services.model_endpoint_create(
+    endpoint = core_services.model_endpoint_create(
         actor=staff,
         name="filed",
         base_url=server_a.base_url,
@@ -308,16 +318,16 @@ def test_it_stops_calling_an_endpoint_staff_disabled_after_the_run_started(
     cv, ml, staff, server_a, django_capture_on_commit_callbacks
 ):
     endpoint = make_endpoint(name="a", base_url=server_a.base_url)
-    run = services.inspection_run_create(
+    run = inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[make_spectrum().pk],
         policy_spec={"kind": "openai", "endpoint": "a"},
         created_by=ml,
     )
-    services.model_endpoint_update(endpoint=endpoint, actor=staff, enabled=False)
+    core_services.model_endpoint_update(endpoint=endpoint, actor=staff, enabled=False)
     candidate = run.candidates.get()
-    services.candidate_claim(candidate_id=candidate.pk)
-    jobs.run_candidate(candidate.pk)
+    inspections_services.candidate_claim(candidate_id=candidate.pk)
+    inspections_jobs.run_candidate(candidate.pk)
     candidate.refresh_from_db()
     assert candidate.state == "failed"
     assert "model endpoint 'a' is disabled" in candidate.error
@@ -326,8 +336,8 @@ def test_it_stops_calling_an_endpoint_staff_disabled_after_the_run_started(
 
 def test_it_refuses_an_endpoint_to_a_user_without_an_inspecting_role(cv, viewer, server_a):
     make_endpoint(name="a", base_url=server_a.base_url)
-    with pytest.raises(services.NotAllowed):
-        services.inspection_run_create(
+    with pytest.raises(core_errors.NotAllowed):
+        inspections_services.inspection_run_create(
             task=cv,
             spectrum_ids=[make_spectrum().pk],
             policy_spec={"kind": "openai", "endpoint": "a"},
@@ -364,7 +374,7 @@ def test_it_drafts_with_an_endpoint_teacher_and_its_own_key(
 
 def test_it_never_reads_a_url_from_a_draft_jobs_teacher(cv, ml, server_a, attacker, keys):
     make_endpoint(name="a", base_url=server_a.base_url, credential_env="A_API_KEY")
-    policy = jobs.teacher_policy(
+    policy = curation_jobs.teacher_policy(
         {"kind": "openai", "endpoint": "a", "base_url": attacker.base_url, "api_key": "x"}
     )
     policy.generate(HELLO)
@@ -374,17 +384,17 @@ def test_it_never_reads_a_url_from_a_draft_jobs_teacher(cv, ml, server_a, attack
 def test_it_standardizes_with_the_default_endpoint_only_while_enabled(
     staff, default_endpoint, server_a
 ):
-    assert jobs.standardizer_policy({}).base_url == server_a.base_url
-    services.model_endpoint_update(endpoint=default_endpoint, actor=staff, enabled=False)
-    assert jobs.standardizer_policy({}) is None
-    assert jobs.standardizer_policy({"use_llm": False}) is None
+    assert curation_jobs.standardizer_policy({}).base_url == server_a.base_url
+    core_services.model_endpoint_update(endpoint=default_endpoint, actor=staff, enabled=False)
+    assert curation_jobs.standardizer_policy({}) is None
+    assert curation_jobs.standardizer_policy({"use_llm": False}) is None
 
 
 def test_it_sends_a_judge_to_its_endpoint_with_that_endpoints_key(staff, server_a, server_b, keys):
     endpoint = make_endpoint(name="b", base_url=server_b.base_url, credential_env="B_API_KEY")
-    judge = services.judge_create(name="gpt", endpoint=endpoint, actor=staff)
+    judge = rating_services.judge_create(name="gpt", endpoint=endpoint, actor=staff)
     assert (judge.base_url, judge.model) == (server_b.base_url, "m")  # provenance snapshot
-    jobs.judge_policy(judge).generate(HELLO)
+    rating_jobs.judge_policy(judge).generate(HELLO)
     assert server_b.authorizations == {"Bearer sk-b"} and server_a.calls == []
 
 
@@ -403,8 +413,8 @@ def test_it_refuses_a_judge_with_a_url(staff, attacker, default_endpoint):
 
 def test_it_refuses_a_judge_on_a_disabled_endpoint(staff, server_a):
     endpoint = make_endpoint(name="off", base_url=server_a.base_url, enabled=False)
-    with pytest.raises(services.WorkflowError, match="model endpoint 'off' is disabled"):
-        services.judge_create(name="gpt", endpoint=endpoint, actor=staff)
+    with pytest.raises(core_errors.WorkflowError, match="model endpoint 'off' is disabled"):
+        rating_services.judge_create(name="gpt", endpoint=endpoint, actor=staff)
 
 
 def test_it_evaluates_an_endpoint_named_on_the_command_line(server_a, keys):
@@ -447,8 +457,8 @@ def test_it_refuses_endpoint_registration_to_non_staff(role):
     assert update.status_code == 403
     endpoint.refresh_from_db()
     assert ModelEndpoint.objects.count() == 1 and endpoint.base_url == "http://127.0.0.1:9/v1"
-    with pytest.raises(services.NotAllowed):
-        services.model_endpoint_create(actor=user, name="x", base_url="http://x/v1", model="m")
+    with pytest.raises(core_errors.NotAllowed):
+        core_services.model_endpoint_create(actor=user, name="x", base_url="http://x/v1", model="m")
 
 
 def test_it_lists_only_names_and_models_to_non_staff(ml, staff):
@@ -522,8 +532,8 @@ def test_it_registers_an_endpoint_through_the_api(staff):
 )
 def test_it_refuses_a_credential_or_url_that_could_leak_a_server_secret(staff, values, reason):
     arguments = {"name": "x", "base_url": "http://gpu:8000/v1", "model": "m", **values}
-    with pytest.raises(services.WorkflowError, match=re.escape(reason)):
-        services.model_endpoint_create(actor=staff, **arguments)
+    with pytest.raises(core_errors.WorkflowError, match=re.escape(reason)):
+        core_services.model_endpoint_create(actor=staff, **arguments)
     response = api(staff).post(reverse("api_endpoint_create"), arguments, format="json")
     assert response.status_code == 400 and reason in response.content.decode()
     assert not ModelEndpoint.objects.exists()
@@ -571,7 +581,7 @@ def test_it_keeps_the_admin_endpoints_from_non_staff(ml):
 def test_it_registers_the_default_endpoint_from_the_settings_idempotently(settings, staff, keys):
     settings.OPENAI_BASE_URL = "http://gpu-1:8000/v1/"
     settings.OPENAI_MODEL = "spec-o3"
-    endpoint = services.model_endpoint_sync_default()
+    endpoint = core_services.model_endpoint_sync_default()
     assert (endpoint.name, endpoint.base_url, endpoint.model, endpoint.credential_env) == (
         "default",
         "http://gpu-1:8000/v1",
@@ -579,21 +589,21 @@ def test_it_registers_the_default_endpoint_from_the_settings_idempotently(settin
         "OPENAI_API_KEY",
     )
     assert endpoints.api_key(endpoint) == SERVER_KEY
-    services.model_endpoint_sync_default()
+    core_services.model_endpoint_sync_default()
     settings.OPENAI_MODEL = "spec-o3-v2"
-    services.model_endpoint_sync_default()
+    core_services.model_endpoint_sync_default()
     log = AuditLog.objects.filter(object_type="ModelEndpoint")
     assert [(e.action, e.actor) for e in log] == [
         ("endpoint_created", None),
         ("endpoint_changed", None),
     ]
-    with pytest.raises(services.WorkflowError, match="follows the OPENAI_\\* settings"):
-        services.model_endpoint_update(endpoint=endpoint, actor=staff, base_url="http://e/v1")
+    with pytest.raises(core_errors.WorkflowError, match="follows the OPENAI_\\* settings"):
+        core_services.model_endpoint_update(endpoint=endpoint, actor=staff, base_url="http://e/v1")
 
 
 def test_it_leaves_endpoints_alone_when_the_settings_name_none(settings):
     settings.OPENAI_BASE_URL = ""
-    assert services.model_endpoint_sync_default() is None
+    assert core_services.model_endpoint_sync_default() is None
     assert not ModelEndpoint.objects.exists()
 
 
@@ -637,7 +647,7 @@ def test_it_migrates_old_runs_and_judges_to_endpoints(settings, cv):
     assert (judge_ours.endpoint, judge_theirs.endpoint) == (default, legacy)
     assert AuditLog.objects.filter(action="endpoint_created").count() == 2
     with pytest.raises(endpoints.EndpointError, match="'evil.example-9' is disabled"):
-        jobs.judge_policy(judge_theirs)
+        rating_jobs.judge_policy(judge_theirs)
 
 
 def test_it_names_legacy_endpoints_after_their_host_without_clashes():

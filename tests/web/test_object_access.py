@@ -13,8 +13,10 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.models import RatingAssignment, Task
+from annotation.curation import services as curation_services
+from annotation.rating import services as rating_services
+from annotation.rating.models import RatingAssignment
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_curation, make_spectrum, make_trajectory
 from tests.web.test_curation_pages import SECRET, first_verdict_in, in_vote
 
@@ -46,19 +48,19 @@ def make_campaign(name: str, raters, creator, n: int = 2):
         row = make_spectrum(object_id=f"{name}-{i}", seed=i, task=cv)
         for policy in ("model-a", "model-b"):
             sources.append(
-                services.RatingSource(
+                rating_services.RatingSource(
                     source=f"{name}:{i}:{policy}",
-                    data=services.trajectory_to_stored(make_trajectory(row)),
+                    data=curation_services.trajectory_to_stored(make_trajectory(row)),
                     policy_name=policy,
                     task=cv,
                     spectrum=row,
                 )
             )
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name=name, raters=raters, raters_per_item=len(raters), sources=sources, created_by=creator
     )
     items = list(campaign.items.order_by("source"))
-    services.campaign_add_pairs(
+    rating_services.campaign_add_pairs(
         campaign=campaign, pairs=[(items[0], items[1])], raters_per_pair=len(raters)
     )
     return campaign
@@ -69,7 +71,9 @@ def campaign(alice, stella):
     """alice rates it and has commented; stella made it."""
     campaign = make_campaign("theirs", [alice], stella)
     for assignment in RatingAssignment.objects.filter(item__campaign=campaign):
-        services.rating_submit(assignment=assignment, rater=alice, score=4, comment=OTHER_COMMENT)
+        rating_services.rating_submit(
+            assignment=assignment, rater=alice, score=4, comment=OTHER_COMMENT
+        )
     return campaign
 
 
@@ -117,7 +121,7 @@ def test_it_answers_404_to_a_rater_of_another_campaign(
     campaign, outsider_campaign, outsider, stella, name, extra, closed
 ):
     if closed:
-        services.campaign_close(campaign=campaign, actor=stella)
+        rating_services.campaign_close(campaign=campaign, actor=stella)
     response = _get(outsider, name, campaign, extra)
     body = response.content.decode()
     assert response.status_code == 404
@@ -194,7 +198,7 @@ def test_it_hides_a_verdict_from_an_outsider_until_both_are_in(people, outsider,
 @pytest.mark.parametrize("name", ["curation_vote", "curation_detail"])
 def test_it_hides_votes_from_an_outsider_until_the_vote_closes(people, outsider, name):
     curation = in_vote(make_curation(), *people.values())
-    services.vote_cast(
+    curation_services.vote_cast(
         curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9"
     )
     body = logged_in(outsider).get(reverse(name, args=[curation.pk])).content.decode()
@@ -204,7 +208,7 @@ def test_it_hides_votes_from_an_outsider_until_the_vote_closes(people, outsider,
 
 def test_it_hides_votes_from_an_outsider_in_the_api_until_the_vote_closes(people, outsider):
     curation = in_vote(make_curation(), *people.values())
-    services.vote_cast(
+    curation_services.vote_cast(
         curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9"
     )
     response = api_for(outsider).get(reverse("api_curation_detail", args=[curation.pk]))

@@ -17,7 +17,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.charts import analysis_chart_data, plotly_text
+from annotation.core.charts import analysis_chart_data, plotly_text
 from tests.web.security_world import World, world_rolled_back
 
 pytestmark = pytest.mark.django_db

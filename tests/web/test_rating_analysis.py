@@ -15,9 +15,12 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from agent import agreement
-from annotation import charts, services
-from annotation.models import PairJudgement, RatingAssignment, Task
-from annotation.views.rating import FIGURES
+from annotation.core import charts
+from annotation.curation import services as curation_services
+from annotation.rating import services as rating_services
+from annotation.rating.models import PairJudgement, RatingAssignment
+from annotation.rating.views import FIGURES
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -39,9 +42,9 @@ def raters(db):
 
 def source(cv, i: int, policy: str, dataset: str, spectrum_index: int):
     row = make_spectrum(object_id=f"S{spectrum_index}", seed=spectrum_index, task=cv)
-    return services.RatingSource(
+    return rating_services.RatingSource(
         source=f"test:{i}",
-        data=services.trajectory_to_stored(make_trajectory(row)),
+        data=curation_services.trajectory_to_stored(make_trajectory(row)),
         policy_name=policy,
         task=cv,
         spectrum=row,
@@ -53,7 +56,7 @@ def source(cv, i: int, policy: str, dataset: str, spectrum_index: int):
 def campaign(raters, stella):
     """Every rater scores every item with the scores in SCORES; one judge scores them too."""
     cv = Task.objects.get(code="CV")
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name="hand-built",
         raters=list(raters.values()),
         raters_per_item=3,
@@ -64,13 +67,15 @@ def campaign(raters, stella):
     items = list(campaign.items.order_by("source"))
     for assignment in RatingAssignment.objects.filter(item__campaign=campaign):
         score = SCORES[assignment.rater.username][items.index(assignment.item)]
-        services.rating_submit(
+        rating_services.rating_submit(
             assignment=assignment, rater=assignment.rater, score=score, comment=""
         )
-    judge = services.judge_create(name="gpt", endpoint=make_endpoint(name="j"), actor=stella)
+    judge = rating_services.judge_create(name="gpt", endpoint=make_endpoint(name="j"), actor=stella)
     for item, score in zip(items, JUDGE_SCORES, strict=True):
-        services.judge_score_record(judge=judge, item=item, score=score, reason=f"r{score}", raw="")
-    services.campaign_close(campaign=campaign, actor=stella)
+        rating_services.judge_score_record(
+            judge=judge, item=item, score=score, reason=f"r{score}", raw=""
+        )
+    rating_services.campaign_close(campaign=campaign, actor=stella)
     return campaign
 
 
@@ -167,9 +172,13 @@ def test_it_exports_every_items_human_mean_and_judge_score(campaign, stella):
 
 
 def test_it_leaves_a_judge_score_empty_when_the_reply_had_none(campaign, stella):
-    judge = services.judge_create(name="vague", endpoint=make_endpoint(name="v"), actor=stella)
+    judge = rating_services.judge_create(
+        name="vague", endpoint=make_endpoint(name="v"), actor=stella
+    )
     item = campaign.items.order_by("source").first()
-    services.judge_score_record(judge=judge, item=item, score=None, reason="no score", raw="?")
+    rating_services.judge_score_record(
+        judge=judge, item=item, score=None, reason="no score", raw="?"
+    )
     rows = csv_rows(stella, campaign, "judge_scores")
     row = next(r for r in rows[1:] if r[0] == item.blind_id)
     assert row[rows[0].index("vague score")] == ""
@@ -186,11 +195,11 @@ def pairwise_campaign(raters, stella):
         for k, policy in enumerate(("model-a", "model-b"))
     ]
     alice = raters["alice"]
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name="pairs", raters=[alice], raters_per_item=1, sources=sources, created_by=stella, seed=8
     )
     items = list(campaign.items.order_by("source"))
-    pairs = services.campaign_add_pairs(
+    pairs = rating_services.campaign_add_pairs(
         campaign=campaign,
         pairs=[(items[2 * s], items[2 * s + 1]) for s in range(3)],
         raters_per_pair=1,
@@ -202,8 +211,8 @@ def pairwise_campaign(raters, stella):
             outcome = "tie"
         else:
             outcome = "left" if pair.left.policy_name == wanted[s] else "right"
-        services.pair_judgement_submit(judgement=judgement, rater=alice, outcome=outcome)
-    services.campaign_close(campaign=campaign, actor=stella)
+        rating_services.pair_judgement_submit(judgement=judgement, rater=alice, outcome=outcome)
+    rating_services.campaign_close(campaign=campaign, actor=stella)
     return campaign
 
 

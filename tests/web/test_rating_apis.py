@@ -9,19 +9,13 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation import jobs, services
-from annotation.models import (
-    Candidate,
-    CandidateState,
-    InspectionRun,
-    Job,
-    JudgeScore,
-    PairJudgement,
-    RatingAssignment,
-    RatingCampaign,
-    Rollout,
-    Task,
-)
+from annotation.core.models import Job
+from annotation.curation import services as curation_services
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun, Rollout
+from annotation.rating import jobs
+from annotation.rating import services as rating_services
+from annotation.rating.models import JudgeScore, PairJudgement, RatingAssignment, RatingCampaign
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +56,9 @@ def make_run(cv, name: str, policy: str, rows) -> InspectionRun:
     for row in rows:
         candidate = Candidate.objects.create(run=run, spectrum=row, state=CandidateState.DONE)
         Rollout.objects.create(
-            candidate=candidate, index=0, data=services.trajectory_to_stored(make_trajectory(row))
+            candidate=candidate,
+            index=0,
+            data=curation_services.trajectory_to_stored(make_trajectory(row)),
         )
     return run
 
@@ -236,7 +232,7 @@ def test_it_runs_a_judge_over_the_campaign(
     runs, alice, stella, monkeypatch, django_capture_on_commit_callbacks
 ):
     campaign_id = create_campaign(stella, runs, [alice]).json()["id"]
-    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
+    judge = rating_services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
 
     class FakeJudge:
         def generate(self, messages):
@@ -254,7 +250,7 @@ def test_it_runs_a_judge_over_the_campaign(
 
 def test_it_refuses_a_second_run_of_a_judge_still_queued(runs, alice, stella):
     campaign_id = create_campaign(stella, runs, [alice]).json()["id"]
-    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
+    judge = rating_services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
     url = reverse("api_rating_judge_run", args=[campaign_id, judge.pk])
     client = token_client(stella)
     assert client.post(url).status_code == 202  # its job stays queued: no commit in this test
@@ -265,7 +261,7 @@ def test_it_refuses_a_second_run_of_a_judge_still_queued(runs, alice, stella):
 
 def test_it_refuses_to_let_a_rater_start_a_judge(runs, alice, stella):
     campaign_id = create_campaign(stella, runs, [alice]).json()["id"]
-    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
+    judge = rating_services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
     response = token_client(alice).post(
         reverse("api_rating_judge_run", args=[campaign_id, judge.pk])
     )

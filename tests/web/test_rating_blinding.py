@@ -11,8 +11,10 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.models import CampaignItem, PairJudgement, RatingAssignment, Task
+from annotation.curation import services as curation_services
+from annotation.rating import services as rating_services
+from annotation.rating.models import CampaignItem, PairJudgement, RatingAssignment
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -53,18 +55,18 @@ def stella(db):
     return UserFactory(username="stella", is_staff=True)
 
 
-def paired_sources(n_spectra: int) -> list[services.RatingSource]:
+def paired_sources(n_spectra: int) -> list[rating_services.RatingSource]:
     """Each spectrum explained by both models; the trajectories name their model inside."""
     cv = Task.objects.get(code="CV")
     out = []
     for i in range(n_spectra):
         row = make_spectrum(object_id=f"OBJ{i}", seed=i, task=cv, label="YES")
         for j, policy in enumerate(POLICIES):
-            data = services.trajectory_to_stored(make_trajectory(row))
+            data = curation_services.trajectory_to_stored(make_trajectory(row))
             data["policy"] = {"name": policy, "model": f"{policy}-checkpoint"}
             data["meta"] = {"note": "meta-secret"}
             out.append(
-                services.RatingSource(
+                rating_services.RatingSource(
                     source=f"secret-source-{2 * i + j}",
                     data=data,
                     policy_name=policy,
@@ -79,7 +81,7 @@ def paired_sources(n_spectra: int) -> list[services.RatingSource]:
 @pytest.fixture
 def campaign(alice, bob, carol, stella):
     """Every rater on every item and pair; bob has scored, commented and judged everything."""
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name="blind",
         raters=[alice, bob, carol],
         raters_per_item=3,
@@ -88,13 +90,15 @@ def campaign(alice, bob, carol, stella):
         seed=SEED,
     )
     items = list(campaign.items.order_by("source"))
-    services.campaign_add_pairs(
+    rating_services.campaign_add_pairs(
         campaign=campaign, pairs=[(items[0], items[1]), (items[2], items[3])], raters_per_pair=3
     )
     for assignment in RatingAssignment.objects.filter(item__campaign=campaign, rater=bob):
-        services.rating_submit(assignment=assignment, rater=bob, score=2, comment=OTHER_COMMENT)
+        rating_services.rating_submit(
+            assignment=assignment, rater=bob, score=2, comment=OTHER_COMMENT
+        )
     for judgement in PairJudgement.objects.filter(pair__campaign=campaign, rater=bob):
-        services.pair_judgement_submit(judgement=judgement, rater=bob, outcome="left")
+        rating_services.pair_judgement_submit(judgement=judgement, rater=bob, outcome="left")
     return campaign
 
 
@@ -230,7 +234,7 @@ def test_it_refuses_a_rater_the_analysis_while_the_campaign_is_open(
 
 @pytest.mark.parametrize(("url_name", "args"), ANALYSIS_URLS)
 def test_it_opens_the_analysis_to_raters_once_closed(campaign, alice, stella, url_name, args):
-    services.campaign_close(campaign=campaign, actor=stella)
+    rating_services.campaign_close(campaign=campaign, actor=stella)
     response = _get(alice, url_name, campaign.pk, *args)
     assert response.status_code == 200
 
@@ -241,7 +245,7 @@ def test_it_refuses_a_rater_the_item_page_while_open_and_shows_it_once_closed(
     item = campaign.items.first()
     url = reverse("rating_item", args=[campaign.pk, item.blind_id])
     assert logged_in(alice).get(url).status_code == 403
-    services.campaign_close(campaign=campaign, actor=stella)
+    rating_services.campaign_close(campaign=campaign, actor=stella)
     body = logged_in(alice).get(url).content.decode()
     assert item.policy_name in body and OTHER_COMMENT in body
 
@@ -253,7 +257,7 @@ def test_it_shows_the_analysis_to_staff_who_do_not_rate_before_closing(campaign,
 
 def test_it_refuses_the_analysis_to_a_staff_member_who_rates(alice, stella):
     boss = UserFactory(username="boss", is_staff=True)
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name="staff rater",
         raters=[alice, boss],
         raters_per_item=1,
@@ -273,7 +277,7 @@ def test_it_links_managers_to_the_analysis_of_a_running_campaign_unless_they_rat
         f'href="{analysis}"' in logged_in(stella).get(reverse("rating_campaigns")).content.decode()
     )
     boss = UserFactory(username="boss", is_staff=True)
-    rated = services.campaign_create(
+    rated = rating_services.campaign_create(
         name="staff rater",
         raters=[alice, boss],
         raters_per_item=1,

@@ -5,8 +5,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from annotation import jobs, selectors, services
-from annotation.models import CampaignItem, JudgeScore, RatingAssignment, Task
+from annotation.core import errors as core_errors
+from annotation.core import services as core_services
+from annotation.curation import services as curation_services
+from annotation.rating import jobs, selectors
+from annotation.rating import services as rating_services
+from annotation.rating.models import CampaignItem, JudgeScore, RatingAssignment
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -28,9 +33,9 @@ def sources(n: int, policies=("model-a", "model-b")):
     for i in range(n):
         row = make_spectrum(object_id=f"R{i}", seed=i, task=cv, label="YES")
         out.append(
-            services.RatingSource(
+            rating_services.RatingSource(
                 source=f"test:{i}",
-                data=services.trajectory_to_stored(make_trajectory(row)),
+                data=curation_services.trajectory_to_stored(make_trajectory(row)),
                 policy_name=policies[i % len(policies)],
                 task=cv,
                 spectrum=row,
@@ -41,7 +46,7 @@ def sources(n: int, policies=("model-a", "model-b")):
 
 
 def make_campaign(raters, staff, n=6, per_item=2, seed=7):
-    return services.campaign_create(
+    return rating_services.campaign_create(
         name="c",
         raters=raters,
         raters_per_item=per_item,
@@ -52,7 +57,7 @@ def make_campaign(raters, staff, n=6, per_item=2, seed=7):
 
 
 def test_it_balances_assignments_between_raters():
-    plan = services.balanced_assignment(10, 3, 2, np.random.default_rng(0))
+    plan = rating_services.balanced_assignment(10, 3, 2, np.random.default_rng(0))
     load = Counter(r for item in plan for r in item)
     assert all(len(set(item)) == 2 for item in plan)
     assert max(load.values()) - min(load.values()) <= 1
@@ -60,8 +65,8 @@ def test_it_balances_assignments_between_raters():
 
 
 def test_it_refuses_more_raters_per_item_than_raters():
-    with pytest.raises(services.WorkflowError, match="raters per item"):
-        services.balanced_assignment(3, 2, 3, np.random.default_rng(0))
+    with pytest.raises(core_errors.WorkflowError, match="raters per item"):
+        rating_services.balanced_assignment(3, 2, 3, np.random.default_rng(0))
 
 
 def test_it_assigns_each_item_to_distinct_raters(raters, staff):
@@ -94,31 +99,31 @@ def test_it_hides_the_policy_from_raters(raters, staff):
 def test_it_lets_only_the_assigned_rater_score(raters, staff):
     campaign = make_campaign(raters, staff)
     assignment = RatingAssignment.objects.filter(item__campaign=campaign, rater=raters[0]).first()
-    with pytest.raises(services.NotAllowed):
-        services.rating_submit(assignment=assignment, rater=raters[1], score=3)
+    with pytest.raises(core_errors.NotAllowed):
+        rating_services.rating_submit(assignment=assignment, rater=raters[1], score=3)
 
 
 @pytest.mark.parametrize("score", [-1, 6, 2.5, True, "4"])
 def test_it_refuses_scores_outside_0_to_5(raters, staff, score):
     campaign = make_campaign(raters, staff)
     assignment = RatingAssignment.objects.filter(item__campaign=campaign, rater=raters[0]).first()
-    with pytest.raises(services.WorkflowError, match="0 to 5"):
-        services.rating_submit(assignment=assignment, rater=raters[0], score=score)
+    with pytest.raises(core_errors.WorkflowError, match="0 to 5"):
+        rating_services.rating_submit(assignment=assignment, rater=raters[0], score=score)
 
 
 def test_it_freezes_ratings_once_closed(raters, staff):
     campaign = make_campaign(raters, staff)
-    services.campaign_close(campaign=campaign, actor=staff)
+    rating_services.campaign_close(campaign=campaign, actor=staff)
     assignment = RatingAssignment.objects.filter(item__campaign=campaign, rater=raters[0]).first()
-    with pytest.raises(services.WrongState, match="closed"):
-        services.rating_submit(assignment=assignment, rater=raters[0], score=3)
+    with pytest.raises(core_errors.WrongState, match="closed"):
+        rating_services.rating_submit(assignment=assignment, rater=raters[0], score=3)
 
 
 def test_it_shows_raters_the_analysis_only_after_closing(raters, staff):
     campaign = make_campaign(raters, staff)
     assert selectors.can_see_analysis(campaign=campaign, user=raters[0]) is False
     assert selectors.can_see_analysis(campaign=campaign, user=staff) is True
-    services.campaign_close(campaign=campaign, actor=staff)
+    rating_services.campaign_close(campaign=campaign, actor=staff)
     assert selectors.can_see_analysis(campaign=campaign, user=raters[0]) is True
 
 
@@ -127,8 +132,8 @@ def test_it_analyses_scores_agreement_and_judges(
 ):
     campaign = make_campaign(raters, staff, n=4, per_item=3)
     for assignment in RatingAssignment.objects.filter(item__campaign=campaign):
-        services.rating_submit(assignment=assignment, rater=assignment.rater, score=4)
-    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=staff)
+        rating_services.rating_submit(assignment=assignment, rater=assignment.rater, score=4)
+    judge = rating_services.judge_create(name="gpt", endpoint=make_endpoint(), actor=staff)
 
     class FakeJudge:
         def generate(self, messages):
@@ -136,7 +141,9 @@ def test_it_analyses_scores_agreement_and_judges(
 
     monkeypatch.setattr(jobs, "judge_policy", lambda judge: FakeJudge())
     with django_capture_on_commit_callbacks(execute=True):
-        services.job_create(kind="judge", params={"judge_id": judge.pk, "campaign_id": campaign.pk})
+        core_services.job_create(
+            kind="judge", params={"judge_id": judge.pk, "campaign_id": campaign.pk}
+        )
     assert set(JudgeScore.objects.values_list("score", flat=True)) == {4}
     analysis = selectors.campaign_analysis(campaign=campaign)
     assert analysis["histograms"]["humans"] == [0, 0, 0, 0, 12, 0]
@@ -149,7 +156,7 @@ def test_it_stores_a_judge_reply_without_a_score_as_unscored(
     raters, staff, monkeypatch, django_capture_on_commit_callbacks
 ):
     campaign = make_campaign(raters, staff, n=2, per_item=1)
-    judge = services.judge_create(name="vague", endpoint=make_endpoint(), actor=staff)
+    judge = rating_services.judge_create(name="vague", endpoint=make_endpoint(), actor=staff)
 
     class Vague:
         def generate(self, messages):
@@ -157,7 +164,9 @@ def test_it_stores_a_judge_reply_without_a_score_as_unscored(
 
     monkeypatch.setattr(jobs, "judge_policy", lambda judge: Vague())
     with django_capture_on_commit_callbacks(execute=True):
-        services.job_create(kind="judge", params={"judge_id": judge.pk, "campaign_id": campaign.pk})
+        core_services.job_create(
+            kind="judge", params={"judge_id": judge.pk, "campaign_id": campaign.pk}
+        )
     stored = JudgeScore.objects.first()
     assert stored.score is None and stored.raw.startswith("I would say")
     assert selectors.campaign_analysis(campaign=campaign)["judges_unscored"] == {"vague": 2}
@@ -168,10 +177,12 @@ def test_it_maps_pairwise_outcomes_back_to_policies(raters, staff):
     a, b = CampaignItem.objects.filter(campaign=campaign).order_by("source")
     b.spectrum = a.spectrum
     b.save()
-    pair = services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=3)[0]
+    pair = rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=3)[
+        0
+    ]
     winner_side = "left" if pair.left.policy_name == "model-a" else "right"
     for judgement in pair.judgements.all():
-        services.pair_judgement_submit(
+        rating_services.pair_judgement_submit(
             judgement=judgement, rater=judgement.rater, outcome=winner_side
         )
     shares = selectors.campaign_analysis(campaign=campaign)["pairwise"]["shares"]
@@ -181,5 +192,5 @@ def test_it_maps_pairwise_outcomes_back_to_policies(raters, staff):
 def test_it_refuses_pairs_of_different_spectra(raters, staff):
     campaign = make_campaign(raters, staff, n=2, per_item=1)
     a, b = CampaignItem.objects.filter(campaign=campaign)
-    with pytest.raises(services.WorkflowError, match="same spectrum"):
-        services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)
+    with pytest.raises(core_errors.WorkflowError, match="same spectrum"):
+        rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)

@@ -13,14 +13,11 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from annotation import services
-from annotation.models import (
-    AuditLog,
-    CampaignItem,
-    PairJudgement,
-    RatingAssignment,
-    RatingCampaign,
-)
+from annotation.core import errors as core_errors
+from annotation.core.models import AuditLog
+from annotation.rating import services as rating_services
+from annotation.rating.models import CampaignItem, PairJudgement, RatingAssignment, RatingCampaign
+from annotation.spectra import services as spectra_services
 from tests.factories import UserFactory
 from tests.web.test_rating_campaigns import make_campaign
 
@@ -62,7 +59,9 @@ def a_pair(campaign) -> PairJudgement:
     a, b = CampaignItem.objects.filter(campaign=campaign).order_by("source")[:2]
     b.spectrum = a.spectrum
     b.save()
-    pair = services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)[0]
+    pair = rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)[
+        0
+    ]
     judgement = PairJudgement.objects.select_related("pair__campaign").get(pair=pair)
     assert judgement.pair.campaign.closed is False
     return judgement
@@ -75,9 +74,9 @@ def a_pair(campaign) -> PairJudgement:
 def test_it_refuses_a_score_from_a_request_that_read_the_campaign_before_it_closed(raters, staff):
     campaign = make_campaign(raters, staff, n=2, per_item=2)
     assignment = loaded_assignment(campaign, raters[0])
-    services.campaign_close(campaign=RatingCampaign.objects.get(pk=campaign.pk), actor=staff)
-    with pytest.raises(services.WrongState, match="closed"):
-        services.rating_submit(assignment=assignment, rater=raters[0], score=3)
+    rating_services.campaign_close(campaign=RatingCampaign.objects.get(pk=campaign.pk), actor=staff)
+    with pytest.raises(core_errors.WrongState, match="closed"):
+        rating_services.rating_submit(assignment=assignment, rater=raters[0], score=3)
     assert RatingAssignment.objects.get(pk=assignment.pk).score is None
 
 
@@ -85,9 +84,11 @@ def test_it_refuses_a_score_from_a_request_that_read_the_campaign_before_it_clos
 def test_it_refuses_a_pair_judgement_after_the_campaign_closed(raters, staff):
     campaign = make_campaign(raters, staff, n=2, per_item=1)
     judgement = a_pair(campaign)
-    services.campaign_close(campaign=RatingCampaign.objects.get(pk=campaign.pk), actor=staff)
-    with pytest.raises(services.WrongState, match="closed"):
-        services.pair_judgement_submit(judgement=judgement, rater=judgement.rater, outcome="left")
+    rating_services.campaign_close(campaign=RatingCampaign.objects.get(pk=campaign.pk), actor=staff)
+    with pytest.raises(core_errors.WrongState, match="closed"):
+        rating_services.pair_judgement_submit(
+            judgement=judgement, rater=judgement.rater, outcome="left"
+        )
     assert PairJudgement.objects.get(pk=judgement.pk).outcome == ""
 
 
@@ -95,9 +96,9 @@ def test_it_refuses_a_pair_judgement_after_the_campaign_closed(raters, staff):
 def test_it_refuses_closing_twice(raters, staff):
     campaign = make_campaign(raters, staff, n=2, per_item=1)
     stale = RatingCampaign.objects.get(pk=campaign.pk)
-    services.campaign_close(campaign=campaign, actor=staff)
-    with pytest.raises(services.WrongState, match="already closed"):
-        services.campaign_close(campaign=stale, actor=staff)
+    rating_services.campaign_close(campaign=campaign, actor=staff)
+    with pytest.raises(core_errors.WrongState, match="already closed"):
+        rating_services.campaign_close(campaign=stale, actor=staff)
     assert AuditLog.objects.filter(action="campaign_closed").count() == 1
 
 
@@ -137,22 +138,22 @@ def wait_for(outcome: dict, key: str, timeout: float = 10.0) -> None:
 @pytest.mark.parametrize("path", ["score", "pair"])
 @on_postgresql
 def test_it_makes_a_write_wait_for_a_close_in_progress_then_refuses_it(raters, staff, path):
-    services.tasks_seed_builtin()
+    spectra_services.tasks_seed_builtin()
     campaign = make_campaign(raters, staff, n=2, per_item=2 if path == "score" else 1)
     if path == "score":
         assignment = loaded_assignment(campaign, raters[0])
-        write = lambda: services.rating_submit(  # noqa: E731
+        write = lambda: rating_services.rating_submit(  # noqa: E731
             assignment=assignment, rater=raters[0], score=4
         )
     else:
         judgement = a_pair(campaign)
-        write = lambda: services.pair_judgement_submit(  # noqa: E731
+        write = lambda: rating_services.pair_judgement_submit(  # noqa: E731
             judgement=judgement, rater=judgement.rater, outcome="tie"
         )
 
     release = threading.Event()
     closer, closed = in_thread(
-        lambda: services.campaign_close(campaign=campaign, actor=staff), hold=release
+        lambda: rating_services.campaign_close(campaign=campaign, actor=staff), hold=release
     )
     wait_for(closed, "done_inside")
     writer, written = in_thread(write)
@@ -162,7 +163,7 @@ def test_it_makes_a_write_wait_for_a_close_in_progress_then_refuses_it(raters, s
     closer.join(timeout=20)
     writer.join(timeout=20)
 
-    assert isinstance(written.get("error"), services.WrongState), written
+    assert isinstance(written.get("error"), core_errors.WrongState), written
     assert "closed" in str(written["error"])
     assert not AuditLog.objects.filter(action__in=["rating_scored", "pair_judged"]).exists()
 
@@ -170,23 +171,25 @@ def test_it_makes_a_write_wait_for_a_close_in_progress_then_refuses_it(raters, s
 @pytest.mark.parametrize("path", ["score", "pair"])
 @on_postgresql
 def test_it_makes_a_close_wait_for_a_write_in_progress(raters, staff, path):
-    services.tasks_seed_builtin()
+    spectra_services.tasks_seed_builtin()
     campaign = make_campaign(raters, staff, n=2, per_item=2 if path == "score" else 1)
     if path == "score":
         assignment = loaded_assignment(campaign, raters[0])
-        write = lambda: services.rating_submit(  # noqa: E731
+        write = lambda: rating_services.rating_submit(  # noqa: E731
             assignment=assignment, rater=raters[0], score=4
         )
     else:
         judgement = a_pair(campaign)
-        write = lambda: services.pair_judgement_submit(  # noqa: E731
+        write = lambda: rating_services.pair_judgement_submit(  # noqa: E731
             judgement=judgement, rater=judgement.rater, outcome="tie"
         )
 
     release = threading.Event()
     writer, written = in_thread(write, hold=release)
     wait_for(written, "done_inside")
-    closer, closed = in_thread(lambda: services.campaign_close(campaign=campaign, actor=staff))
+    closer, closed = in_thread(
+        lambda: rating_services.campaign_close(campaign=campaign, actor=staff)
+    )
     time.sleep(0.5)
     assert closer.is_alive(), f"the close did not wait for the write: {closed}"
     release.set()

@@ -11,20 +11,13 @@ from django.utils.html import escape
 
 from agent.agreement import RUBRIC
 from agent.judges import JUDGE_RUBRIC_PROMPT
-from annotation import services
-from annotation.forms_rating import CampaignForm
-from annotation.models import (
-    Candidate,
-    CandidateState,
-    InspectionRun,
-    Job,
-    Judge,
-    PairJudgement,
-    RatingAssignment,
-    RatingCampaign,
-    Rollout,
-    Task,
-)
+from annotation.core.models import Job
+from annotation.curation import services as curation_services
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun, Rollout
+from annotation.rating import services as rating_services
+from annotation.rating.forms import CampaignForm
+from annotation.rating.models import Judge, PairJudgement, RatingAssignment, RatingCampaign
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -58,16 +51,16 @@ def logged_in(user) -> Client:
     return client
 
 
-def sources(cv, n: int, *, paired: bool = False) -> list[services.RatingSource]:
+def sources(cv, n: int, *, paired: bool = False) -> list[rating_services.RatingSource]:
     """n trajectories alternating between the two models; paired: both models per spectrum."""
     out = []
     for i in range(n):
         spectrum_index = i // 2 if paired else i
         row = make_spectrum(object_id=f"S{spectrum_index}", seed=spectrum_index, task=cv)
         out.append(
-            services.RatingSource(
+            rating_services.RatingSource(
                 source=f"test:{i}",
-                data=services.trajectory_to_stored(make_trajectory(row)),
+                data=curation_services.trajectory_to_stored(make_trajectory(row)),
                 policy_name=POLICIES[i % 2],
                 task=cv,
                 spectrum=row,
@@ -78,7 +71,7 @@ def sources(cv, n: int, *, paired: bool = False) -> list[services.RatingSource]:
 
 
 def make_campaign(cv, raters, creator, *, n=2, per_item=1, paired=False) -> RatingCampaign:
-    campaign = services.campaign_create(
+    campaign = rating_services.campaign_create(
         name="reasoning quality",
         raters=raters,
         raters_per_item=per_item,
@@ -88,7 +81,7 @@ def make_campaign(cv, raters, creator, *, n=2, per_item=1, paired=False) -> Rati
     )
     if paired:
         items = list(campaign.items.order_by("source"))
-        services.campaign_add_pairs(
+        rating_services.campaign_add_pairs(
             campaign=campaign,
             pairs=[(items[i], items[i + 1]) for i in range(0, n, 2)],
             raters_per_pair=len(raters),
@@ -106,7 +99,7 @@ def make_run(cv, name: str, policy: str, rows) -> InspectionRun:
         Rollout.objects.create(
             candidate=candidate,
             index=0,
-            data=services.trajectory_to_stored(make_trajectory(row)),
+            data=curation_services.trajectory_to_stored(make_trajectory(row)),
         )
     return run
 
@@ -125,7 +118,7 @@ def my_queue(campaign, rater):
 def test_it_lists_the_campaigns_i_rate_with_my_progress(cv, alice, stella):
     campaign = make_campaign(cv, [alice], stella, n=3)
     first = my_queue(campaign, alice).first()
-    services.rating_submit(assignment=first, rater=alice, score=4)
+    rating_services.rating_submit(assignment=first, rater=alice, score=4)
     body = logged_in(alice).get(reverse("rating_campaigns")).content.decode()
     assert campaign.name in body
     assert "1 / 3" in body
@@ -341,7 +334,7 @@ def test_it_counts_my_progress(cv, alice, stella):
 def test_it_says_when_everything_is_scored(cv, alice, stella):
     campaign = make_campaign(cv, [alice], stella, n=1)
     first = my_queue(campaign, alice).first()
-    services.rating_submit(assignment=first, rater=alice, score=3)
+    rating_services.rating_submit(assignment=first, rater=alice, score=3)
     body = logged_in(alice).get(rate_url(campaign)).content.decode()
     assert "All 1 trajectories scored" in body
     assert "data-score" not in body
@@ -362,7 +355,7 @@ def test_it_lets_a_rater_revise_an_earlier_score(cv, alice, stella):
 
 def test_it_shows_no_item_to_rate_once_closed(cv, alice, stella):
     campaign = make_campaign(cv, [alice], stella)
-    services.campaign_close(campaign=campaign, actor=stella)
+    rating_services.campaign_close(campaign=campaign, actor=stella)
     response = logged_in(alice).get(rate_url(campaign))
     assert response.context["item"] is None
     assert "closed" in response.content.decode()
@@ -394,7 +387,7 @@ def test_it_records_a_pair_outcome_and_maps_it_back_to_the_policies(cv, alice, s
         client.post(url, {"judgement": judgement.pk, "outcome": side})
     outcomes = set(PairJudgement.objects.values_list("outcome", flat=True))
     assert outcomes <= {"left", "right"} and "" not in outcomes
-    services.campaign_close(campaign=campaign, actor=stella)
+    rating_services.campaign_close(campaign=campaign, actor=stella)
     analysis = client.get(reverse("api_rating_analysis", args=[campaign.pk])).json()
     # model-a is the reference; alice preferred model-b every time
     assert analysis["pairwise"]["shares"]["SDSS"]["loss"] == 1.0
@@ -448,7 +441,7 @@ def test_it_refuses_the_judges_page_to_non_staff(alice):
 
 def test_it_starts_a_judge_job_from_the_campaign_page(cv, alice, stella):
     campaign = make_campaign(cv, [alice], stella, n=2)
-    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
+    judge = rating_services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
     logged_in(stella).post(reverse("rating_judge_run", args=[campaign.pk, judge.pk]))
     job = Job.objects.get(kind="judge")
     assert job.params == {"judge_id": judge.pk, "campaign_id": campaign.pk}
@@ -458,12 +451,14 @@ def test_it_starts_a_judge_job_from_the_campaign_page(cv, alice, stella):
 def test_it_shows_an_item_with_its_policy_ratings_and_escaped_judge_reply(cv, alice, stella):
     campaign = make_campaign(cv, [alice], stella, n=1)
     assignment = my_queue(campaign, alice).get()
-    services.rating_submit(assignment=assignment, rater=alice, score=4, comment="clear lines")
-    judge = services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
-    services.judge_score_record(
+    rating_services.rating_submit(
+        assignment=assignment, rater=alice, score=4, comment="clear lines"
+    )
+    judge = rating_services.judge_create(name="gpt", endpoint=make_endpoint(), actor=stella)
+    rating_services.judge_score_record(
         judge=judge, item=assignment.item, score=None, reason="", raw="<script>x</script> 3.5"
     )
-    services.campaign_close(campaign=campaign, actor=stella)
+    rating_services.campaign_close(campaign=campaign, actor=stella)
     url = reverse("rating_item", args=[campaign.pk, assignment.item.blind_id])
     body = logged_in(alice).get(url).content.decode()
     assert "model-a" in body and "clear lines" in body and "no valid score" in body

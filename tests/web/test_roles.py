@@ -16,10 +16,12 @@ from django.urls import reverse
 from rest_framework.test import APIClient, force_authenticate
 from rest_framework.views import APIView
 
-from annotation import permissions, services
-from annotation.forms_rating import CampaignForm
-from annotation.models import AuditLog
-from annotation.roles import Role, forget_roles, parse_role, user_roles
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core import services as core_services
+from annotation.core.models import AuditLog
+from annotation.core.roles import Role, forget_roles, parse_role, user_roles
+from annotation.rating.forms import CampaignForm
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -79,13 +81,13 @@ def test_it_reads_role_names_as_people_write_them():
 
 
 def test_it_sets_roles_and_records_each_change(newcomer, staff):
-    granted, revoked = services.user_roles_set(
+    granted, revoked = core_services.user_roles_set(
         user=newcomer, roles={Role.EXPERT, Role.STAFF}, actor=staff
     )
     assert (granted, revoked) == ([Role.EXPERT, Role.STAFF], [])
     newcomer.refresh_from_db()
     assert newcomer.is_staff and roles_of(newcomer) == {"expert", "staff"}
-    services.user_roles_set(user=newcomer, roles={Role.VIEWER}, actor=staff)
+    core_services.user_roles_set(user=newcomer, roles={Role.VIEWER}, actor=staff)
     assert roles_of(newcomer) == {"viewer"}
     assert role_entries(newcomer) == [
         ("role_granted", "expert", "stella"),
@@ -97,21 +99,21 @@ def test_it_sets_roles_and_records_each_change(newcomer, staff):
 
 
 def test_it_records_nothing_when_nothing_changes(newcomer, staff):
-    services.user_roles_set(user=newcomer, roles={Role.RATER}, actor=staff)
-    assert services.user_roles_set(user=newcomer, roles={Role.RATER}, actor=staff) == ([], [])
+    core_services.user_roles_set(user=newcomer, roles={Role.RATER}, actor=staff)
+    assert core_services.user_roles_set(user=newcomer, roles={Role.RATER}, actor=staff) == ([], [])
     assert len(role_entries(newcomer)) == 1
 
 
 def test_it_refuses_to_drop_ones_own_staff_role(staff):
-    with pytest.raises(services.NotAllowed, match="your own staff role"):
-        services.user_roles_set(user=staff, roles=set(), actor=staff)
+    with pytest.raises(core_errors.NotAllowed, match="your own staff role"):
+        core_services.user_roles_set(user=staff, roles=set(), actor=staff)
     assert roles_of(staff) == {"staff"}
 
 
 def test_it_leaves_superusers_to_the_admin(staff):
     root = UserFactory(username="root", is_superuser=True, is_staff=True)
-    with pytest.raises(services.NotAllowed, match="superuser"):
-        services.user_roles_set(user=root, roles=set(), actor=staff)
+    with pytest.raises(core_errors.NotAllowed, match="superuser"):
+        core_services.user_roles_set(user=root, roles=set(), actor=staff)
 
 
 # --- the page and its API twin --------------------------------------------------------------

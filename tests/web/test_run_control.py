@@ -13,8 +13,11 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.models import Candidate, CandidateState, InspectionRun, Job, JobState, Task
+from annotation.core import services as core_services
+from annotation.core.models import Job, JobState
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +45,7 @@ def staff(db):
 def run(owner) -> InspectionRun:
     """Two pending candidates (no worker ran) and one that failed."""
     spectra = [make_spectrum(object_id=f"R{i}", seed=i) for i in range(3)]
-    run = services.inspection_run_create(
+    run = inspections_services.inspection_run_create(
         task=Task.objects.get(code="CV"),
         spectrum_ids=[s.pk for s in spectra],
         policy_spec={"kind": "rule-based"},
@@ -99,7 +102,7 @@ def test_it_lets_the_owner_and_staff_cancel(run, owner, staff, who, via):
 
 @pytest.mark.parametrize("via", ["page", "api"])
 def test_it_refuses_someone_elses_retry_and_keeps_the_owners_cancel(run, owner, colleague, via):
-    services.inspection_run_cancel(run=run, actor=owner)
+    inspections_services.inspection_run_cancel(run=run, actor=owner)
     candidate = run.candidates.order_by("id").last()
     before = states(run)
     if via == "page":
@@ -113,12 +116,12 @@ def test_it_refuses_someone_elses_retry_and_keeps_the_owners_cancel(run, owner, 
 
 
 def test_it_refuses_the_retry_in_the_service_too(run, owner, colleague):
-    services.inspection_run_cancel(run=run, actor=owner)
+    inspections_services.inspection_run_cancel(run=run, actor=owner)
     candidate = run.candidates.order_by("id").last()
     with pytest.raises(PermissionDenied, match=REFUSED):
-        services.candidate_retry(candidate=candidate, actor=colleague)
+        inspections_services.candidate_retry(candidate=candidate, actor=colleague)
     with pytest.raises(PermissionDenied, match=REFUSED):
-        services.inspection_run_cancel(run=run, actor=colleague)
+        inspections_services.inspection_run_cancel(run=run, actor=colleague)
     run.refresh_from_db()
     candidate.refresh_from_db()
     assert (run.cancelled, candidate.state) == (True, CandidateState.FAILED)
@@ -139,7 +142,7 @@ def test_it_lets_the_owner_and_staff_retry(run, owner, staff, who, via):
 
 
 def test_it_leaves_a_run_nobody_owns_to_staff(owner, staff):
-    run = services.inspection_run_create(
+    run = inspections_services.inspection_run_create(
         task=Task.objects.get(code="CV"),
         spectrum_ids=[make_spectrum().pk],
         policy_spec={"kind": "rule-based"},
@@ -158,7 +161,7 @@ def test_it_hides_cancel_and_retry_from_who_may_not_use_them(run, owner, colleag
 
 @pytest.mark.parametrize("via", ["page", "api"])
 def test_it_refuses_to_cancel_someone_elses_job(owner, colleague, staff, via):
-    job = services.job_create(kind="draft", params={}, created_by=owner)
+    job = core_services.job_create(kind="draft", params={}, created_by=owner)
     if via == "page":
         response = page(colleague).post(reverse("job_cancel", args=[job.pk]))
     else:
@@ -166,6 +169,6 @@ def test_it_refuses_to_cancel_someone_elses_job(owner, colleague, staff, via):
     assert response.status_code == 403
     assert Job.objects.get(pk=job.pk).state == JobState.QUEUED
     with pytest.raises(PermissionDenied, match=REFUSED):
-        services.job_cancel(job=job, actor=colleague)
+        core_services.job_cancel(job=job, actor=colleague)
     assert api(staff).post(reverse("api_job_cancel", args=[job.pk])).status_code == 200
     assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED

@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.models import Spectrum, Task
+from annotation.spectra.models import Spectrum, Task
 from tests.factories import make_spectrum
 
 pytestmark = pytest.mark.django_db

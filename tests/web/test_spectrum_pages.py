@@ -8,8 +8,9 @@ import pytest
 from django.urls import reverse
 from PIL import Image
 
-from annotation import selectors
-from annotation.models import AuditLog, Spectrum, Task
+from annotation.core.models import AuditLog
+from annotation.spectra import selectors
+from annotation.spectra.models import Spectrum, Task
 from tests.factories import make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +74,7 @@ def test_it_gives_the_plot_the_task_windows_and_the_error_band(expert_client):
 
 def test_it_gives_the_plot_seven_significant_digits_and_gaps_for_bad_pixels():
     from agent.spectra import Spectrum as SpectrumValue
-    from annotation import selectors, services
+    from annotation.spectra import selectors, services
 
     value = SpectrumValue(
         wavelength=[4000.0, 4001.0, 4002.0, 4003.0],

@@ -12,8 +12,8 @@ from django.test import Client
 from django.urls import reverse
 
 from agent.spectra import Spectrum as SpectrumValue
-from annotation import services
-from annotation.charts import min_max_indices
+from annotation.core.charts import min_max_indices
+from annotation.spectra import services
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

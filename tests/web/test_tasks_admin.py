@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from annotation.models import Task
-from annotation.selectors import task_value
+from annotation.spectra.models import Task
+from annotation.spectra.selectors import task_value
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +64,7 @@ def test_it_seeds_the_eight_builtin_tasks():
 def test_it_lets_staff_who_are_not_superusers_edit_tasks_but_not_delete_them(db, client):
     from django.urls import reverse
 
-    from annotation.models import Task
+    from annotation.spectra.models import Task
     from tests.factories import UserFactory
 
     staff = UserFactory(roles=["staff"])

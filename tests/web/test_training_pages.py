@@ -9,8 +9,12 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation import services
-from annotation.models import InspectionRun, JobState, Task, TrainingMetric, TrainingRun
+from annotation.core import services as core_services
+from annotation.core.models import JobState
+from annotation.inspections.models import InspectionRun
+from annotation.spectra.models import Task
+from annotation.training_runs import services as training_runs_services
+from annotation.training_runs.models import TrainingMetric, TrainingRun
 from tests.factories import UserFactory, make_spectrum
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("training_dirs")]
@@ -23,7 +27,7 @@ def colleague(db):
 
 @pytest.fixture
 def run(ml_engineer, export, tiny_model_path):
-    return services.training_run_create(
+    return training_runs_services.training_run_create(
         stage="sft",
         preset="cpu-tiny",
         base_model=str(tiny_model_path),
@@ -34,7 +38,7 @@ def run(ml_engineer, export, tiny_model_path):
 
 @pytest.fixture
 def checkpoint(ml_engineer, lineage_folder):
-    return services.policy_checkpoint_register(
+    return training_runs_services.policy_checkpoint_register(
         path=lineage_folder, name="cli-sft", actor=ml_engineer
     )
 
@@ -105,17 +109,19 @@ def test_it_keeps_polling_while_the_run_is_queued(ml_client, run):
 
 
 def test_it_stops_polling_once_the_run_has_finished(ml_client, run, lineage_folder):
-    services.training_run_claim(run_id=run.pk)
-    services.training_run_finish(run_id=run.pk, checkpoint_path=lineage_folder, result={})
+    training_runs_services.training_run_claim(run_id=run.pk)
+    training_runs_services.training_run_finish(
+        run_id=run.pk, checkpoint_path=lineage_folder, result={}
+    )
     response = poll(ml_client, run)
     assert response.status_code == 286
     assert "hx-trigger" not in response.content.decode()
 
 
 def test_it_sends_each_poll_only_the_points_recorded_since_the_last(ml_client, run):
-    services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
+    training_runs_services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
     first = json_script(poll(ml_client, run).content.decode(), "training-points")
-    services.training_metrics_record(run_id=run.pk, step=2, metrics={"loss": 2.0})
+    training_runs_services.training_metrics_record(run_id=run.pk, step=2, metrics={"loss": 2.0})
     body = poll(ml_client, run, after=first["last_id"]).content.decode()
     assert json_script(body, "training-points")["series"]["loss"] == {"x": [2], "y": [2.0]}
     last = TrainingMetric.objects.filter(run=run).latest("id").pk
@@ -123,7 +129,7 @@ def test_it_sends_each_poll_only_the_points_recorded_since_the_last(ml_client, r
 
 
 def test_it_draws_the_figure_6_curves_from_data_not_inline_script(ml_client, run):
-    services.training_metrics_record(
+    training_runs_services.training_metrics_record(
         run_id=run.pk, step=1, metrics={"loss": 2.5, "reward_mean": 0.4, "val_f1": 0.5}
     )
     body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
@@ -138,15 +144,15 @@ def test_it_draws_the_figure_6_curves_from_data_not_inline_script(ml_client, run
 
 
 def test_it_escapes_a_failure_message(ml_client, run):
-    services.training_run_claim(run_id=run.pk)
-    services.job_fail(job_id=run.job_id, error="ValueError: <script>alert('pwned')</script>")
+    training_runs_services.training_run_claim(run_id=run.pk)
+    core_services.job_fail(job_id=run.job_id, error="ValueError: <script>alert('pwned')</script>")
     body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
     assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in body
     assert "<script>alert" not in body
 
 
 def test_it_escapes_a_run_name_in_the_list(ml_client, export, tiny_model_path, ml_engineer):
-    services.training_run_create(
+    training_runs_services.training_run_create(
         stage="sft",
         preset="cpu-tiny",
         base_model=str(tiny_model_path),
@@ -229,11 +235,11 @@ def test_it_asks_which_checkpoint_when_none_is_chosen(ml_client, checkpoint):
 
 
 def test_it_explains_a_missing_base_model_without_a_traceback(ml_client, run, tmp_path):
-    from annotation import training_jobs
+    from annotation.training_runs import jobs as training_jobs
 
     missing = tmp_path / "specvet-tiny-qwen25vl"
     TrainingRun.objects.filter(pk=run.pk).update(base_model=str(missing))
-    services.training_run_claim(run_id=run.pk)
+    training_runs_services.training_run_claim(run_id=run.pk)
     training_jobs.run_training(run.pk)
     run.job.refresh_from_db()
     assert run.job.state == JobState.FAILED
@@ -245,8 +251,8 @@ def test_it_explains_a_missing_base_model_without_a_traceback(ml_client, run, tm
 
 
 def test_it_folds_an_unexpected_failures_traceback_under_its_reason(ml_client, run):
-    services.training_run_claim(run_id=run.pk)
-    services.job_fail(
+    training_runs_services.training_run_claim(run_id=run.pk)
+    core_services.job_fail(
         job_id=run.job_id,
         error='OSError: disk full\n\nTraceback (most recent call last):\n  File "x"',
     )
@@ -256,7 +262,7 @@ def test_it_folds_an_unexpected_failures_traceback_under_its_reason(ml_client, r
 
 
 def test_it_shows_each_stage_only_its_own_charts(ml_client, run):
-    services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
+    training_runs_services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
     body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
     assert 'id="chart-loss"' in body and 'id="chart-f1"' in body
     assert 'id="chart-reward"' not in body and 'id="chart-length"' not in body

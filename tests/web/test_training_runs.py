@@ -14,15 +14,12 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.models import (
-    DatasetExport,
-    JobState,
-    PolicyCheckpoint,
-    Task,
-    TrainingMetric,
-    TrainingRun,
-)
+from annotation.core import errors as core_errors
+from annotation.core.models import JobState
+from annotation.curation.models import DatasetExport
+from annotation.spectra.models import Task
+from annotation.training_runs import services as training_runs_services
+from annotation.training_runs.models import PolicyCheckpoint, TrainingMetric, TrainingRun
 from tests.factories import UserFactory, make_spectrum
 from training.checkpoint import load_lineage
 
@@ -49,7 +46,7 @@ def labelled_spectra(db):
 
 
 def start_sft(trainer, export, tiny_model_path, **overrides):
-    return services.training_run_create(
+    return training_runs_services.training_run_create(
         stage="sft",
         preset="cpu-tiny",
         base_model=str(tiny_model_path),
@@ -103,7 +100,7 @@ def test_it_trains_grpo_on_labelled_spectra_and_stores_reward_metrics(
     trainer, labelled_spectra, tiny_model_path, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        run = services.training_run_create(
+        run = training_runs_services.training_run_create(
             stage="grpo",
             preset="cpu-tiny",
             base_model=str(tiny_model_path),
@@ -142,7 +139,7 @@ def test_it_writes_the_preset_the_overrides_and_this_runs_data_into_the_config(
 
 def test_it_writes_a_run_config_the_command_line_reads(trainer, export, tiny_model_path):
     from agent.formats import load_sharegpt_file
-    from annotation.training_jobs import prepare_data, write_run_config
+    from annotation.training_runs.jobs import prepare_data, write_run_config
     from training.sft import parse_args
 
     run = start_sft(trainer, export, tiny_model_path, learning_rate=0.003)
@@ -161,7 +158,7 @@ def test_it_writes_a_run_config_the_command_line_reads(trainer, export, tiny_mod
 
 
 def test_it_unpacks_only_the_sharegpt_files_of_an_export(tmp_path):
-    from annotation.training_jobs import extract_sft_export
+    from annotation.training_runs.jobs import extract_sft_export
 
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as bundle:
@@ -189,13 +186,15 @@ def test_it_enqueues_the_run_only_once_the_transaction_commits(
 
 
 def test_it_refuses_an_sft_run_without_a_dataset_export(trainer, tiny_model_path):
-    with pytest.raises(services.WorkflowError, match="SFT needs a dataset export"):
+    with pytest.raises(core_errors.WorkflowError, match="SFT needs a dataset export"):
         start_sft(trainer, None, tiny_model_path)
 
 
 def test_it_refuses_grpo_when_no_spectrum_is_labelled_for_the_tasks(trainer, labelled_spectra):
-    with pytest.raises(services.WorkflowError, match="no spectrum labelled YES or NO for tasks WD"):
-        services.training_run_create(
+    with pytest.raises(
+        core_errors.WorkflowError, match="no spectrum labelled YES or NO for tasks WD"
+    ):
+        training_runs_services.training_run_create(
             stage="grpo",
             preset="cpu-tiny",
             label_source={"dataset": "rl-tests", "tasks": ["WD"], "limit": 10},
@@ -204,7 +203,7 @@ def test_it_refuses_grpo_when_no_spectrum_is_labelled_for_the_tasks(trainer, lab
 
 
 def test_it_names_an_override_it_does_not_know(trainer, export, tiny_model_path):
-    with pytest.raises(services.WorkflowError, match=r"unknown overrides \['warmup'\]"):
+    with pytest.raises(core_errors.WorkflowError, match=r"unknown overrides \['warmup'\]"):
         start_sft(trainer, export, tiny_model_path, warmup=3)
 
 
@@ -212,8 +211,10 @@ def test_it_keeps_the_last_value_of_a_metric_logged_twice_in_one_step(
     trainer, export, tiny_model_path
 ):
     run = start_sft(trainer, export, tiny_model_path)
-    services.training_metrics_record(run_id=run.pk, step=3, metrics={"loss": 2.0})
-    services.training_metrics_record(run_id=run.pk, step=3, metrics={"loss": 1.5, "epoch": 1.0})
+    training_runs_services.training_metrics_record(run_id=run.pk, step=3, metrics={"loss": 2.0})
+    training_runs_services.training_metrics_record(
+        run_id=run.pk, step=3, metrics={"loss": 1.5, "epoch": 1.0}
+    )
     rows = TrainingMetric.objects.filter(run=run, step=3).order_by("name")
     assert list(rows.values_list("name", "value")) == [("epoch", 1.0), ("loss", 1.5)]
 
@@ -222,21 +223,21 @@ def test_it_drops_the_metrics_of_an_interrupted_attempt_when_redelivered(
     trainer, export, tiny_model_path
 ):
     run = start_sft(trainer, export, tiny_model_path)
-    assert services.training_run_claim(run_id=run.pk)
-    services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.0})
-    assert services.training_run_claim(run_id=run.pk)
+    assert training_runs_services.training_run_claim(run_id=run.pk)
+    training_runs_services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.0})
+    assert training_runs_services.training_run_claim(run_id=run.pk)
     assert not TrainingMetric.objects.filter(run=run).exists()
 
 
 def test_it_reports_each_step_and_stops_training_once_cancelled(trainer, export, tiny_model_path):
-    from annotation.training_jobs import JobControlCallback
+    from annotation.training_runs.jobs import JobControlCallback
 
     run = start_sft(trainer, export, tiny_model_path)
-    services.training_run_claim(run_id=run.pk)
+    training_runs_services.training_run_claim(run_id=run.pk)
     callback, control = JobControlCallback(run.pk, run.job_id), SimpleNamespace()
     callback.on_step_end(None, SimpleNamespace(global_step=3, max_steps=10), control)
     assert not getattr(control, "should_training_stop", False)
-    services.training_run_cancel(run=run, actor=trainer)
+    training_runs_services.training_run_cancel(run=run, actor=trainer)
     callback.on_step_end(None, SimpleNamespace(global_step=4, max_steps=10), control)
     assert control.should_training_stop is True
     assert (finished(run).job.done, run.job.total) == (4, 10)
@@ -246,14 +247,16 @@ def test_it_registers_nothing_for_a_run_cancelled_before_it_finished(
     trainer, export, tiny_model_path, lineage_folder
 ):
     run = start_sft(trainer, export, tiny_model_path)
-    services.training_run_claim(run_id=run.pk)
-    assert services.training_run_cancel(run=run, actor=trainer)
-    result = services.training_run_finish(run_id=run.pk, checkpoint_path=lineage_folder, result={})
+    training_runs_services.training_run_claim(run_id=run.pk)
+    assert training_runs_services.training_run_cancel(run=run, actor=trainer)
+    result = training_runs_services.training_run_finish(
+        run_id=run.pk, checkpoint_path=lineage_folder, result={}
+    )
     assert result is None and not PolicyCheckpoint.objects.exists()
 
 
 def test_it_registers_a_checkpoint_trained_from_the_command_line(trainer, lineage_folder):
-    checkpoint = services.policy_checkpoint_register(
+    checkpoint = training_runs_services.policy_checkpoint_register(
         path=lineage_folder, name="cli-sft", actor=trainer
     )
     assert (checkpoint.stage, checkpoint.dataset_version) == ("sft", "ab12cd34ef56ab78")
@@ -261,14 +264,18 @@ def test_it_registers_a_checkpoint_trained_from_the_command_line(trainer, lineag
 
 
 def test_it_refuses_to_register_a_folder_without_lineage(trainer, tiny_model_path):
-    with pytest.raises(services.WorkflowError, match="was not registered"):
-        services.policy_checkpoint_register(path=tiny_model_path, name="bare", actor=trainer)
+    with pytest.raises(core_errors.WorkflowError, match="was not registered"):
+        training_runs_services.policy_checkpoint_register(
+            path=tiny_model_path, name="bare", actor=trainer
+        )
 
 
 def test_it_evaluates_a_registered_checkpoint_by_name(trainer, lineage_folder):
     from annotation.management.commands.evaluate import _policy_spec
 
-    services.policy_checkpoint_register(path=lineage_folder, name="cli-sft", actor=trainer)
+    training_runs_services.policy_checkpoint_register(
+        path=lineage_folder, name="cli-sft", actor=trainer
+    )
     spec = _policy_spec({"policy": "rule-based", "checkpoint": "cli-sft"})
     assert spec == {"kind": "transformers", "model_path": str(lineage_folder.resolve())}
 
@@ -276,7 +283,9 @@ def test_it_evaluates_a_registered_checkpoint_by_name(trainer, lineage_folder):
 def test_it_names_the_registered_checkpoints_when_evaluate_gets_an_unknown_one(
     trainer, lineage_folder
 ):
-    services.policy_checkpoint_register(path=lineage_folder, name="cli-sft", actor=trainer)
+    training_runs_services.policy_checkpoint_register(
+        path=lineage_folder, name="cli-sft", actor=trainer
+    )
     with pytest.raises(CommandError, match=r"no checkpoint named 'nope'.*cli-sft"):
         call_command("evaluate", "--checkpoint", "nope")
 
@@ -318,9 +327,9 @@ def test_it_answers_a_refused_run_with_the_reason(trainer, tiny_model_path):
 
 def test_it_follows_metrics_after_a_given_row(trainer, export, tiny_model_path):
     run = start_sft(trainer, export, tiny_model_path)
-    services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.0})
+    training_runs_services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.0})
     first = TrainingMetric.objects.get(run=run).pk
-    services.training_metrics_record(run_id=run.pk, step=2, metrics={"loss": 1.0})
+    training_runs_services.training_metrics_record(run_id=run.pk, step=2, metrics={"loss": 1.0})
     url = reverse("api_training_metrics", args=[run.pk])
     rows = api(trainer).get(url, {"after": first, "name": "loss"}).json()["results"]
     assert [(r["step"], r["value"]) for r in rows] == [(2, 1.0)]
@@ -329,7 +338,9 @@ def test_it_follows_metrics_after_a_given_row(trainer, export, tiny_model_path):
 def test_it_lists_registered_policies_with_the_spec_an_inspection_run_takes(
     trainer, lineage_folder
 ):
-    services.policy_checkpoint_register(path=lineage_folder, name="cli-sft", actor=trainer)
+    training_runs_services.policy_checkpoint_register(
+        path=lineage_folder, name="cli-sft", actor=trainer
+    )
     (row,) = api(trainer).get(reverse("api_policy_checkpoint_list")).json()["results"]
     assert row["policy_spec"] == {
         "kind": "transformers",
@@ -380,5 +391,5 @@ def test_it_starts_grpo_through_the_api_from_a_label_source(
         "dataset": "rl-tests",
         "split": "",
         "tasks": ["CV"],
-        "limit": services.LABEL_SOURCE_MAX,
+        "limit": training_runs_services.LABEL_SOURCE_MAX,
     }

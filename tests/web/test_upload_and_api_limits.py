@@ -10,7 +10,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
 
-from annotation.models import Curation, Spectrum
+from annotation.curation.models import Curation
+from annotation.spectra.models import Spectrum
 from tests.factories import UserFactory
 from tests.web.test_spectrum_pages import csv_upload, good_csv
 

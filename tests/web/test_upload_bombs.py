@@ -18,9 +18,9 @@ from django.urls import reverse
 
 from agent.bench_bombs import csv_gz_rows, fits_gz_zeros, measure_peak, write_zip
 from agent.reading import MIB
-from annotation import services
-from annotation.forms_curation import ImportFileError, read_import_upload
-from annotation.models import Spectrum
+from annotation.curation.forms import ImportFileError, read_import_upload
+from annotation.spectra import services
+from annotation.spectra.models import Spectrum
 from tests.web.test_upload_and_api_limits import api_upload
 
 pytestmark = pytest.mark.django_db

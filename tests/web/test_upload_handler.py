@@ -8,8 +8,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotation.models import Spectrum
-from annotation.uploads import OversizedUpload, SizeCappedUploadHandler
+from annotation.spectra.models import Spectrum
+from annotation.spectra.uploads import OversizedUpload, SizeCappedUploadHandler
 
 
 def receive(handler: SizeCappedUploadHandler, chunks: list[bytes]) -> list[bytes | None]:
@@ -49,7 +49,7 @@ def test_it_refuses_an_oversized_page_upload_without_keeping_its_content(
 ):
     settings.SPECTRUM_UPLOAD_MAX_BYTES = 100
     seen: list[Any] = []
-    from annotation import services
+    from annotation.spectra import services
 
     real_import = services.spectra_import_uploads
 

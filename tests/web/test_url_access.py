@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.urls.converters import IntConverter
 
-from annotation.permissions import REFUSAL
+from annotation.core.permissions import REFUSAL
 from tests.factories import UserFactory
 from tests.web.security_world import World, world_rolled_back
 

@@ -10,8 +10,10 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation import catalog, jobs, services
-from annotation.models import Candidate, CandidateState, CatalogEntry, ExpertDecision, Task
+from annotation.catalog import selectors as catalog
+from annotation.inspections import jobs, services
+from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, ExpertDecision
+from annotation.spectra.models import Task
 from tests.factories import ScriptedPolicy, answer_turn, make_spectrum, tool_call_turn
 
 pytestmark = pytest.mark.django_db

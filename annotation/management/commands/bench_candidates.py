@@ -43,18 +43,18 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.models import Max
 
-from annotation import services, tasks
-from annotation.models import (
+from annotation.core.models import ImageBlob, ModelEndpoint
+from annotation.inspections import services as inspections_services
+from annotation.inspections import tasks
+from annotation.inspections.models import (
     Candidate,
     CandidateState,
-    ImageBlob,
     InspectionRun,
     LiveStep,
-    ModelEndpoint,
     Rollout,
-    Spectrum,
-    Task,
 )
+from annotation.spectra import services as spectra_services
+from annotation.spectra.models import Spectrum, Task
 
 ROOT = Path(__file__).resolve().parents[3]
 SEED = 7
@@ -148,7 +148,9 @@ class Workers:
         ):
             warnings.simplefilter("ignore", AlwaysEagerIgnored)
             for pk in candidate_ids:
-                app.send_task("annotation.tasks.run_candidate", args=[pk], connection=conn)
+                app.send_task(
+                    "annotation.inspections.tasks.run_candidate", args=[pk], connection=conn
+                )
 
     def stop(self) -> None:
         for process in self.processes:
@@ -226,7 +228,7 @@ class Command(BaseCommand):
         rows = []
         for index, sample in enumerate(samples):
             sample.spectrum.object_id = f"bench-{index:06d}"
-            result = services.spectra_store(
+            result = spectra_services.spectra_store(
                 values=[sample.spectrum],
                 dataset=self.dataset,
                 source_name="bench_candidates (synthetic)",
@@ -236,7 +238,7 @@ class Command(BaseCommand):
         return rows
 
     def new_run(self, spectra: list[Spectrum], spec: dict[str, Any]) -> list[int]:
-        run = services.inspection_run_create(
+        run = inspections_services.inspection_run_create(
             task=self.task,
             spectrum_ids=[row.pk for row in spectra],
             policy_spec=spec,

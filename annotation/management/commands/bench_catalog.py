@@ -38,9 +38,10 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from annotation import catalog
-from annotation.models import CatalogEntry, InspectionRun, Task
-from annotation.roles import Role
+from annotation.catalog import selectors as catalog
+from annotation.core.roles import Role
+from annotation.inspections.models import CatalogEntry, InspectionRun
+from annotation.spectra.models import Task
 
 BENCH_USER = "bench-catalog"
 TASK_CODES = ("CV", "CS", "SS", "MG", "WD", "O", "B", "A")

@@ -14,18 +14,19 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from agent.editing import apply_edit, edit_from_trajectory
 from agent.spectra import SpectrumFormatError
-from annotation import selectors, services
-from annotation.models import (
-    CampaignItem,
-    Curation,
-    InspectionRun,
-    RatingAssignment,
-    RatingCampaign,
-    Rollout,
-    Spectrum,
-    Task,
-)
-from annotation.roles import Role, has_role
+from annotation.core import services as core_services
+from annotation.core.roles import Role, has_role
+from annotation.curation import datasets as curation_datasets
+from annotation.curation import selectors as curation_selectors
+from annotation.curation import services as curation_services
+from annotation.curation.models import Curation
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import InspectionRun, Rollout
+from annotation.rating import services as rating_services
+from annotation.rating.models import CampaignItem, RatingAssignment, RatingCampaign
+from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra import services as spectra_services
+from annotation.spectra.models import Spectrum, Task
 
 DEMO_PASSWORD = "specvet-demo"
 DEMO_EXPERTS = [
@@ -70,7 +71,7 @@ class Command(BaseCommand):
         parser.add_argument("--scale", type=float, default=0.5, help="SpecVI-mini size factor")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        services.tasks_seed_builtin()
+        spectra_services.tasks_seed_builtin()
         experts = self._experts()
         if not Spectrum.objects.filter(dataset="specvi-mini").exists():
             call_command(
@@ -102,7 +103,7 @@ class Command(BaseCommand):
             user.set_password(DEMO_PASSWORD)
             user.save()
         if not user.is_superuser:  # a superuser from an older demo holds every role already
-            services.user_roles_set(user=user, roles=roles, actor=None)
+            core_services.user_roles_set(user=user, roles=roles, actor=None)
         return user
 
     def _load_real_lamost(self) -> None:
@@ -112,7 +113,7 @@ class Command(BaseCommand):
             return
         for path in paths:
             try:
-                result = services.spectra_import_path(path=path, dataset="lamost-examples")
+                result = spectra_services.spectra_import_path(path=path, dataset="lamost-examples")
             except SpectrumFormatError as error:
                 self.stderr.write(f"could not read {path.name}: {error}")
                 continue
@@ -127,23 +128,23 @@ class Command(BaseCommand):
             .values_list("pk", flat=True)
         )
         chosen = ids[:3] + ids[-3:]
-        job = services.job_create(
+        job = core_services.job_create(
             kind="draft",
             params={"spectrum_ids": chosen, "task": "CV", "teacher": {"kind": "rule-based"}},
             created_by=experts["cannon"],
             total=len(chosen),
         )
-        from annotation import jobs
+        from annotation.core import jobs as core_jobs
 
-        if services.job_claim(job_id=job.pk):  # not run yet (a broker is configured): run here
-            jobs.run(job.pk)
+        if core_services.job_claim(job_id=job.pk):  # not run yet (a broker is configured): run here
+            core_jobs.run(job.pk)
         curations = list(Curation.objects.order_by("id"))
         payne, leavitt, cannon = experts["payne"], experts["leavitt"], experts["cannon"]
         for curation, stage in zip(curations[-2:], ("audit", "accepted"), strict=False):
-            services.curation_screen(curation=curation, user=cannon, keep=True)
-            services.curation_claim_revision(curation=curation, user=payne)
-            head = selectors.head_version(curation)
-            base = selectors.version_trajectory(head)
+            curation_services.curation_screen(curation=curation, user=cannon, keep=True)
+            curation_services.curation_claim_revision(curation=curation, user=payne)
+            head = curation_selectors.head_version(curation)
+            base = curation_selectors.version_trajectory(head)
             steps, answer = edit_from_trajectory(base)
             reviewed = replace(
                 answer,
@@ -151,20 +152,23 @@ class Command(BaseCommand):
                 + " Reviewed: the line widths rule out an emission-line M dwarf.",
             )
             edited = apply_edit(
-                base, tool=selectors.spectrum_tool(curation.spectrum), steps=steps, answer=reviewed
+                base,
+                tool=spectra_selectors.spectrum_tool(curation.spectrum),
+                steps=steps,
+                answer=reviewed,
             )
-            services.curation_save_revision(
+            curation_services.curation_save_revision(
                 curation=curation, user=payne, base_number=head.number, trajectory=edited
             )
-            services.curation_submit_for_audit(
+            curation_services.curation_submit_for_audit(
                 curation=curation, user=payne, base_number=curation.head_number
             )
             if stage == "audit":
                 continue
-            services.curation_claim_audit(curation=curation, user=leavitt)
-            services.curation_claim_audit(curation=curation, user=cannon)
+            curation_services.curation_claim_audit(curation=curation, user=leavitt)
+            curation_services.curation_claim_audit(curation=curation, user=cannon)
             for auditor in (leavitt, cannon):
-                services.audit_submit(
+                curation_services.audit_submit(
                     curation=curation,
                     user=auditor,
                     version_number=curation.head_number,
@@ -175,16 +179,18 @@ class Command(BaseCommand):
             if curation.state == "approved":  # standardization runs on commit; do it now
                 from agent.editing import standardize
 
-                services.curation_standardize(
+                curation_services.curation_standardize(
                     curation=curation,
                     trajectory=standardize(
-                        selectors.version_trajectory(selectors.head_version(curation))
+                        curation_selectors.version_trajectory(
+                            curation_selectors.head_version(curation)
+                        )
                     ),
                     standardizer={"name": "normalizer"},
                 )
             for voter in (payne, leavitt, cannon):
-                services.vote_cast(curation=curation, user=voter, value="accept")
-        services.dataset_export_create(actor=cannon)
+                curation_services.vote_cast(curation=curation, user=voter, value="accept")
+        curation_datasets.dataset_export_create(actor=cannon)
         self.stdout.write(f"{len(curations)} curation drafts (CV) at several stages")
 
     def _inspection_runs(self, experts: dict[str, Any]) -> None:
@@ -194,10 +200,10 @@ class Command(BaseCommand):
                 "pk", flat=True
             )
         )
-        from annotation import jobs
+        from annotation.inspections import jobs as inspections_jobs
 
         for name, calls in (("8 tool calls", 8), ("2 tool calls", 2)):
-            run = services.inspection_run_create(
+            run = inspections_services.inspection_run_create(
                 task=cv,
                 spectrum_ids=ids,
                 policy_spec={"kind": "rule-based"},
@@ -207,8 +213,8 @@ class Command(BaseCommand):
                 confidence_threshold=0.9,
             )
             for candidate_id in run.candidates.values_list("pk", flat=True):
-                if services.candidate_claim(candidate_id=candidate_id):
-                    jobs.run_candidate(candidate_id)
+                if inspections_services.candidate_claim(candidate_id=candidate_id):
+                    inspections_jobs.run_candidate(candidate_id)
             self.stdout.write(f"inspection run {run}: {len(ids)} candidates")
 
     def _campaign(self, experts: dict[str, Any]) -> None:
@@ -224,12 +230,12 @@ class Command(BaseCommand):
                 candidate__run=runs[1], index=0, candidate__spectrum_id__in=spectra
             ).select_related("candidate__run__task", "candidate__spectrum")
         )
-        campaign = services.campaign_create(
+        campaign = rating_services.campaign_create(
             name="Demo: rule-based reasoning quality",
             description="Rate each trajectory's coherence and physical consistency (0-5).",
             raters=[user for user in experts.values() if has_role(user, Role.RATER)],
             raters_per_item=2,
-            sources=services.rating_sources_from_rollouts(rollouts + others),
+            sources=rating_services.rating_sources_from_rollouts(rollouts + others),
             created_by=experts["cannon"],
             seed=2026,
         )
@@ -238,12 +244,14 @@ class Command(BaseCommand):
             (items[f"rollout:{a.pk}"], items[f"rollout:{b.pk}"])
             for a, b in comparable_pairs(rollouts, others)
         ]
-        services.campaign_add_pairs(campaign=campaign, pairs=pairs, raters_per_pair=2)
+        rating_services.campaign_add_pairs(campaign=campaign, pairs=pairs, raters_per_pair=2)
         rng = np.random.default_rng(7)
         for assignment in RatingAssignment.objects.filter(item__campaign=campaign).select_related(
             "item", "rater"
         )[: 2 * len(items) - 4]:
             base = 4 if "8 tool" in assignment.item.policy_name else 3
             score = int(np.clip(base + rng.integers(-1, 2), 0, 5))
-            services.rating_submit(assignment=assignment, rater=assignment.rater, score=score)
+            rating_services.rating_submit(
+                assignment=assignment, rater=assignment.rater, score=score
+            )
         self.stdout.write(f"rating campaign with {len(items)} items and {len(pairs)} pairs")

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agent import evaluation
 from agent.policies import build_policy
 from agent.trajectory import Trajectory
-from annotation import endpoints
+from annotation.core import endpoints
 
 
 class Command(BaseCommand):
@@ -164,7 +164,7 @@ def _real_figures(
 def _policy_spec(options: dict[str, Any]) -> dict[str, Any]:
     kind = options["policy"]
     if options.get("checkpoint"):
-        from annotation.models import PolicyCheckpoint
+        from annotation.training_runs.models import PolicyCheckpoint
 
         checkpoint = PolicyCheckpoint.objects.filter(name=options["checkpoint"]).first()
         if checkpoint is None:

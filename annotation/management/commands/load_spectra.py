@@ -6,8 +6,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent.spectra import SpectrumFormatError
-from annotation import services
-from annotation.models import Label, Task
+from annotation.spectra import services
+from annotation.spectra.models import Label, Task
 
 
 class Command(BaseCommand):

@@ -7,8 +7,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from agent import synthetic
-from annotation import services
-from annotation.models import Task
+from annotation.spectra import services
+from annotation.spectra.models import Task
 
 DATASET = "specvi-mini"
 

@@ -16,8 +16,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation import services
-from annotation.roles import Role, accounts_with_roles, parse_role, user_roles
+from annotation.core import errors as core_errors
+from annotation.core import services as core_services
+from annotation.core.roles import Role, accounts_with_roles, parse_role, user_roles
 
 
 class Command(BaseCommand):
@@ -46,8 +47,8 @@ class Command(BaseCommand):
         held = set(user_roles(user))
         wanted = held | set(roles) if options["action"] == "grant" else held - set(roles)
         try:
-            granted, revoked = services.user_roles_set(user=user, roles=wanted, actor=None)
-        except services.NotAllowed as error:
+            granted, revoked = core_services.user_roles_set(user=user, roles=wanted, actor=None)
+        except core_errors.NotAllowed as error:
             raise CommandError(str(error)) from error
         changed = [f"+{r.value}" for r in granted] + [f"-{r.value}" for r in revoked]
         self.stdout.write(f"{user.get_username()}: {', '.join(changed) or 'no change'}")

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from annotation import services
+from annotation.spectra import services
 
 
 class Command(BaseCommand):

@@ -1,3 +1,0 @@
-"""DRF endpoints, one module per area: one APIView per operation."""
-
-from __future__ import annotations

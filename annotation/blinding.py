@@ -1,0 +1,245 @@
+"""Who may read runs, candidates, trajectories and images: the read rule that spans domains.
+
+A rater of a blinded campaign must not learn which policy wrote what they rate, so every
+domain's pages and APIs ask here before showing a run, a candidate, a trajectory or a PNG.
+It sits above the domains' models and below their views (README: Blinded rating)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
+
+from annotation.core.roles import Role, user_roles
+from annotation.curation.models import (
+    Curation,
+    TrajectoryVersion,
+)
+from annotation.inspections.models import (
+    Candidate,
+    CatalogEntry,
+    InspectionRun,
+    LiveStep,
+    Rollout,
+)
+from annotation.rating.models import (
+    CampaignItem,
+    PairJudgement,
+)
+
+# --- who may read runs, candidates, trajectories and images ------------------------------------
+
+# Roles that read inspection runs and trajectories beyond a rating assignment.
+TRAJECTORY_READER_ROLES = frozenset({Role.EXPERT, Role.ML_ENGINEER, Role.VIEWER, Role.STAFF})
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Blinding:
+    """What one user may not read of runs, candidates, steps, trajectories and images.
+
+    The rule (README, "Blinded rating"):
+
+    - A confined rater (the rater role without expert, ML engineer, viewer or staff) reads no
+      run, candidate, live step, rollout, catalog entry or curation: only the items assigned to
+      them, blinded, through the rating pages and APIs, and the images those items show.
+    - Anyone else who rates an OPEN campaign, whatever else they are (expert, staff, the run's
+      owner), does not read while it is open: the runs that wrote its items; every candidate,
+      in any run, of a spectrum one of its items shows (same content: a deterministic or
+      low-temperature policy writes the same text again, and a run names its policy); the
+      catalog entries of both; the curations it took items from. Each of these, set beside
+      an item's text, names the item's model.
+    - Everyone else reads as the page-level role checks allow (they refuse an account with
+      no role at all).
+
+    Hidden objects answer 404, like missing ones, so an id does not tell whether it exists (a
+    role refusal answers 403 before any object is looked up, whatever the id); lists, counts
+    and figures leave them out. Once the campaign is closed its analysis names the models
+    anyway, and nothing stays hidden.
+    """
+
+    confined: bool = False
+    run_ids: frozenset[int] = frozenset()
+    content_hashes: frozenset[str] = frozenset()
+    curation_ids: frozenset[int] = frozenset()
+
+    def hidden_candidates(self) -> Q | None:
+        """Candidates this user may not read (None: all readable); not for confined raters."""
+        hidden = Q()
+        if self.run_ids:
+            hidden |= Q(run_id__in=self.run_ids)
+        if self.content_hashes:
+            hidden |= Q(spectrum__content_hash__in=self.content_hashes)
+        return hidden or None
+
+
+def _item_source_ids(sources: list[str], kind: str) -> set[int]:
+    """The object ids behind item sources such as "rollout:12" or "curation:3@v4"."""
+    ids = set()
+    for source in sources:
+        prefix, _, rest = source.partition(":")
+        number = rest.split("@", 1)[0]
+        if prefix == kind and number.isdigit():
+            ids.add(int(number))
+    return ids
+
+
+def blinding_for(user: Any) -> Blinding:
+    if user is None or not user.is_authenticated:
+        return Blinding(confined=True)
+    roles = user_roles(user)
+    if Role.RATER in roles and not roles & TRAJECTORY_READER_ROLES:
+        return Blinding(confined=True)
+    rows = list(
+        CampaignItem.objects.filter(campaign__closed=False, campaign__raters=user).values_list(
+            "source", "spectrum__content_hash"
+        )
+    )
+    if not rows:
+        return Blinding()
+    sources = [source for source, _ in rows]
+    rollout_ids = _item_source_ids(sources, "rollout")
+    run_ids = Rollout.objects.filter(pk__in=rollout_ids).values_list("candidate__run_id", flat=True)
+    return Blinding(
+        run_ids=frozenset(run_ids) if rollout_ids else frozenset(),
+        content_hashes=frozenset(content_hash for _, content_hash in rows if content_hash),
+        curation_ids=frozenset(_item_source_ids(sources, "curation")),
+    )
+
+
+def runs_visible_to(*, user: Any) -> QuerySet[InspectionRun]:
+    """The inspection runs this user may read (see Blinding for the rule)."""
+    blinding = blinding_for(user)
+    rows = InspectionRun.objects.all()
+    if blinding.confined:
+        return rows.none()
+    return rows.exclude(pk__in=blinding.run_ids) if blinding.run_ids else rows
+
+
+def candidates_visible_to(
+    *, user: Any, rows: QuerySet[Candidate] | None = None
+) -> QuerySet[Candidate]:
+    """``rows`` (default: every candidate) less those this user may not read, with their
+    rollouts and live steps."""
+    blinding = blinding_for(user)
+    rows = Candidate.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    hidden = blinding.hidden_candidates()
+    return rows.exclude(hidden) if hidden else rows
+
+
+def catalog_entries_visible_to(
+    *, user: Any, rows: QuerySet[CatalogEntry] | None = None
+) -> QuerySet[CatalogEntry]:
+    """``rows`` (default: every entry) less the entries this user may not read."""
+    blinding = blinding_for(user)
+    rows = CatalogEntry.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    if blinding.run_ids:
+        rows = rows.exclude(run_id__in=blinding.run_ids)
+    if blinding.content_hashes:
+        same_spectra = Candidate.objects.filter(spectrum__content_hash__in=blinding.content_hashes)
+        rows = rows.exclude(candidate_id__in=same_spectra.values("pk"))
+    return rows
+
+
+def curations_visible_to(
+    *, user: Any, rows: QuerySet[Curation] | None = None
+) -> QuerySet[Curation]:
+    """``rows`` (default: every curation) less those this user may not read, with their
+    versions."""
+    blinding = blinding_for(user)
+    rows = Curation.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    return rows.exclude(pk__in=blinding.curation_ids) if blinding.curation_ids else rows
+
+
+def campaign_items_visible_to(*, user: Any) -> QuerySet[CampaignItem]:
+    """Items whose trajectory the user may be shown: those assigned to them (to score, or in a
+    pair to judge), every item of a closed campaign they rated (its item pages open then) and
+    every item of a campaign they run (its creator, staff)."""
+    if user is None or not user.is_authenticated:
+        return CampaignItem.objects.none()
+    if user.is_staff:
+        return CampaignItem.objects.all()
+    judged = PairJudgement.objects.filter(rater=user)
+    return CampaignItem.objects.filter(
+        Q(assignments__rater=user)
+        | Q(pk__in=judged.values("pair__left_id"))
+        | Q(pk__in=judged.values("pair__right_id"))
+        | Q(campaign__closed=True, campaign__raters=user)
+        | Q(campaign__created_by=user)
+    )
+
+
+def _holds_image(rows: QuerySet[Any], sha256: str) -> bool:
+    # Trajectory dicts refer to their PNGs as {"png_sha256": "<hash>"}.
+    text = rows.annotate(text=Cast("data", TextField()))
+    return text.filter(text__contains=f'"{sha256}"').exists()
+
+
+def image_in_candidates(*, user: Any, sha256: str, candidate_id: int | None = None) -> bool:
+    """A rollout or live step the user may read shows this image (within one candidate)."""
+    blinding = blinding_for(user)
+    if blinding.confined:
+        return False
+    hidden = blinding.hidden_candidates()
+    for model in (Rollout, LiveStep):
+        rows = model.objects.all()
+        if candidate_id is not None:
+            rows = rows.filter(candidate_id=candidate_id)
+        if hidden is not None:
+            rows = rows.exclude(candidate__in=Candidate.objects.filter(hidden).values("pk"))
+        if _holds_image(rows, sha256):
+            return True
+    return False
+
+
+def image_in_curations(*, user: Any, sha256: str, curation_id: int | None = None) -> bool:
+    """A trajectory version the user may read shows this image (within one curation)."""
+    curations = curations_visible_to(user=user)
+    if curation_id is not None:
+        curations = curations.filter(pk=curation_id)
+    versions = TrajectoryVersion.objects.filter(curation__in=curations)
+    return _holds_image(versions, sha256)
+
+
+def image_in_campaign_items(*, user: Any, sha256: str, campaign_id: int | None = None) -> bool:
+    """A rating item the user may be shown holds this image (within one campaign)."""
+    items = campaign_items_visible_to(user=user)
+    if campaign_id is not None:
+        items = items.filter(campaign_id=campaign_id)
+    return _holds_image(items, sha256)
+
+
+def image_readable(
+    *,
+    user: Any,
+    sha256: str,
+    candidate_id: int | None = None,
+    curation_id: int | None = None,
+    campaign_id: int | None = None,
+) -> bool:
+    """True when at least one object that refers to this content-addressed image, and that the
+    user may read, shows it. Images are shared: two policies zooming into the same window of
+    the same spectrum store one PNG. An id narrows the search to that one object's rows (the
+    pages pass one, so an image costs a lookup in one object, not a scan of every table)."""
+    if not SHA256_RE.fullmatch(sha256):
+        return False
+    if candidate_id is not None:
+        return image_in_candidates(user=user, sha256=sha256, candidate_id=candidate_id)
+    if curation_id is not None:
+        return image_in_curations(user=user, sha256=sha256, curation_id=curation_id)
+    if campaign_id is not None:
+        return image_in_campaign_items(user=user, sha256=sha256, campaign_id=campaign_id)
+    return (
+        image_in_campaign_items(user=user, sha256=sha256)
+        or image_in_curations(user=user, sha256=sha256)
+        or image_in_candidates(user=user, sha256=sha256)
+    )

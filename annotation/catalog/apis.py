@@ -1,0 +1,331 @@
+"""Catalog and vetting through the API: list, entry detail, next candidate, expert decision."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import blinding as selectors
+from annotation.catalog import selectors as catalog
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core.apis import error_response
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import (
+    Candidate,
+    CatalogEntry,
+    ExpertDecision,
+    ExpertDecisionValue,
+    InspectionRun,
+)
+
+
+class CatalogEntryOutputSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="task_code")
+    policy = serializers.CharField(source="policy_name")
+    run = serializers.IntegerField(source="run_id")
+    candidate = serializers.IntegerField(source="candidate_id", allow_null=True)
+
+    class Meta:
+        model = CatalogEntry
+        fields = [
+            "id",
+            "object_id",
+            "survey",
+            "ra",
+            "dec",
+            "task",
+            "verdict",
+            "confidence",
+            "snr",
+            "policy",
+            "expert_decision",
+            "synthetic",
+            "run",
+            "candidate",
+            "created_at",
+        ]
+
+
+class ExpertDecisionOutputSerializer(serializers.ModelSerializer):
+    expert = serializers.CharField(source="expert.get_username")
+
+    class Meta:
+        model = ExpertDecision
+        fields = ["id", "candidate", "expert", "decision", "comment", "created_at"]
+
+
+def _image_url(sha256: str, candidate_id: int) -> str | None:
+    if not sha256:
+        return None
+    return f"{reverse('catalog_image', args=[sha256])}?candidate={candidate_id}"
+
+
+def _trajectory_data(candidate: Candidate) -> list[dict[str, Any]]:
+    stored = list(candidate.rollouts.order_by("index"))
+    ratings = catalog.rollout_ratings(rollout.pk for rollout in stored)
+    rollouts = []
+    for rollout in stored:
+        view = catalog.trajectory_view(rollout.data)
+        steps = []
+        for step in view.steps:
+            item = asdict(step)
+            item["image_url"] = _image_url(item.pop("image_sha256"), candidate.pk)
+            steps.append(item)
+        rollouts.append(
+            {
+                "index": rollout.index,
+                "prediction": rollout.prediction,
+                "confidence": rollout.confidence,
+                "n_tool_calls": rollout.n_tool_calls,
+                "format_ok": rollout.format_ok,
+                "stop_reason": rollout.stop_reason,
+                "seconds": rollout.seconds,
+                "initial_image_url": _image_url(view.initial_image_sha256, candidate.pk),
+                "steps": steps,
+                "answer": {"prediction": view.prediction, "justification": view.justification},
+                "ratings": [
+                    {
+                        "campaign": rating.item.campaign.name,
+                        "rater": rating.rater.get_username(),
+                        "score": rating.score,
+                        "comment": rating.comment,
+                    }
+                    for rating in ratings[rollout.pk]
+                ],
+            }
+        )
+    return rollouts
+
+
+def _provenance(run: InspectionRun) -> dict[str, Any]:
+    return {
+        "run": run.pk,
+        "run_name": str(run),
+        "task": run.task.code,
+        "policy_spec": catalog.public_policy_spec(run.policy_spec),
+        "policy_info": catalog.public_policy_spec(run.policy_info),
+        "sampling": catalog.public_policy_spec(run.sampling),
+        "rollouts_per_candidate": run.rollouts,
+        "max_tool_calls": run.max_tool_calls,
+        "confidence_threshold": run.confidence_threshold,
+        "code_version": run.code_version,
+        "created_by": run.created_by.get_username() if run.created_by else None,
+        "created_at": run.created_at,
+    }
+
+
+class CatalogListApi(APIView):
+    role_rule = permissions.BROWSE
+
+    class FilterSerializer(serializers.Serializer):
+        task = serializers.CharField(required=False, allow_blank=True, default="")
+        verdict = serializers.ChoiceField(
+            choices=["", *catalog.VERDICT_CHOICES], required=False, default=""
+        )
+        survey = serializers.CharField(required=False, allow_blank=True, default="")
+        expert_decision = serializers.ChoiceField(
+            choices=["", *catalog.EXPERT_DECISION_CHOICES], required=False, default=""
+        )
+        confidence_min = serializers.FloatField(
+            min_value=0.0, max_value=1.0, required=False, allow_null=True, default=None
+        )
+        confidence_max = serializers.FloatField(
+            min_value=0.0, max_value=1.0, required=False, allow_null=True, default=None
+        )
+        snr_min = serializers.FloatField(required=False, allow_null=True, default=None)
+        object_id = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="prefix, case-sensitive"
+        )
+        run = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+        synthetic = serializers.BooleanField(required=False, allow_null=True, default=None)
+        sort = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default=catalog.DEFAULT_SORT,
+            help_text=f"one of {', '.join(catalog.SORT_KEYS)}, '-' prefix for descending; "
+            "anything else sorts by the default",
+        )
+        page = serializers.IntegerField(min_value=1, required=False, default=1)
+        page_size = serializers.IntegerField(
+            min_value=1, max_value=catalog.MAX_PAGE_SIZE, required=False, default=catalog.PAGE_SIZE
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        count = serializers.IntegerField(
+            help_text=f"matching rows, counted up to {catalog.COUNT_CAP}"
+        )
+        count_capped = serializers.BooleanField(help_text=f"more than {catalog.COUNT_CAP} match")
+        page = serializers.IntegerField()
+        num_pages = serializers.IntegerField()
+        page_size = serializers.IntegerField()
+        sort = serializers.CharField()
+        results = CatalogEntryOutputSerializer(many=True)
+
+    @extend_schema(
+        operation_id="catalog_list", parameters=[FilterSerializer], responses=OutputSerializer
+    )
+    def get(self, request: Request) -> Response:
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = dict(params.validated_data)
+        sort = catalog.normalize_sort(data.pop("sort"))
+        page_number, page_size = data.pop("page"), data.pop("page_size")
+        filters = catalog.CatalogFilters(**data)
+        try:
+            catalog.check_filters(filters)
+        except catalog.CatalogQueryError as error:
+            raise ValidationError({"detail": str(error)}) from error
+        rows = selectors.catalog_entries_visible_to(
+            user=request.user, rows=catalog.catalog_rows(filters, sort)
+        )
+        page = catalog.catalog_page(rows, page_number, page_size)
+        output = {
+            "count": page.count,
+            "count_capped": page.count_capped,
+            "page": page.number,
+            "num_pages": page.num_pages,
+            "page_size": page.page_size,
+            "sort": sort,
+            "results": page.entries,
+        }
+        return Response(self.OutputSerializer(output).data)
+
+
+class CatalogEntryDetailApi(APIView):
+    role_rule = permissions.BROWSE
+
+    class OutputSerializer(CatalogEntryOutputSerializer):
+        vote_share = serializers.FloatField(source="candidate.vote_share", allow_null=True)
+        needs_expert = serializers.BooleanField(source="candidate.needs_expert", allow_null=True)
+        spectrum = serializers.IntegerField(source="candidate.spectrum_id", allow_null=True)
+        expert_decisions = serializers.SerializerMethodField()
+        rollouts = serializers.SerializerMethodField()
+        provenance = serializers.SerializerMethodField()
+
+        class Meta(CatalogEntryOutputSerializer.Meta):
+            fields = [
+                *CatalogEntryOutputSerializer.Meta.fields,
+                "vote_share",
+                "needs_expert",
+                "spectrum",
+                "expert_decisions",
+                "rollouts",
+                "provenance",
+            ]
+
+        def get_expert_decisions(self, entry: CatalogEntry) -> list[dict[str, Any]]:
+            if entry.candidate is None:
+                return []
+            decisions = entry.candidate.expert_decisions.select_related("expert")
+            return list(ExpertDecisionOutputSerializer(decisions, many=True).data)
+
+        def get_rollouts(self, entry: CatalogEntry) -> list[dict[str, Any]]:
+            return _trajectory_data(entry.candidate) if entry.candidate else []
+
+        def get_provenance(self, entry: CatalogEntry) -> dict[str, Any]:
+            return _provenance(entry.run)
+
+    @extend_schema(operation_id="catalog_entry_retrieve", responses=OutputSerializer)
+    def get(self, request: Request, entry_id: int) -> Response:
+        entries = selectors.catalog_entries_visible_to(user=request.user)
+        entry = get_object_or_404(
+            entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
+        )
+        return Response(self.OutputSerializer(entry).data)
+
+
+class VettingCandidateOutputSerializer(serializers.ModelSerializer):
+    object_id = serializers.CharField(source="spectrum.object_id")
+    survey = serializers.CharField(source="spectrum.survey")
+    task = serializers.CharField(source="run.task.code")
+    confidence_threshold = serializers.FloatField(source="run.confidence_threshold")
+    rollouts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Candidate
+        fields = [
+            "id",
+            "run",
+            "spectrum",
+            "object_id",
+            "survey",
+            "task",
+            "verdict",
+            "confidence",
+            "vote_share",
+            "confidence_threshold",
+            "finished_at",
+            "rollouts",
+        ]
+
+    def get_rollouts(self, candidate: Candidate) -> list[dict[str, Any]]:
+        return _trajectory_data(candidate)
+
+
+class VettingNextApi(APIView):
+    role_rule = permissions.VET
+
+    class OutputSerializer(serializers.Serializer):
+        remaining = serializers.IntegerField(help_text="candidates waiting for this expert")
+        candidate = VettingCandidateOutputSerializer(allow_null=True)
+
+    @extend_schema(
+        operation_id="vetting_next_retrieve",
+        responses=OutputSerializer,
+        description="The oldest candidate routed to experts that you have not decided yet "
+        "(candidate is null when none waits).",
+    )
+    def get(self, request: Request) -> Response:
+        queue = selectors.candidates_visible_to(
+            user=request.user, rows=catalog.vetting_queue(request.user)
+        )
+        output = {"remaining": queue.count(), "candidate": queue.first()}
+        return Response(self.OutputSerializer(output).data)
+
+
+class ExpertDecisionCreateApi(APIView):
+    role_rule = permissions.VET
+
+    class InputSerializer(serializers.Serializer):
+        candidate = serializers.IntegerField(min_value=1)
+        decision = serializers.ChoiceField(choices=ExpertDecisionValue.values)
+        comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+    @extend_schema(
+        operation_id="expert_decision_create",
+        request=InputSerializer,
+        responses={201: ExpertDecisionOutputSerializer, 200: ExpertDecisionOutputSerializer},
+        description="Record your YES / NO / unsure on a finished candidate (201), or change "
+        "your earlier decision (200); one decision per expert and candidate.",
+    )
+    def post(self, request: Request) -> Response:
+        params = self.InputSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        candidate = get_object_or_404(
+            selectors.candidates_visible_to(user=request.user), pk=data["candidate"]
+        )
+        existed = ExpertDecision.objects.filter(candidate=candidate, expert=request.user).exists()
+        try:
+            record = inspections_services.expert_decision_record(
+                candidate=candidate,
+                expert=request.user,
+                decision=data["decision"],
+                comment=data["comment"].strip(),
+            )
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        return Response(
+            ExpertDecisionOutputSerializer(record).data,
+            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+        )

@@ -1,0 +1,659 @@
+"""Catalog reads: filters, sorting, capped pagination, export tables and the vetting queue.
+
+The catalog is one denormalized table (CatalogEntry) so that filtering and sorting a million
+rows stays index-backed. Counting every match of a broad filter is the slow part of a paged
+list, so pages count at most COUNT_CAP matches and say "10,000+" beyond that; pagination
+covers those first COUNT_CAP rows (narrow the filters, flip the sort, or export for more).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Exists, F, OrderBy, OuterRef, QuerySet
+
+from annotation.inspections.models import (
+    Candidate,
+    CandidateState,
+    CatalogEntry,
+    ExpertDecision,
+    ExpertDecisionValue,
+)
+from annotation.rating.models import RatingAssignment
+from annotation.spectra.models import Task
+
+COUNT_CAP = 10_000
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+# VOTable and FITS are written chunk by chunk to a temporary file (annotation.catalog_export),
+# so this bounds disk and time, not memory: the LAMOST archive scale.
+EXPORT_ROW_LIMIT = 25_000_000
+SURVEY_CHOICES_SECONDS = 300
+
+# Sort keys the list accepts, with the direction a first click on the column header asks for.
+SORT_KEYS: dict[str, str] = {
+    "object_id": "",
+    "confidence": "-",
+    "snr": "-",
+    "created_at": "-",
+    "ra": "",
+    "dec": "",
+}
+DEFAULT_SORT = "-created_at"
+NULLS_LAST_KEYS = frozenset({"snr", "ra", "dec"})
+
+VERDICT_CHOICES = ("YES", "NO", "none")
+EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
+EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ADDRESS_KEYS = frozenset({"base_url", "url", "host", "endpoint_url"})
+_SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization", "credential")
+
+
+class CatalogQueryError(ValueError):
+    """A catalog filter, sort or paging parameter that cannot be read; names the parameter."""
+
+
+# --- columns --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogColumn:
+    name: str  # the name in every export
+    source: str  # the CatalogEntry field it is read from
+    kind: str  # "int" | "float" | "str" | "bool" | "time"
+    unit: str  # FITS/VOUnit string; "" for dimensionless or not a quantity
+    ucd: str
+    description: str  # short enough for a FITS TCOMMn card (68 characters)
+
+    @property
+    def type_label(self) -> str:
+        return {
+            "int": "int64",
+            "float": "float64",
+            "str": "string",
+            "bool": "boolean",
+            "time": "string (ISO 8601 UTC)",
+        }[self.kind]
+
+    @property
+    def unit_label(self) -> str:
+        if self.unit:
+            return self.unit
+        return "dimensionless" if self.kind == "float" else ""
+
+
+CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
+    CatalogColumn("id", "id", "int", "", "meta.id", "Catalog entry id; its page is /catalog/<id>/"),
+    CatalogColumn(
+        "object_id", "object_id", "str", "", "meta.id;meta.main", "Survey object identifier"
+    ),
+    CatalogColumn("survey", "survey", "str", "", "meta.dataset", "Survey of the spectrum"),
+    CatalogColumn(
+        "ra", "ra", "float", "deg", "pos.eq.ra;meta.main", "Right ascension (ICRS); NaN if unknown"
+    ),
+    CatalogColumn(
+        "dec", "dec", "float", "deg", "pos.eq.dec;meta.main", "Declination (ICRS); NaN if unknown"
+    ),
+    CatalogColumn("task", "task_code", "str", "", "meta.code", "Inspection task code, e.g. CV"),
+    CatalogColumn(
+        "verdict", "verdict", "str", "", "src.class", "Agent verdict YES or NO; empty: no answer"
+    ),
+    CatalogColumn(
+        "confidence",
+        "confidence",
+        "float",
+        "",
+        "stat.probability",
+        "Agent probability of its verdict, 0-1",
+    ),
+    CatalogColumn("snr", "snr", "float", "", "stat.snr", "Signal-to-noise ratio of the spectrum"),
+    CatalogColumn(
+        "policy", "policy_name", "str", "", "meta.software", "Policy that gave the verdict"
+    ),
+    CatalogColumn(
+        "expert_decision",
+        "expert_decision",
+        "str",
+        "",
+        "src.class",
+        "Expert vetting: YES, NO, unsure; empty: not vetted",
+    ),
+    CatalogColumn(
+        "synthetic",
+        "synthetic",
+        "bool",
+        "",
+        "meta.code",
+        "True for a synthetic (simulated) spectrum",
+    ),
+    CatalogColumn("run_id", "run_id", "int", "", "meta.id", "Inspection run that gave the verdict"),
+    CatalogColumn(
+        "created_at", "created_at", "time", "", "time.creation", "When the entry was written (UTC)"
+    ),
+)
+COLUMN_NAMES = tuple(column.name for column in CATALOG_COLUMNS)
+_SOURCES = tuple(column.source for column in CATALOG_COLUMNS)
+# Everything a list row shows; candidate_id is the only column a page never needs.
+LIST_FIELDS = (*_SOURCES, "candidate_id")
+
+
+# --- filters and sorting ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogFilters:
+    task: str = ""
+    verdict: str = ""  # YES | NO | none (no valid answer)
+    survey: str = ""
+    expert_decision: str = ""  # YES | NO | unsure | none (not vetted)
+    confidence_min: float | None = None
+    confidence_max: float | None = None
+    snr_min: float | None = None
+    object_id: str = ""  # prefix; case-sensitive on PostgreSQL (SQLite's LIKE ignores case)
+    run: int | None = None
+    synthetic: bool | None = None
+
+    def as_query(self) -> dict[str, str]:
+        """The GET parameters that give these filters back through filters_from_query."""
+        query: dict[str, str] = {}
+        for name, value in self.__dict__.items():
+            if value is None or value == "":
+                continue
+            if isinstance(value, bool):
+                query[name] = "yes" if value else "no"
+            else:
+                query[name] = str(value)
+        return query
+
+
+def _float_param(params: Mapping[str, str], name: str) -> float | None:
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise CatalogQueryError(f"{name} must be a number; got {raw!r}") from None
+    if not math.isfinite(value):
+        raise CatalogQueryError(f"{name} must be a finite number; got {raw!r}")
+    return value
+
+
+def _choice_param(params: Mapping[str, str], name: str, choices: Iterable[str]) -> str:
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return ""
+    for choice in choices:
+        if raw.lower() == choice.lower():
+            return choice
+    raise CatalogQueryError(f"{name} must be one of {', '.join(choices)}; got {raw!r}")
+
+
+def _bool_param(params: Mapping[str, str], name: str) -> bool | None:
+    raw = (params.get(name) or "").strip().lower()
+    if not raw:
+        return None
+    if raw in {"yes", "true", "1"}:
+        return True
+    if raw in {"no", "false", "0"}:
+        return False
+    raise CatalogQueryError(f"{name} must be yes or no; got {raw!r}")
+
+
+def _int_param(params: Mapping[str, str], name: str) -> int | None:
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise CatalogQueryError(f"{name} must be a positive whole number; got {raw!r}")
+    return int(raw)
+
+
+def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
+    """Read the list's GET parameters; raises CatalogQueryError naming a bad parameter."""
+    filters = CatalogFilters(
+        task=(params.get("task") or "").strip(),
+        verdict=_choice_param(params, "verdict", VERDICT_CHOICES),
+        survey=(params.get("survey") or "").strip(),
+        expert_decision=_choice_param(params, "expert_decision", EXPERT_DECISION_CHOICES),
+        confidence_min=_float_param(params, "confidence_min"),
+        confidence_max=_float_param(params, "confidence_max"),
+        snr_min=_float_param(params, "snr_min"),
+        object_id=(params.get("object_id") or "").strip(),
+        run=_int_param(params, "run"),
+        synthetic=_bool_param(params, "synthetic"),
+    )
+    check_filters(filters)
+    return filters
+
+
+def limit_from_query(params: Mapping[str, str]) -> int | None:
+    """An export's optional ?limit= (first N rows); raises CatalogQueryError."""
+    limit = _int_param(params, "limit")
+    if limit is not None and limit < 1:
+        raise CatalogQueryError(f"limit must be at least 1; got {limit}")
+    return limit
+
+
+def check_filters(filters: CatalogFilters) -> None:
+    low, high = filters.confidence_min, filters.confidence_max
+    for name, value in (("confidence_min", low), ("confidence_max", high)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise CatalogQueryError(f"{name} must be between 0 and 1; got {value}")
+    if low is not None and high is not None and low > high:
+        raise CatalogQueryError(f"confidence_min ({low}) is above confidence_max ({high})")
+
+
+def normalize_sort(sort: str | None, default: str = DEFAULT_SORT) -> str:
+    """The sort to use: the requested one when allowed, else the default (never an error).
+
+    "id" (insertion order) is accepted too: exports default to it because it streams from
+    the primary key without sorting anything.
+    """
+    value = (sort or "").strip()
+    key = value[1:] if value.startswith("-") else value
+    return value if key in SORT_KEYS or key == "id" else default
+
+
+def _ordering(sort: str) -> list[OrderBy]:
+    key = sort[1:] if sort.startswith("-") else sort
+    descending = sort.startswith("-")
+    # Rows without a position or S/N go last either way, not first (PostgreSQL's default for
+    # DESC). Confidence is set on every finished candidate, and keeping the database's
+    # default null order there lets the (task, verdict, -confidence) indexes serve the sort.
+    nulls_last = True if key in NULLS_LAST_KEYS else None
+    ordering = [
+        F(key).desc(nulls_last=nulls_last) if descending else F(key).asc(nulls_last=nulls_last)
+    ]
+    if key != "id":  # the id breaks ties, so that pages never overlap or skip rows
+        ordering.append(F("id").desc() if descending else F("id").asc())
+    return ordering
+
+
+def _task_code(value: str) -> str:
+    """The stored spelling of a task code typed in any case (codes are stored as defined)."""
+    stored = Task.objects.filter(code__iexact=value).values_list("code", flat=True).first()
+    return stored or value
+
+
+def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[CatalogEntry]:
+    rows = CatalogEntry.objects.all()
+    if filters.task:
+        rows = rows.filter(task_code=_task_code(filters.task))
+    if filters.verdict:
+        rows = rows.filter(verdict="" if filters.verdict == "none" else filters.verdict)
+    if filters.survey:
+        rows = rows.filter(survey=filters.survey)
+    if filters.expert_decision:
+        decision = "" if filters.expert_decision == "none" else filters.expert_decision
+        rows = rows.filter(expert_decision=decision)
+    if filters.confidence_min is not None:
+        rows = rows.filter(confidence__gte=filters.confidence_min)
+    if filters.confidence_max is not None:
+        rows = rows.filter(confidence__lte=filters.confidence_max)
+    if filters.snr_min is not None:
+        rows = rows.filter(snr__gte=filters.snr_min)
+    if filters.object_id:
+        rows = rows.filter(object_id__startswith=filters.object_id)
+    if filters.run is not None:
+        rows = rows.filter(run_id=filters.run)
+    if filters.synthetic is not None:
+        rows = rows.filter(synthetic=filters.synthetic)
+    return rows.order_by(*_ordering(normalize_sort(sort)))
+
+
+def survey_choices() -> list[str]:
+    """Distinct surveys in the catalog, cached briefly: a DISTINCT over 10^6 rows per page is
+    too slow, and a survey new to the catalog showing up minutes later is harmless."""
+
+    def distinct() -> list[str]:
+        return sorted(CatalogEntry.objects.order_by().values_list("survey", flat=True).distinct())
+
+    return cache.get_or_set("catalog:surveys", distinct, SURVEY_CHOICES_SECONDS)
+
+
+# --- pages ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogPage:
+    entries: list[CatalogEntry]
+    number: int
+    page_size: int
+    count: int  # matching rows, counted up to COUNT_CAP
+    count_capped: bool  # more than COUNT_CAP rows match
+
+    @property
+    def num_pages(self) -> int:
+        return max(1, math.ceil(self.count / self.page_size))
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.num_pages
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+    @property
+    def start_index(self) -> int:
+        return (self.number - 1) * self.page_size + 1 if self.entries else 0
+
+    @property
+    def end_index(self) -> int:
+        return (self.number - 1) * self.page_size + len(self.entries)
+
+    @property
+    def count_label(self) -> str:
+        return f"{self.count:,}+" if self.count_capped else f"{self.count:,}"
+
+
+@dataclass(frozen=True)
+class CatalogRowView:
+    """One list row with its numbers already formatted: the page shows 50 of these, and
+    Django's floatformat (Decimal arithmetic) cost more than the query behind them."""
+
+    detail_url: str
+    run_url: str
+    object_id: str
+    synthetic: bool
+    survey: str
+    ra: str
+    dec: str
+    task_code: str
+    verdict: str
+    confidence: str
+    snr: str
+    policy_name: str
+    expert_decision: str
+    run_id: int
+    created: str
+    expert_tally: str = ""  # "YES 1 · NO 1" when the experts disagree
+
+
+def _expert_tallies(candidate_ids: list[int]) -> dict[int, str]:
+    """Who said what, for the rows whose experts disagree: one query per page."""
+    counts: dict[int, dict[str, int]] = {}
+    rows = ExpertDecision.objects.filter(candidate_id__in=candidate_ids).values_list(
+        "candidate_id", "decision"
+    )
+    for candidate_id, decision in rows:
+        tally = counts.setdefault(candidate_id, {})
+        tally[decision] = tally.get(decision, 0) + 1
+    order = {value: index for index, value in enumerate(ExpertDecisionValue.values)}
+    return {
+        candidate_id: " · ".join(
+            f"{value} {n}" for value, n in sorted(tally.items(), key=lambda kv: order[kv[0]])
+        )
+        for candidate_id, tally in counts.items()
+        if len(tally) > 1
+    }
+
+
+def _fixed(value: float | None, decimals: int) -> str:
+    return "" if value is None else f"{value:.{decimals}f}"
+
+
+def list_rows(
+    entries: Iterable[CatalogEntry], *, detail_prefix: str, list_url: str
+) -> list[CatalogRowView]:
+    """Rows for the list page; ``detail_prefix`` is the detail URL without the id."""
+    from django.utils import timezone
+
+    entries = list(entries)
+    split = [e.candidate_id for e in entries if e.expert_decision == EXPERT_SPLIT]
+    tallies = _expert_tallies(split) if split else {}
+    return [
+        CatalogRowView(
+            detail_url=f"{detail_prefix}{entry.pk}/",
+            run_url=f"{list_url}?run={entry.run_id}",
+            object_id=entry.object_id,
+            synthetic=entry.synthetic,
+            survey=entry.survey,
+            ra=_fixed(entry.ra, 5),
+            dec=_fixed(entry.dec, 5),
+            task_code=entry.task_code,
+            verdict=entry.verdict,
+            confidence=_fixed(entry.confidence, 3),
+            snr=_fixed(entry.snr, 1),
+            policy_name=entry.policy_name,
+            expert_decision=entry.expert_decision,
+            run_id=entry.run_id,
+            created=timezone.localtime(entry.created_at).strftime("%Y-%m-%d %H:%M")
+            if entry.created_at
+            else "",
+            expert_tally=tallies.get(entry.candidate_id, ""),
+        )
+        for entry in entries
+    ]
+
+
+def page_number(raw: str | int | None) -> int:
+    """A requested page number; anything unreadable is page 1 (like Paginator.get_page)."""
+    try:
+        return max(1, int(raw or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def catalog_page(
+    rows: QuerySet[CatalogEntry], page: int = 1, page_size: int = PAGE_SIZE
+) -> CatalogPage:
+    """One page of rows, counting at most COUNT_CAP matches (a LIMITed count, not a full one).
+
+    A page past the last one shows the last one; pages reach the first COUNT_CAP rows.
+    """
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise CatalogQueryError(f"page_size must be 1-{MAX_PAGE_SIZE}; got {page_size}")
+    counted = rows.order_by()[: COUNT_CAP + 1].count()
+    capped = counted > COUNT_CAP
+    count = min(counted, COUNT_CAP)
+    last = max(1, math.ceil(count / page_size))
+    number = min(max(1, page), last)
+    offset = (number - 1) * page_size
+    limit = min(page_size, max(0, count - offset))
+    entries = list(rows.only(*LIST_FIELDS)[offset : offset + limit]) if limit else []
+    return CatalogPage(
+        entries=entries, number=number, page_size=page_size, count=count, count_capped=capped
+    )
+
+
+# --- exports ----------------------------------------------------------------------------------
+
+
+def _iso_utc(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _export_values(rows: QuerySet[CatalogEntry], limit: int | None) -> QuerySet[Any]:
+    values = rows.values_list(*_SOURCES)
+    return values[:limit] if limit is not None else values
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(kind: str, value: Any) -> Any:
+    if value is None:
+        return ""
+    if kind == "bool":
+        return "true" if value else "false"
+    if kind == "time":
+        return _iso_utc(value)
+    if kind == "str" and value.startswith(_FORMULA_START):
+        # Spreadsheets run a cell that starts like a formula; the quote keeps it text.
+        return "'" + value
+    return value
+
+
+def catalog_csv_chunks(
+    rows: QuerySet[CatalogEntry], *, limit: int | None = None, rows_per_chunk: int = 500
+) -> Iterator[str]:
+    """The CSV export as text chunks: a header line, then every matching row (streamed)."""
+    writer = csv.writer(_Echo(), lineterminator="\n")
+    kinds = [column.kind for column in CATALOG_COLUMNS]
+    yield writer.writerow(COLUMN_NAMES)
+    lines: list[str] = []
+    for record in _export_values(rows, limit).iterator(chunk_size=2000):
+        lines.append(
+            writer.writerow(
+                [_csv_cell(kind, value) for kind, value in zip(kinds, record, strict=True)]
+            )
+        )
+        if len(lines) >= rows_per_chunk:
+            yield "".join(lines)
+            lines = []
+    if lines:
+        yield "".join(lines)
+
+
+# --- detail -----------------------------------------------------------------------------------
+
+
+def public_policy_spec(spec: Any) -> Any:
+    """The policy spec without credentials (api keys, tokens, passwords) or the addresses of
+    model servers (internal host names: the endpoint's name says which model), at any depth."""
+    if isinstance(spec, dict):
+        return {
+            key: public_policy_spec(value)
+            for key, value in spec.items()
+            if not any(part in str(key).lower() for part in _SECRET_KEY_PARTS)
+            and str(key).lower() not in _ADDRESS_KEYS
+        }
+    if isinstance(spec, list):
+        return [public_policy_spec(item) for item in spec]
+    return spec
+
+
+def is_sha256(value: str) -> bool:
+    return bool(_SHA256.match(value))
+
+
+@dataclass(frozen=True)
+class StepView:
+    index: int
+    think: str
+    text: str  # the raw turn, shown when it has no parsed reasoning
+    tool_name: str
+    tool_arguments: dict[str, Any] | None
+    result_ok: bool | None
+    result_text: str
+    image_sha256: str
+    image_range: list[float] | None
+    image_label: str
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.tool_arguments, ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class TrajectoryView:
+    initial_image_sha256: str
+    steps: list[StepView]
+    prediction: str
+    justification: str
+    stop_reason: str
+    format_ok: bool | None
+    inspected: list[list[float]] = field(default_factory=list)
+
+
+def _image_fields(image: Any) -> tuple[str, list[float] | None, str]:
+    if not isinstance(image, dict):
+        return "", None, ""
+    sha = str(image.get("png_sha256") or "")
+    return (sha if is_sha256(sha) else ""), image.get("wavelength_range"), image.get("label") or ""
+
+
+def trajectory_view(data: dict[str, Any]) -> TrajectoryView:
+    """What a page shows of a stored trajectory, read straight from the stored dict (the
+    PNGs stay in ImageBlob and are served by hash, never inlined)."""
+    steps = []
+    for step in data.get("steps") or []:
+        call = step.get("tool_call") or {}
+        result = step.get("tool_result") or {}
+        sha, shown_range, label = _image_fields(result.get("image"))
+        steps.append(
+            StepView(
+                index=int(step.get("index", len(steps))),
+                think=step.get("think") or "",
+                text=step.get("assistant_text") or "",
+                tool_name=call.get("name") or "",
+                tool_arguments=call.get("arguments") if call else None,
+                result_ok=result.get("ok") if result else None,
+                result_text=result.get("text") or "",
+                image_sha256=sha,
+                image_range=shown_range,
+                image_label=label,
+            )
+        )
+    answer = data.get("answer") or {}
+    initial_sha, _, _ = _image_fields(data.get("initial_image"))
+    return TrajectoryView(
+        initial_image_sha256=initial_sha,
+        steps=steps,
+        prediction=answer.get("prediction") or "",
+        justification=answer.get("justification") or "",
+        stop_reason=data.get("stop_reason") or "",
+        format_ok=data.get("format_ok"),
+        inspected=[list(step.image_range) for step in steps if step.image_range],
+    )
+
+
+def rollout_ratings(rollout_ids: Iterable[int]) -> dict[int, list[RatingAssignment]]:
+    """Expert scores of these rollouts from rating campaigns, per rollout id.
+
+    Only closed campaigns count: while a campaign runs its raters stay blind to each other's
+    scores and to which policy wrote the trajectory, and this page would tell them.
+    """
+    sources = {f"rollout:{pk}": pk for pk in rollout_ids}
+    ratings: dict[int, list[RatingAssignment]] = {pk: [] for pk in sources.values()}
+    scored = (
+        RatingAssignment.objects.filter(
+            item__source__in=list(sources), item__campaign__closed=True, score__isnull=False
+        )
+        .select_related("item__campaign", "rater")
+        .order_by("item__campaign_id", "rated_at", "id")
+    )
+    for assignment in scored:
+        ratings[sources[assignment.item.source]].append(assignment)
+    return ratings
+
+
+# --- vetting ----------------------------------------------------------------------------------
+
+
+def vetting_queue(user: Any) -> QuerySet[Candidate]:
+    """Finished candidates routed to an expert that this user has not decided, oldest first."""
+    decided = ExpertDecision.objects.filter(candidate=OuterRef("pk"), expert=user)
+    return (
+        Candidate.objects.filter(needs_expert=True, state=CandidateState.DONE)
+        .exclude(Exists(decided))
+        .select_related("run__task", "spectrum")
+        .order_by("finished_at", "id")
+    )

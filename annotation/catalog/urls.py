@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from annotation.catalog import apis, views
+
+urlpatterns = [
+    path("catalog/", views.catalog_list, name="catalog_list"),
+    path("catalog/<int:entry_id>/", views.catalog_detail, name="catalog_detail"),
+    path("catalog/<int:entry_id>/report.html", views.catalog_report, name="catalog_report"),
+    path("catalog/images/<str:sha256>.png", views.catalog_image, name="catalog_image"),
+    path("catalog/export.csv", views.catalog_export_csv, name="catalog_export_csv"),
+    path("catalog/export.vot", views.catalog_export_votable, name="catalog_export_votable"),
+    path("catalog/export.fits", views.catalog_export_fits, name="catalog_export_fits"),
+    path("vetting/", views.vetting_queue, name="vetting_queue"),
+    path("vetting/decide/", views.vetting_decide, name="vetting_decide"),
+    # API
+    path("api/catalog/", apis.CatalogListApi.as_view(), name="api_catalog_list"),
+    path(
+        "api/catalog/<int:entry_id>/",
+        apis.CatalogEntryDetailApi.as_view(),
+        name="api_catalog_detail",
+    ),
+    path("api/vetting/next/", apis.VettingNextApi.as_view(), name="api_vetting_next"),
+    path(
+        "api/vetting/decisions/",
+        apis.ExpertDecisionCreateApi.as_view(),
+        name="api_expert_decision_create",
+    ),
+]

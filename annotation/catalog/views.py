@@ -1,0 +1,354 @@
+"""Catalog and vetting pages. Function views; htmx requests get the list's partial."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.db.models import QuerySet
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    QueryDict,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import blinding
+from annotation.catalog import exports as catalog_export
+from annotation.catalog import reports
+from annotation.catalog import selectors as catalog
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core.models import ImageBlob
+from annotation.core.permissions import require_role
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import (
+    Candidate,
+    CandidateState,
+    CatalogEntry,
+    ExpertDecision,
+    ExpertDecisionValue,
+)
+from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra.models import Task
+
+# The list's columns, with the sort key of those that sort.
+HEADERS = (
+    ("Object", "object_id"),
+    ("Survey", ""),
+    ("RA (°)", "ra"),
+    ("Dec (°)", "dec"),
+    ("Task", ""),
+    ("Verdict", ""),
+    ("Confidence", "confidence"),
+    ("S/N", "snr"),
+    ("Policy", ""),
+    ("Expert", ""),
+    ("Run", ""),
+    ("Created", "created_at"),
+)
+
+
+def _query_without(request: HttpRequest, *names: str) -> str:
+    query: QueryDict = request.GET.copy()
+    for name in names:
+        query.pop(name, None)
+    return query.urlencode()
+
+
+def _headers(request: HttpRequest, sort: str) -> list[dict[str, str]]:
+    """Each column header: its label, the query of its sort link, and the current direction.
+
+    A first click sorts in the column's natural direction, a second click flips it.
+    """
+    base = _query_without(request, "sort", "page")
+    headers = []
+    for label, key in HEADERS:
+        state = query = ""
+        if key:
+            if sort.lstrip("-") == key:
+                state = "desc" if sort.startswith("-") else "asc"
+                target = key if state == "desc" else f"-{key}"
+            else:
+                target = f"{catalog.SORT_KEYS[key]}{key}"
+            query = f"{base}&sort={target}" if base else f"sort={target}"
+        headers.append({"label": label, "query": query, "state": state})
+    return headers
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_list(request: HttpRequest) -> HttpResponse:
+    sort = catalog.normalize_sort(request.GET.get("sort"))
+    context: dict[str, Any] = {"sort": sort, "error": ""}
+    status = 200
+    try:
+        filters = catalog.filters_from_query(request.GET)
+    except catalog.CatalogQueryError as error:
+        filters, context["error"] = catalog.CatalogFilters(), str(error)
+        # htmx leaves the page as it is on a 4xx answer; the message must replace the results.
+        status = 200 if request.htmx else 400
+    else:
+        rows = blinding.catalog_entries_visible_to(
+            user=request.user, rows=catalog.catalog_rows(filters, sort)
+        )
+        page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
+        list_url = reverse("catalog_list")
+        context["page"] = page
+        context["rows"] = catalog.list_rows(
+            page.entries,
+            detail_prefix=reverse("catalog_detail", args=[0])[:-2],
+            list_url=list_url,
+        )
+    context.update(
+        filters=filters,
+        query=_query_without(request, "page"),
+        export_query=_query_without(request, "page", "limit"),
+        headers=_headers(request, sort),
+        tasks=list(Task.objects.values_list("code", flat=True)),
+        surveys=catalog.survey_choices(),
+        verdicts=catalog.VERDICT_CHOICES,
+        decisions=catalog.EXPERT_DECISION_CHOICES,
+        columns=catalog.CATALOG_COLUMNS,
+        count_cap=catalog.COUNT_CAP,
+        export_limit=catalog.EXPORT_ROW_LIMIT,
+    )
+    template = "catalog/catalog_list.html"
+    if request.htmx:
+        template += "#results"
+    return render(request, template, context, status=status)
+
+
+def _entry_rollouts(candidate: Candidate | None) -> list[dict[str, Any]]:
+    if candidate is None:
+        return []
+    rollouts = list(candidate.rollouts.order_by("index"))
+    ratings = catalog.rollout_ratings(rollout.pk for rollout in rollouts)
+    return [
+        {
+            "rollout": rollout,
+            "view": catalog.trajectory_view(rollout.data),
+            "ratings": ratings[rollout.pk],
+        }
+        for rollout in rollouts
+    ]
+
+
+def _provenance(entry: CatalogEntry) -> dict[str, Any]:
+    run = entry.run
+    return {
+        "run": run,
+        "policy_spec": json.dumps(catalog.public_policy_spec(run.policy_spec), indent=2),
+        "policy_info": json.dumps(catalog.public_policy_spec(run.policy_info), indent=2),
+        "sampling": json.dumps(catalog.public_policy_spec(run.sampling), indent=2),
+    }
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
+    entries = blinding.catalog_entries_visible_to(user=request.user)
+    entry = get_object_or_404(
+        entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
+    )
+    candidate = entry.candidate
+    decisions = (
+        list(candidate.expert_decisions.select_related("expert").order_by("created_at", "id"))
+        if candidate
+        else []
+    )
+    return render(
+        request,
+        "catalog/catalog_detail.html",
+        {
+            "entry": entry,
+            "candidate": candidate,
+            "rollouts": _entry_rollouts(candidate),
+            "decisions": decisions,
+            "provenance": _provenance(entry),
+        },
+    )
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+@cache_control(private=True, max_age=31536000, immutable=True)
+def catalog_image(request: HttpRequest, sha256: str) -> HttpResponse:
+    if not catalog.is_sha256(sha256):
+        raise Http404("not an image hash")
+    # Only tool images of rollouts and live steps the user may read are served here, not
+    # every stored blob; a candidate id narrows the search to that candidate's rows.
+    raw = request.GET.get("candidate")
+    if raw is not None and not raw.isdigit():
+        raise Http404("no trajectory shows this image")
+    candidate_id = int(raw) if raw is not None else None
+    if not blinding.image_in_candidates(
+        user=request.user, sha256=sha256, candidate_id=candidate_id
+    ):
+        raise Http404("no trajectory shows this image")
+    blob = get_object_or_404(ImageBlob, sha256=sha256)
+    return HttpResponse(bytes(blob.png), content_type="image/png")
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_report(request: HttpRequest, entry_id: int) -> HttpResponse:
+    """The entry as one standalone HTML file (Bokeh inlined) to mail; same read rules as the
+    detail page, so a hidden entry is a 404."""
+    entries = blinding.catalog_entries_visible_to(user=request.user)
+    entry = get_object_or_404(
+        entries.select_related("run__task", "candidate__spectrum"), pk=entry_id
+    )
+    response = HttpResponse(
+        reports.entry_report_html(entry=entry), content_type="text/html; charset=utf-8"
+    )
+    # The object id is untrusted text; only safe characters reach the header.
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", entry.object_id)[:80].strip("._") or "entry"
+    response["Content-Disposition"] = f'attachment; filename="specvet-{entry.pk}-{name}.html"'
+    return response
+
+
+# --- exports ----------------------------------------------------------------------------------
+
+
+def _export_rows(request: HttpRequest) -> tuple[QuerySet[CatalogEntry], int | None]:
+    """The filtered rows and the requested row limit; raises CatalogQueryError."""
+    filters = catalog.filters_from_query(request.GET)
+    limit = catalog.limit_from_query(request.GET)
+    sort = catalog.normalize_sort(request.GET.get("sort"), default="id")
+    rows = catalog.catalog_rows(filters, sort)
+    return blinding.catalog_entries_visible_to(user=request.user, rows=rows), limit
+
+
+def _file_name(extension: str) -> str:
+    return f"specvet-catalog-{timezone.now():%Y%m%dT%H%M%SZ}.{extension}"
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_export_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    try:
+        rows, limit = _export_rows(request)
+    except catalog.CatalogQueryError as error:
+        return HttpResponseBadRequest(str(error), content_type="text/plain")
+    response = StreamingHttpResponse(
+        catalog.catalog_csv_chunks(rows, limit=limit), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{_file_name("csv")}"'
+    return response
+
+
+def _table_export(request: HttpRequest, extension: str, content_type: str) -> HttpResponse:
+    try:
+        rows, limit = _export_rows(request)
+    except catalog.CatalogQueryError as error:
+        return HttpResponseBadRequest(str(error), content_type="text/plain")
+    cap = min(limit or catalog.EXPORT_ROW_LIMIT, catalog.EXPORT_ROW_LIMIT)
+    query = _query_without(request, "limit")
+    writer = catalog_export.write_votable if extension == "vot" else catalog_export.write_fits
+    export = writer(rows, limit=cap, query=query)
+    # FileResponse streams the temporary file in blocks and closes (so deletes) it when done.
+    response = FileResponse(
+        export.file, content_type=content_type, as_attachment=True, filename=_file_name(extension)
+    )
+    response["X-Catalog-Row-Limit"] = str(catalog.EXPORT_ROW_LIMIT)
+    response["X-Catalog-Rows"] = str(export.rows)
+    response["X-Catalog-Truncated"] = "true" if export.truncated else "false"
+    return response
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_export_votable(request: HttpRequest) -> HttpResponse:
+    return _table_export(request, "vot", "application/x-votable+xml")
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_export_fits(request: HttpRequest) -> HttpResponse:
+    return _table_export(request, "fits", "application/fits")
+
+
+# --- vetting ----------------------------------------------------------------------------------
+
+
+def _vetting_candidate(request: HttpRequest) -> Candidate | None:
+    """The candidate asked for by ?candidate= (any finished one it may read), else the user's
+    next."""
+    wanted = request.GET.get("candidate", "")
+    if wanted:
+        if not wanted.isdigit():
+            raise Http404("no such candidate")
+        return get_object_or_404(
+            blinding.candidates_visible_to(user=request.user).select_related(
+                "run__task", "spectrum"
+            ),
+            pk=int(wanted),
+            state=CandidateState.DONE,
+        )
+    return _vetting_queue(request).first()
+
+
+def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
+    queue = catalog.vetting_queue(request.user)
+    return blinding.candidates_visible_to(user=request.user, rows=queue)
+
+
+def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str, Any]:
+    data = spectra_selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
+    data["inspected"] = [span for item in rollouts for span in item["view"].inspected]
+    return data
+
+
+@require_role(permissions.VET)
+@require_GET
+def vetting_queue(request: HttpRequest) -> HttpResponse:
+    candidate = _vetting_candidate(request)
+    context: dict[str, Any] = {
+        "candidate": candidate,
+        "remaining": _vetting_queue(request).count(),
+        "choices": ExpertDecisionValue.choices,
+    }
+    if candidate is not None:
+        rollouts = _entry_rollouts(candidate)
+        context.update(
+            rollouts=rollouts,
+            plot_data=_plot_data(candidate, rollouts),
+            mine=ExpertDecision.objects.filter(candidate=candidate, expert=request.user).first(),
+            entry=CatalogEntry.objects.filter(candidate=candidate).first(),
+        )
+    return render(request, "catalog/vetting.html", context)
+
+
+@require_role(permissions.VET)
+@require_POST
+def vetting_decide(request: HttpRequest) -> HttpResponse:
+    candidate_id = request.POST.get("candidate", "")
+    if not candidate_id.isdigit():
+        return HttpResponseBadRequest("candidate must be a candidate id", content_type="text/plain")
+    rows = blinding.candidates_visible_to(user=request.user).select_related("spectrum")
+    candidate = get_object_or_404(rows.defer("spectrum__arrays", "spectrum__meta"), pk=candidate_id)
+    try:
+        inspections_services.expert_decision_record(
+            candidate=candidate,
+            expert=request.user,  # type: ignore[arg-type]
+            decision=request.POST.get("decision", ""),
+            comment=request.POST.get("comment", "").strip(),
+        )
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+        return redirect(f"{reverse('vetting_queue')}?candidate={candidate.pk}")
+    messages.success(
+        request, f"Recorded {request.POST['decision']} for {candidate.spectrum.object_id}."
+    )
+    return redirect("vetting_queue")

@@ -1,0 +1,222 @@
+"""Inspection runs through the API: start, follow, cancel, read steps, retry."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation import blinding
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core.apis import error_response
+from annotation.core.fields import IdField
+from annotation.inspections import selectors, services
+from annotation.inspections.models import Candidate, InspectionRun
+from annotation.spectra.models import Task
+
+
+class RunOutputSerializer(serializers.ModelSerializer):
+    task = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    policy_spec = serializers.SerializerMethodField()
+
+    class Meta:
+        model = InspectionRun
+        fields = [
+            "id",
+            "name",
+            "task",
+            "policy_spec",
+            "policy_info",
+            "sampling",
+            "rollouts",
+            "max_tool_calls",
+            "confidence_threshold",
+            "cancelled",
+            "code_version",
+            "created_at",
+        ]
+
+    def get_policy_spec(self, run: InspectionRun) -> dict:
+        return {k: v for k, v in run.policy_spec.items() if k != "api_key"}
+
+
+class CandidateOutputSerializer(serializers.ModelSerializer):
+    object_id = serializers.CharField(source="spectrum.object_id")
+
+    class Meta:
+        model = Candidate
+        fields = [
+            "id",
+            "spectrum",
+            "object_id",
+            "state",
+            "verdict",
+            "confidence",
+            "vote_share",
+            "needs_expert",
+            "error",
+            "attempts",
+            "started_at",
+            "finished_at",
+        ]
+
+
+def _get_run_for_user(request: Request, run_id: int) -> InspectionRun:
+    """The run, if this user may read it; otherwise 404, as if there were none (Blinding)."""
+    runs = blinding.runs_visible_to(user=request.user).select_related("task")
+    return get_object_or_404(runs, pk=run_id)
+
+
+def _get_candidate_for_user(request: Request, candidate_id: int) -> Candidate:
+    candidates = blinding.candidates_visible_to(user=request.user).select_related("spectrum")
+    return get_object_or_404(candidates, pk=candidate_id)
+
+
+class InspectionRunListApi(APIView):
+    role_rule = permissions.INSPECTION_READ
+
+    @extend_schema(responses=RunOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        paginator = PageNumberPagination()
+        page = paginator.paginate_queryset(
+            blinding.runs_visible_to(user=request.user).select_related("task"), request, view=self
+        )
+        return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
+
+
+class InspectionRunCreateApi(APIView):
+    role_rule = permissions.INSPECT
+
+    class InputSerializer(serializers.Serializer):
+        task = serializers.SlugRelatedField(slug_field="code", queryset=Task.objects.all())
+        spectrum_ids = serializers.ListField(child=IdField(), min_length=1, max_length=100000)
+        policy = serializers.DictField(
+            help_text='e.g. {"kind": "rule-based"} or {"kind": "openai", "endpoint": "default"} '
+            "(a registered endpoint, GET /api/endpoints/; base_url and api_key are refused)"
+        )
+        sampling = serializers.DictField(required=False)
+        rollouts = serializers.IntegerField(min_value=1, max_value=16, default=1)
+        max_tool_calls = serializers.IntegerField(min_value=0, max_value=16, default=8)
+        confidence_threshold = serializers.FloatField(min_value=0, max_value=1, default=0.0)
+        name = serializers.CharField(max_length=120, required=False, allow_blank=True)
+
+    @extend_schema(request=InputSerializer, responses=RunOutputSerializer)
+    def post(self, request: Request) -> Response:
+        params = self.InputSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        try:
+            run = services.inspection_run_create(
+                task=data["task"],
+                spectrum_ids=data["spectrum_ids"],
+                policy_spec=data["policy"],
+                sampling=data.get("sampling"),
+                rollouts=data["rollouts"],
+                max_tool_calls=data["max_tool_calls"],
+                confidence_threshold=data["confidence_threshold"],
+                name=data.get("name", ""),
+                created_by=request.user,
+            )
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class InspectionRunDetailApi(APIView):
+    role_rule = permissions.INSPECTION_READ
+
+    @extend_schema(responses=RunOutputSerializer)
+    def get(self, request: Request, run_id: int) -> Response:
+        run = _get_run_for_user(request, run_id)
+        data = dict(RunOutputSerializer(run).data)
+        data["progress"] = selectors.run_progress(run=run, user=request.user)
+        data["metrics"] = selectors.run_metrics(run=run, user=request.user)
+        paginator = PageNumberPagination()
+        candidates = blinding.candidates_visible_to(user=request.user).filter(run=run)
+        page = paginator.paginate_queryset(
+            candidates.select_related("spectrum").order_by("id"), request, view=self
+        )
+        data["candidates"] = CandidateOutputSerializer(page, many=True).data
+        data["candidates_count"] = paginator.page.paginator.count
+        return Response(data)
+
+
+class InspectionRunCancelApi(APIView):
+    role_rule = permissions.INSPECTION_CONTROL
+
+    class OutputSerializer(serializers.Serializer):
+        cancelled = serializers.IntegerField(help_text="pending candidates that will not run")
+
+    @extend_schema(request=None, responses=OutputSerializer)
+    def post(self, request: Request, run_id: int) -> Response:
+        run = _get_run_for_user(request, run_id)
+        cancelled = services.inspection_run_cancel(run=run, actor=request.user)
+        return Response({"cancelled": cancelled})
+
+
+class CandidateDetailApi(APIView):
+    role_rule = permissions.INSPECTION_READ
+
+    @extend_schema(responses=CandidateOutputSerializer)
+    def get(self, request: Request, candidate_id: int) -> Response:
+        candidate = _get_candidate_for_user(request, candidate_id)
+        data = dict(CandidateOutputSerializer(candidate).data)
+        data["rollouts"] = [
+            {
+                "index": r.index,
+                "prediction": r.prediction,
+                "confidence": r.confidence,
+                "trajectory": r.data,
+            }
+            for r in candidate.rollouts.order_by("index")
+        ]
+        return Response(data)
+
+
+class CandidateStepsApi(APIView):
+    """Steps stored so far (the live view's data), after a given step id."""
+
+    role_rule = permissions.INSPECTION_READ
+
+    class OutputSerializer(serializers.Serializer):
+        state = serializers.CharField()
+        steps = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int, description="return steps after this id")],
+        responses=OutputSerializer,
+    )
+    def get(self, request: Request, candidate_id: int) -> Response:
+        candidate = _get_candidate_for_user(request, candidate_id)
+        try:
+            after = int(request.query_params.get("after", "0"))
+        except ValueError:
+            return Response({"after": ["must be an integer"]}, status=status.HTTP_400_BAD_REQUEST)
+        steps = selectors.live_steps_after(candidate=candidate, after=after)
+        return Response(
+            {
+                "state": candidate.state,
+                "steps": [
+                    {"id": s.pk, "rollout": s.rollout_index, "index": s.step_index, "step": s.data}
+                    for s in steps
+                ],
+            }
+        )
+
+
+class CandidateRetryApi(APIView):
+    role_rule = permissions.INSPECTION_CONTROL
+
+    @extend_schema(request=None, responses=CandidateOutputSerializer)
+    def post(self, request: Request, candidate_id: int) -> Response:
+        candidate = _get_candidate_for_user(request, candidate_id)
+        try:
+            services.candidate_retry(candidate=candidate, actor=request.user)
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        return Response(CandidateOutputSerializer(candidate).data)

@@ -1,0 +1,183 @@
+"""Inspection runs, candidates, rollouts and live steps, and the catalog rows a run writes
+(the catalog domain reads them; it owns no tables)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F
+
+from annotation.core.models import ModelEndpoint
+from annotation.spectra.models import Label, Spectrum, Task
+
+# --- inspection runs, catalog and triage --------------------------------------------------------
+
+
+class InspectionRun(models.Model):
+    """A policy run over candidate spectra for one task; each candidate is a Celery task."""
+
+    name = models.CharField(max_length=120, blank=True)
+    task = models.ForeignKey(Task, on_delete=models.PROTECT)
+    policy_spec = models.JSONField()  # {"kind": "rule-based" | "transformers" | "openai", ...}
+    policy_info = models.JSONField(default=dict, blank=True)  # what the policy reported
+    # kind "openai" only; policy_spec keeps the endpoint's name and model as they were.
+    endpoint = models.ForeignKey(
+        ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    sampling = models.JSONField(default=dict, blank=True)
+    rollouts = models.PositiveSmallIntegerField(default=1)  # per candidate (self-consistency)
+    max_tool_calls = models.PositiveSmallIntegerField(default=8)
+    confidence_threshold = models.FloatField(default=0.0)  # below: sent to the expert queue
+    cancelled = models.BooleanField(default=False)
+    code_version = models.CharField(max_length=80, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.name or f"run {self.pk}"
+
+
+class CandidateState(models.TextChoices):
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class Candidate(models.Model):
+    run = models.ForeignKey(InspectionRun, on_delete=models.CASCADE, related_name="candidates")
+    spectrum = models.ForeignKey(Spectrum, on_delete=models.PROTECT)
+    state = models.CharField(
+        max_length=12, choices=CandidateState.choices, default=CandidateState.PENDING
+    )
+    verdict = models.CharField(max_length=3, choices=Label.choices, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    vote_share = models.FloatField(null=True, blank=True)
+    needs_expert = models.BooleanField(default=False, db_index=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "spectrum"], name="one_candidate_per_spectrum")
+        ]
+        indexes = [models.Index(fields=["run", "state"])]
+
+
+class Rollout(models.Model):
+    """One finished episode of a candidate (written once, when the episode is complete)."""
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="rollouts")
+    index = models.PositiveSmallIntegerField()
+    data = models.JSONField()  # trajectory dict with PNGs as blob hashes
+    prediction = models.CharField(max_length=3, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    n_tool_calls = models.PositiveSmallIntegerField(default=0)
+    format_ok = models.BooleanField(default=False)
+    stop_reason = models.CharField(max_length=20, blank=True)
+    seconds = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["candidate", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["candidate", "index"], name="one_rollout_per_index")
+        ]
+
+
+class LiveStep(models.Model):
+    """A step as it happens (the live view reads these; the job never waits for a reader)."""
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="live_steps")
+    rollout_index = models.PositiveSmallIntegerField()
+    step_index = models.PositiveSmallIntegerField()
+    data = models.JSONField()  # step dict with the PNG as a blob hash
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["candidate", "rollout_index", "step_index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["candidate", "rollout_index", "step_index"], name="one_live_step"
+            )
+        ]
+
+
+class ExpertDecisionValue(models.TextChoices):
+    YES = "YES", "YES"
+    NO = "NO", "NO"
+    UNSURE = "unsure", "unsure"
+
+
+class ExpertDecision(models.Model):
+    candidate = models.ForeignKey(
+        Candidate, on_delete=models.PROTECT, related_name="expert_decisions"
+    )
+    expert = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    decision = models.CharField(max_length=8, choices=ExpertDecisionValue.choices)
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["candidate", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["candidate", "expert"], name="one_decision_per_expert")
+        ]
+
+
+class CatalogEntry(models.Model):
+    """One vetting result, denormalized so filtering and sorting a million rows stays fast."""
+
+    candidate = models.OneToOneField(
+        Candidate, null=True, blank=True, on_delete=models.CASCADE, related_name="catalog_entry"
+    )
+    run = models.ForeignKey(InspectionRun, on_delete=models.CASCADE, related_name="catalog")
+    object_id = models.CharField(max_length=120)
+    survey = models.CharField(max_length=40)
+    ra = models.FloatField(null=True, blank=True)
+    dec = models.FloatField(null=True, blank=True)
+    task_code = models.CharField(max_length=16)
+    verdict = models.CharField(max_length=3, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    snr = models.FloatField(null=True, blank=True)
+    policy_name = models.CharField(max_length=120)
+    expert_decision = models.CharField(max_length=8, blank=True)
+    synthetic = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(
+                fields=["task_code", "verdict", "-confidence"], name="catalog_task_verdict"
+            ),
+            models.Index(fields=["task_code", "-confidence"], name="catalog_task_conf"),
+            models.Index(fields=["survey", "task_code"], name="catalog_survey_task"),
+            models.Index(fields=["object_id"], name="catalog_object"),
+            # Prefix search is LIKE 'J1234%', which a plain btree cannot serve under a
+            # non-C collation; the pattern opclass can (PostgreSQL only; ignored elsewhere).
+            models.Index(
+                fields=["object_id"],
+                name="catalog_object_prefix",
+                opclasses=["varchar_pattern_ops"],
+            ),
+            models.Index(fields=["expert_decision", "task_code"], name="catalog_expert"),
+            # The list's sorts, id breaking ties: each index matches one ORDER BY exactly, so a
+            # page is an index walk instead of a sort of every matching row. The S/N sort
+            # (DESC NULLS LAST) has a PostgreSQL-only index in migration 0008: SQLite cannot
+            # declare NULLS LAST in an index.
+            models.Index(F("created_at").desc(), F("id").desc(), name="catalog_created"),
+            models.Index(
+                F("task_code"), F("created_at").desc(), F("id").desc(), name="catalog_task_created"
+            ),
+            models.Index(F("confidence").desc(), F("id").desc(), name="catalog_confidence"),
+        ]

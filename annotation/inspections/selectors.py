@@ -1,0 +1,122 @@
+"""Inspection reads: run progress and metrics, live steps, inspected ranges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Max, Min, QuerySet
+
+from annotation.blinding import candidates_visible_to
+from annotation.inspections.models import (
+    Candidate,
+    CandidateState,
+    InspectionRun,
+    LiveStep,
+)
+
+# --- inspection runs ----------------------------------------------------------------------------
+
+
+def _run_candidates(run: InspectionRun, user: Any) -> QuerySet[Candidate]:
+    """The run's candidates; with a user, only those they may read, so no figure of the run
+    tells a rater what a hidden candidate answered."""
+    rows = run.candidates.all()
+    return rows if user is None else candidates_visible_to(user=user, rows=rows)
+
+
+def run_progress(*, run: InspectionRun, user: Any = None) -> dict[str, Any]:
+    candidates = _run_candidates(run, user)
+    counts = dict(
+        candidates.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n")
+    )
+    total = sum(counts.values())
+    done = counts.get(CandidateState.DONE, 0)
+    failed = counts.get(CandidateState.FAILED, 0)
+    cancelled = counts.get(CandidateState.CANCELLED, 0)
+    times = candidates.filter(state=CandidateState.DONE).aggregate(
+        first=Min("started_at"), last=Max("finished_at")
+    )
+    per_minute = None
+    if done and times["first"] and times["last"] and times["last"] > times["first"]:
+        per_minute = done / ((times["last"] - times["first"]).total_seconds() / 60.0)
+    return {
+        "total": total,
+        "done": done,
+        "failed": failed,
+        "cancelled": cancelled,
+        "running": counts.get(CandidateState.RUNNING, 0),
+        "pending": counts.get(CandidateState.PENDING, 0),
+        "remaining": total - done - failed - cancelled,
+        "finished": total == done + failed + cancelled,
+        "percent": round(100 * (done + failed + cancelled) / total) if total else 100,
+        "per_minute": per_minute,
+        "needs_expert": candidates.filter(needs_expert=True).count(),
+    }
+
+
+def run_metrics(*, run: InspectionRun, user: Any = None) -> dict[str, Any] | None:
+    """On a labelled set: F1/accuracy, the reliability diagram and the F1-coverage curve."""
+    from agent.calibration import expected_calibration_error, f1_coverage_curve, reliability_bins
+    from agent.metrics import classification_report
+
+    rows = list(
+        _run_candidates(run, user)
+        .filter(
+            state=CandidateState.DONE, spectrum__task=run.task, spectrum__label__in=["YES", "NO"]
+        )
+        .values_list("spectrum__label", "verdict", "confidence")
+    )
+    if not rows:
+        return None
+    labels = [label for label, _, _ in rows]
+    predictions = [verdict or None for _, verdict, _ in rows]
+    confidences = [min(1.0, max(0.0, confidence or 0.0)) for _, _, confidence in rows]
+    report = classification_report(labels, predictions)
+    bins = reliability_bins(
+        confidences, [p == t for p, t in zip(predictions, labels, strict=True)], n_bins=10
+    )
+    curve = f1_coverage_curve(labels, predictions, confidences)
+    return {
+        "n": report.n,
+        "accuracy": report.accuracy,
+        "f1": report.f1,
+        "precision": report.precision,
+        "recall": report.recall,
+        "confusion": report.confusion.as_dict(),
+        "ece": expected_calibration_error(bins),
+        "reliability": [
+            {
+                "low": b.low,
+                "high": b.high,
+                "count": b.count,
+                "confidence": b.mean_confidence,
+                "accuracy": b.accuracy,
+            }
+            for b in bins
+        ],
+        "coverage": [
+            {
+                "coverage": p.coverage,
+                "threshold": p.threshold,
+                "f1": p.f1,
+                "accuracy": p.accuracy,
+                "n": p.n_automatic,
+            }
+            for p in curve
+        ],
+    }
+
+
+def live_steps_after(*, candidate: Candidate, after: int) -> list[LiveStep]:
+    return list(candidate.live_steps.filter(pk__gt=after).order_by("id"))
+
+
+def inspected_ranges(steps: list[dict[str, Any]]) -> list[list[float]]:
+    """The windows a trajectory's tool calls looked at (for shading the plot)."""
+    ranges = []
+    for step in steps:
+        result = step.get("tool_result") or {}
+        image = result.get("image") or {}
+        if image.get("wavelength_range"):
+            ranges.append(image["wavelength_range"])
+    return ranges

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from annotation.inspections import apis, views
+
+urlpatterns = [
+    path("inspections/", views.run_list, name="run_list"),
+    path("inspections/new/", views.run_create, name="run_create"),
+    path("inspections/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("inspections/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path(
+        "inspections/candidates/<int:candidate_id>/",
+        views.candidate_live,
+        name="candidate_live",
+    ),
+    path(
+        "inspections/candidates/<int:candidate_id>/steps/",
+        views.candidate_steps,
+        name="candidate_steps",
+    ),
+    path(
+        "inspections/candidates/<int:candidate_id>/outcome/",
+        views.candidate_outcome,
+        name="candidate_outcome",
+    ),
+    path(
+        "inspections/candidates/<int:candidate_id>/retry/",
+        views.candidate_retry,
+        name="candidate_retry",
+    ),
+    path("images/<str:sha256>.png", views.image_blob, name="image_blob"),
+    # API
+    path("api/inspections/", apis.InspectionRunListApi.as_view(), name="api_run_list"),
+    path("api/inspections/create/", apis.InspectionRunCreateApi.as_view(), name="api_run_create"),
+    path(
+        "api/inspections/<int:run_id>/",
+        apis.InspectionRunDetailApi.as_view(),
+        name="api_run_detail",
+    ),
+    path(
+        "api/inspections/<int:run_id>/cancel/",
+        apis.InspectionRunCancelApi.as_view(),
+        name="api_run_cancel",
+    ),
+    path(
+        "api/inspections/candidates/<int:candidate_id>/",
+        apis.CandidateDetailApi.as_view(),
+        name="api_candidate_detail",
+    ),
+    path(
+        "api/inspections/candidates/<int:candidate_id>/steps/",
+        apis.CandidateStepsApi.as_view(),
+        name="api_candidate_steps",
+    ),
+    path(
+        "api/inspections/candidates/<int:candidate_id>/retry/",
+        apis.CandidateRetryApi.as_view(),
+        name="api_candidate_retry",
+    ),
+]

@@ -1,0 +1,246 @@
+"""Inspection runs: start, follow progress, watch a candidate live, retry, cancel."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from annotation import blinding
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core.permissions import require_role
+from annotation.inspections import selectors, services
+from annotation.inspections.forms import InspectionRunForm
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra.models import Spectrum
+from annotation.training_runs import selectors as training_runs_selectors
+
+PAGE_SIZE = 50
+
+
+def _candidate_spectra(form: InspectionRunForm) -> list[int]:
+    data = form.cleaned_data
+    rows = Spectrum.objects.order_by("id")
+    if data["labelled_for_task"]:
+        rows = rows.filter(task=data["task"])
+    for field in ("dataset", "split", "survey", "label"):
+        if data.get(field):
+            rows = rows.filter(**{field: data[field]})
+    return list(rows.values_list("pk", flat=True)[: data["limit"]])
+
+
+def _get_run_for_user(request: HttpRequest, run_id: int) -> InspectionRun:
+    """The run, if this user may read it; otherwise 404, as if there were none (Blinding)."""
+    runs = blinding.runs_visible_to(user=request.user).select_related("task")
+    return get_object_or_404(runs, pk=run_id)
+
+
+def _get_candidate_for_user(request: HttpRequest, candidate_id: int) -> Candidate:
+    candidates = blinding.candidates_visible_to(user=request.user)
+    return get_object_or_404(candidates.select_related("run__task", "spectrum"), pk=candidate_id)
+
+
+@require_role(permissions.INSPECTION_READ)
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    runs = blinding.runs_visible_to(user=request.user).select_related("task", "created_by")
+    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "inspections/run_list.html", {"page": page})
+
+
+@require_role(permissions.INSPECT)
+@require_http_methods(["GET", "POST"])
+def run_create(request: HttpRequest) -> HttpResponse:
+    form = InspectionRunForm(request.POST or None, initial=request.GET or None)
+    if request.method == "POST" and form.is_valid():
+        spectrum_ids = _candidate_spectra(form)
+        try:
+            run = services.inspection_run_create(
+                task=form.cleaned_data["task"],
+                spectrum_ids=spectrum_ids,
+                policy_spec=form.policy_spec(),
+                sampling=form.sampling(),
+                rollouts=form.cleaned_data["rollouts"],
+                max_tool_calls=form.cleaned_data["max_tool_calls"],
+                confidence_threshold=form.cleaned_data["confidence_threshold"],
+                name=form.cleaned_data["name"],
+                created_by=request.user,  # type: ignore[arg-type]
+            )
+        except core_errors.WorkflowError as error:
+            form.add_error(None, str(error))
+        else:
+            return redirect("run_detail", run_id=run.pk)
+    return render(request, "inspections/run_create.html", {"form": form})
+
+
+@require_role(permissions.INSPECTION_READ)
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _get_run_for_user(request, run_id)
+    progress = selectors.run_progress(run=run, user=request.user)
+    if request.htmx and request.GET.get("part") == "progress":
+        response = render(
+            request, "inspections/run_detail.html#progress", {"run": run, "progress": progress}
+        )
+        if progress["finished"]:
+            # One last full refresh brings the metrics and the final table.
+            response = HttpResponseStopPolling(response.content)
+            response["HX-Refresh"] = "true"
+        return response
+    candidates = blinding.candidates_visible_to(user=request.user).filter(run=run)
+    candidates = candidates.select_related("spectrum").order_by("id")
+    state = request.GET.get("state", "")
+    if state == "expert":
+        candidates = candidates.filter(needs_expert=True)
+    elif state:
+        candidates = candidates.filter(state=state)
+    page = Paginator(candidates, PAGE_SIZE).get_page(request.GET.get("page"))
+    metrics = selectors.run_metrics(run=run, user=request.user) if progress["done"] else None
+    checkpoint = training_runs_selectors.checkpoint_for_policy_spec(run.policy_spec)
+    return render(
+        request,
+        "inspections/run_detail.html",
+        {
+            "run": run,
+            "progress": progress,
+            "page": page,
+            "state": state,
+            "metrics": metrics,
+            "policy_spec": {k: v for k, v in run.policy_spec.items() if k != "api_key"},
+            "checkpoint": checkpoint,
+            "lineage": training_runs_selectors.lineage_summary(checkpoint.lineage)
+            if checkpoint
+            else None,
+            "can_control": _can_control(request, run),
+        },
+    )
+
+
+@require_role(permissions.INSPECTION_CONTROL)
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _get_run_for_user(request, run_id)
+    cancelled = services.inspection_run_cancel(run=run, actor=request.user)  # type: ignore[arg-type]
+    messages.info(request, f"Run cancelled: {cancelled} pending candidates will not run.")
+    return redirect("run_detail", run_id=run.pk)
+
+
+@require_role(permissions.INSPECTION_CONTROL)
+@require_POST
+def candidate_retry(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    candidate = _get_candidate_for_user(request, candidate_id)
+    try:
+        services.candidate_retry(candidate=candidate, actor=request.user)  # type: ignore[arg-type]
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+    return redirect("candidate_live", candidate_id=candidate.pk)
+
+
+def _can_control(request: HttpRequest, run: InspectionRun) -> bool:
+    """Whether to show cancel and retry (the services check it again)."""
+    user = request.user
+    return permissions.INSPECTION_CONTROL.allows(user) and permissions.is_owner_or_staff(
+        user, run.created_by_id
+    )
+
+
+def _step_context(live: list) -> list[dict]:
+    return [
+        {"pk": step.pk, "rollout": step.rollout_index, "index": step.step_index, "data": step.data}
+        for step in live
+    ]
+
+
+@require_role(permissions.INSPECTION_READ)
+@require_GET
+def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    candidate = _get_candidate_for_user(request, candidate_id)
+    steps = selectors.live_steps_after(candidate=candidate, after=0)
+    plot = spectra_selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
+    plot["inspected"] = selectors.inspected_ranges([s.data for s in steps])
+    return render(
+        request,
+        "inspections/candidate_live.html",
+        {
+            "candidate": candidate,
+            "run": candidate.run,
+            "steps": _step_context(steps),
+            "last_pk": steps[-1].pk if steps else 0,
+            "plot_data": plot,
+            "finished": candidate.state
+            in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED),
+            "can_control": _can_control(request, candidate.run),
+        },
+    )
+
+
+@require_role(permissions.INSPECTION_READ)
+@require_GET
+def candidate_steps(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    """New steps since `after` (htmx polling); stops polling once the candidate is finished."""
+    candidate = _get_candidate_for_user(request, candidate_id)
+    try:
+        after = int(request.GET.get("after", "0"))
+    except ValueError:
+        after = 0
+    if request.GET.get("attempt", str(candidate.attempts)) != str(candidate.attempts):
+        # A worker was lost and another attempt replaced the steps shown: reload them all.
+        refresh = HttpResponse("")
+        refresh["HX-Refresh"] = "true"
+        return refresh
+    finished = candidate.state in (
+        CandidateState.DONE,
+        CandidateState.FAILED,
+        CandidateState.CANCELLED,
+    )
+    steps = selectors.live_steps_after(candidate=candidate, after=after)
+    if finished and not steps:
+        # The chain of pollers ends here; the page refreshes the outcome panel on this event.
+        done = HttpResponse("")
+        done["HX-Trigger"] = json.dumps({"candidate-finished": candidate.pk})
+        return done
+    return render(
+        request,
+        "inspections/candidate_live.html#new-steps",
+        {
+            "candidate": candidate,
+            "steps": _step_context(steps),
+            "last_pk": steps[-1].pk if steps else after,
+            "finished": finished,
+        },
+    )
+
+
+@require_role(permissions.INSPECTION_READ)
+@require_GET
+def candidate_outcome(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    candidate = _get_candidate_for_user(request, candidate_id)
+    context = {"candidate": candidate, "can_control": _can_control(request, candidate.run)}
+    return render(request, "inspections/candidate_live.html#outcome", context)
+
+
+@require_role(permissions.TOOL_IMAGE)
+@require_GET
+def image_blob(request: HttpRequest, sha256: str) -> HttpResponse:
+    """A stored tool image (content-addressed, immutable: cache it for a long time), for those
+    who may read an object that shows it; ?candidate= or ?campaign= narrows the search."""
+    from annotation.core.models import ImageBlob
+
+    scope = {
+        f"{name}_id": int(request.GET[name])
+        for name in ("candidate", "campaign")
+        if request.GET.get(name, "").isdigit()
+    }
+    if not blinding.image_readable(user=request.user, sha256=sha256, **scope):
+        raise Http404("no readable trajectory shows this image")
+    blob = get_object_or_404(ImageBlob, sha256=sha256)
+    response = HttpResponse(bytes(blob.png), content_type="image/png")
+    response["Cache-Control"] = "private, max-age=31536000, immutable"
+    return response

@@ -1,0 +1,85 @@
+"""Rating campaigns (paper section 4.5, appendix G): pages and their API twins."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from annotation.rating import apis, views
+
+urlpatterns = [
+    path("rating/", views.campaign_list, name="rating_campaigns"),
+    path("rating/new/", views.campaign_create, name="rating_campaign_create"),
+    path("rating/judges/", views.judge_list, name="rating_judges"),
+    path("rating/<int:campaign_id>/", views.campaign_detail, name="rating_campaign"),
+    path("rating/<int:campaign_id>/close/", views.campaign_close, name="rating_campaign_close"),
+    path("rating/<int:campaign_id>/rate/", views.rate, name="rating_rate"),
+    path("rating/<int:campaign_id>/pairs/", views.pairs, name="rating_pairs"),
+    path("rating/<int:campaign_id>/analysis/", views.analysis, name="rating_analysis"),
+    path(
+        "rating/<int:campaign_id>/analysis/<slug:figure>.csv",
+        views.analysis_csv,
+        name="rating_analysis_csv",
+    ),
+    path("rating/<int:campaign_id>/items/<str:blind_id>/", views.item_detail, name="rating_item"),
+    path(
+        "rating/<int:campaign_id>/judges/<int:judge_id>/run/",
+        views.judge_run,
+        name="rating_judge_run",
+    ),
+    # API
+    path("api/rating/campaigns/", apis.CampaignListApi.as_view(), name="api_rating_campaigns"),
+    path(
+        "api/rating/campaigns/create/",
+        apis.CampaignCreateApi.as_view(),
+        name="api_rating_campaign_create",
+    ),
+    path(
+        "api/rating/campaigns/<int:campaign_id>/",
+        apis.CampaignDetailApi.as_view(),
+        name="api_rating_campaign",
+    ),
+    path(
+        "api/rating/campaigns/<int:campaign_id>/close/",
+        apis.CampaignCloseApi.as_view(),
+        name="api_rating_campaign_close",
+    ),
+    path(
+        "api/rating/campaigns/<int:campaign_id>/next-item/",
+        apis.RatingNextItemApi.as_view(),
+        name="api_rating_next_item",
+    ),
+    path(
+        "api/rating/assignments/<int:assignment_id>/score/",
+        apis.RatingSubmitApi.as_view(),
+        name="api_rating_submit",
+    ),
+    path(
+        "api/rating/campaigns/<int:campaign_id>/next-pair/",
+        apis.PairNextApi.as_view(),
+        name="api_rating_next_pair",
+    ),
+    path(
+        "api/rating/pair-judgements/<int:judgement_id>/outcome/",
+        apis.PairJudgementSubmitApi.as_view(),
+        name="api_rating_pair_submit",
+    ),
+    path(
+        "api/rating/campaigns/<int:campaign_id>/analysis/",
+        apis.CampaignAnalysisApi.as_view(),
+        name="api_rating_analysis",
+    ),
+    path(
+        "api/rating/campaigns/<int:campaign_id>/analysis/<slug:figure>/",
+        apis.CampaignAnalysisFigureApi.as_view(),
+        name="api_rating_analysis_figure",
+    ),
+    path("api/rating/judges/", apis.JudgeListApi.as_view(), name="api_rating_judges"),
+    path(
+        "api/rating/judges/create/", apis.JudgeCreateApi.as_view(), name="api_rating_judge_create"
+    ),
+    path(
+        "api/rating/campaigns/<int:campaign_id>/judges/<int:judge_id>/run/",
+        apis.JudgeRunApi.as_view(),
+        name="api_rating_judge_run",
+    ),
+]

@@ -1,0 +1,269 @@
+"""DRF endpoints: one view per operation, nested Input/Output serializers."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from django.conf import settings
+from django.http import QueryDict
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import UnsupportedMediaType
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agent.resolution import Resolution, ResolutionError, parse_user_value
+from agent.spectra import SpectrumFormatError
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.spectra import selectors, services
+from annotation.spectra.models import Label, Spectrum, Task
+
+
+class TaskListApi(APIView):
+    role_rule = permissions.BROWSE
+
+    class OutputSerializer(serializers.ModelSerializer):
+        class Meta:
+            model = Task
+            fields = ["code", "name", "question", "guideline", "windows", "contaminants", "builtin"]
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(self.OutputSerializer(Task.objects.all(), many=True).data)
+
+
+class SpectrumOutputSerializer(serializers.ModelSerializer):
+    task = serializers.SlugRelatedField(slug_field="code", read_only=True)
+
+    class Meta:
+        model = Spectrum
+        fields = [
+            "id",
+            "object_id",
+            "survey",
+            "ra",
+            "dec",
+            "snr",
+            "redshift",
+            "n_pixels",
+            "wavelength_min",
+            "wavelength_max",
+            "dataset",
+            "split",
+            "task",
+            "label",
+            "synthetic",
+            "source_name",
+            "resolution_r",
+            "resolution_source",
+            "created_at",
+        ]
+
+
+class SpectrumListApi(APIView):
+    role_rule = permissions.BROWSE
+
+    class FilterSerializer(serializers.Serializer):
+        task = serializers.CharField(required=False, allow_blank=True)
+        label = serializers.ChoiceField(choices=["", *Label.values], required=False)
+        survey = serializers.CharField(required=False, allow_blank=True)
+        dataset = serializers.CharField(required=False, allow_blank=True)
+        q = serializers.CharField(required=False, allow_blank=True)
+
+    @extend_schema(parameters=[FilterSerializer], responses=SpectrumOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        rows = selectors.spectrum_list(filters=selectors.SpectrumFilters(**filters.validated_data))
+        paginator = PageNumberPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(SpectrumOutputSerializer(page, many=True).data)
+
+
+class SpectrumDetailApi(APIView):
+    role_rule = permissions.BROWSE
+
+    class OutputSerializer(SpectrumOutputSerializer):
+        meta = serializers.JSONField()
+
+        class Meta(SpectrumOutputSerializer.Meta):
+            fields = [*SpectrumOutputSerializer.Meta.fields, "meta"]
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum.objects.select_related("task"), pk=spectrum_id)
+        data = self.OutputSerializer(row).data
+        if request.query_params.get("arrays") in {"1", "true"}:
+            value = selectors.spectrum_value(row)
+            data["arrays"] = {
+                "wavelength": value.wavelength.tolist(),
+                "flux": [v if v == v else None for v in value.flux.tolist()],
+                "ivar": None if value.ivar is None else value.ivar.tolist(),
+                "mask": value.mask.tolist() if value.mask is not None else None,
+            }
+        return Response(data)
+
+
+class SpectrumRenderApi(APIView):
+    role_rule = permissions.BROWSE
+
+    class InputSerializer(serializers.Serializer):
+        wavelength_range = serializers.ListField(
+            child=serializers.FloatField(), min_length=2, max_length=2, required=False
+        )
+        label = serializers.CharField(max_length=60, required=False, allow_blank=True)
+
+    class OutputSerializer(serializers.Serializer):
+        ok = serializers.BooleanField()
+        text = serializers.CharField()
+        wavelength_range = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+        label = serializers.CharField(allow_null=True)
+        png_base64 = serializers.CharField(allow_null=True)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def post(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        params = self.InputSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        result = selectors.spectrum_render(
+            row=row,
+            wavelength_range=params.validated_data.get("wavelength_range"),
+            label=params.validated_data.get("label") or None,
+        )
+        return Response(
+            {
+                "ok": result.ok,
+                "text": result.text,
+                "wavelength_range": list(result.wavelength_range)
+                if result.wavelength_range
+                else None,
+                "label": result.label,
+                "png_base64": base64.b64encode(result.png).decode() if result.png else None,
+            }
+        )
+
+
+class SpectrumPlotWindowApi(APIView):
+    """The plot's pixels with rest wavelength in [lo, hi], thinned like the page's plot when the
+    window holds more than max_points (every pixel otherwise): what a zoomed plot shows."""
+
+    role_rule = permissions.BROWSE
+
+    class FilterSerializer(serializers.Serializer):
+        lo = serializers.FloatField(required=False)
+        hi = serializers.FloatField(required=False)
+        max_points = serializers.IntegerField(required=False, min_value=10)
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            lo, hi = attrs.get("lo"), attrs.get("hi")
+            if lo is not None and hi is not None and lo >= hi:
+                raise serializers.ValidationError({"hi": f"must exceed lo ({lo}); got {hi}"})
+            return attrs
+
+    class OutputSerializer(serializers.Serializer):
+        wavelength = serializers.ListField(child=serializers.FloatField())
+        flux = serializers.ListField(child=serializers.FloatField(allow_null=True))
+        lower = serializers.ListField(
+            child=serializers.FloatField(allow_null=True), allow_null=True
+        )
+        upper = serializers.ListField(
+            child=serializers.FloatField(allow_null=True), allow_null=True
+        )
+        n_pixels = serializers.IntegerField(help_text="pixels in the window before thinning")
+        decimated = serializers.BooleanField()
+        y_range = serializers.ListField(
+            child=serializers.FloatField(),
+            allow_null=True,
+            help_text="robust flux range of the window: 1st-99th percentile, padded",
+        )
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
+    def get(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        limit = settings.SPECTRUM_PLOT_MAX_POINTS
+        data = params.validated_data
+        return Response(
+            selectors.spectrum_plot_window(
+                row=row,
+                lo=data.get("lo"),
+                hi=data.get("hi"),
+                max_points=min(data.get("max_points", limit), limit),
+            )
+        )
+
+
+class SpectrumUploadApi(APIView):
+    role_rule = permissions.UPLOAD
+
+    parser_classes = [MultiPartParser]
+
+    class InputSerializer(serializers.Serializer):
+        files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
+        dataset = serializers.SlugField(max_length=80, default="uploads")
+        task = serializers.SlugRelatedField(
+            slug_field="code", queryset=Task.objects.all(), required=False, allow_null=True
+        )
+        label = serializers.ChoiceField(choices=["", *Label.values], default="")
+        resolution = serializers.CharField(
+            max_length=40,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="optional override of the instrumental resolution (source 'user'): a "
+            "resolving power (1800, R=1800), an FWHM in Å (2.5 A) or in km/s (150 km/s)",
+        )
+
+        def validate_resolution(self, value: str) -> Resolution | None:
+            if not value.strip():
+                return None
+            try:
+                return parse_user_value(value)
+            except ResolutionError as error:
+                raise serializers.ValidationError(str(error)) from None
+
+    @extend_schema(request=InputSerializer, responses=SpectrumOutputSerializer(many=True))
+    def post(self, request: Request) -> Response:
+        try:
+            form = request.data
+        except UnsupportedMediaType:
+            form = None
+        if not isinstance(form, QueryDict):
+            # A body-less request parses to a plain dict, a JSON one not at all: no files either way.
+            return Response(
+                {
+                    "detail": "Nothing was stored. Send the spectrum files as multipart/form-data "
+                    "in the field 'files' (the request had no multipart body)."
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        params = self.InputSerializer(data={**form.dict(), "files": request.FILES.getlist("files")})
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        try:
+            result = services.spectra_import_uploads(
+                files=data["files"],
+                uploaded_by=request.user,
+                dataset=data["dataset"],
+                task=data.get("task"),
+                label=data["label"],
+                resolution=data.get("resolution"),
+            )
+        except (SpectrumFormatError, core_errors.UploadRejected) as error:
+            return Response(
+                {"detail": f"Nothing was stored. {error}"}, status=status.HTTP_400_BAD_REQUEST
+            )
+        return Response(
+            {
+                "created": SpectrumOutputSerializer(result.created, many=True).data,
+                "duplicates": result.duplicates,
+            },
+            status=status.HTTP_201_CREATED,
+        )

@@ -1,0 +1,63 @@
+"""Forms of the spectra pages: upload (with an optional resolution override) and filters."""
+
+from __future__ import annotations
+
+from django import forms
+
+from agent.resolution import Resolution, ResolutionError, parse_user_value
+from annotation.spectra.models import Label, Task
+
+RESOLUTION_HELP = (
+    "Optional: the instrumental resolution, overriding what the file or the survey's default "
+    "says. A resolving power (1800 or R=1800), an FWHM in Å (2.5 A) or in km/s (150 km/s)."
+)
+
+
+def _user_resolution(text: str) -> Resolution | None:
+    """The user's resolution (source "user"), None when left blank."""
+    if not text.strip():
+        return None
+    try:
+        return parse_user_value(text)
+    except ResolutionError as error:
+        raise forms.ValidationError(str(error)) from None
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def clean(self, data: object, initial: object = None) -> list[object]:
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)]
+
+
+class SpectrumUploadForm(forms.Form):
+    files = MultipleFileField(
+        help_text="LAMOST, SDSS spec-*, DESI coadd-*, SpecVI-Bench parquet, CSV/ASCII/NPZ tables; "
+        "gzip is fine. The format is detected from the content."
+    )
+    dataset = forms.SlugField(max_length=80, initial="uploads")
+    task = forms.ModelChoiceField(queryset=Task.objects.all(), required=False, to_field_name="code")
+    label = forms.ChoiceField(choices=[("", "unlabelled"), *Label.choices], required=False)
+    resolution = forms.CharField(
+        label="Resolving power R", max_length=40, required=False, help_text=RESOLUTION_HELP
+    )
+
+    def clean_resolution(self) -> Resolution | None:
+        return _user_resolution(self.cleaned_data.get("resolution") or "")
+
+
+class RenderForm(forms.Form):
+    """The tool's request as an expert types it. Validation of the range is the tool's job."""
+
+    lo = forms.FloatField(label="from (Å)")
+    hi = forms.FloatField(label="to (Å)")
+    label = forms.CharField(max_length=60, required=False)

@@ -1,0 +1,107 @@
+"""Spectra and the inspection tasks they are labelled for."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Task(models.Model):
+    """An inspection task, as data: the prompt, the inspector and the plot markers derive from it.
+
+    Built-in tasks are seeded from agent/data/tasks.json; experts can add more in the admin.
+    ``windows`` holds a list of {name, rest_range, lines, kind, look_for} (vacuum Angstrom).
+    """
+
+    code = models.CharField(max_length=16, unique=True)
+    name = models.CharField(max_length=120)
+    question = models.TextField()
+    guideline = models.TextField()
+    windows = models.JSONField(default=list)
+    contaminants = models.JSONField(default=list, blank=True)
+    builtin = models.BooleanField(default=False, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["code"]
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.name}"
+
+    def clean(self) -> None:
+        """Validate the definition the way the agent will read it, so the admin refuses a
+        task that would break prompts, the inspector or the plot markers."""
+        from django.core.exceptions import ValidationError
+
+        from agent.inspection_tasks import task_from_dict
+
+        try:
+            task_from_dict(
+                {
+                    "code": self.code,
+                    "name": self.name,
+                    "question": self.question,
+                    "guideline": self.guideline,
+                    "windows": self.windows,
+                    "contaminants": self.contaminants,
+                }
+            )
+        except ValueError as error:
+            raise ValidationError(str(error)) from error
+
+
+class Label(models.TextChoices):
+    YES = "YES", "YES"
+    NO = "NO", "NO"
+
+
+class Spectrum(models.Model):
+    """One spectrum with its arrays (compressed NPZ) and the metadata lists filter on."""
+
+    object_id = models.CharField(max_length=120, db_index=True)
+    survey = models.CharField(max_length=40, db_index=True)
+    ra = models.FloatField(null=True, blank=True)
+    dec = models.FloatField(null=True, blank=True)
+    snr = models.FloatField(null=True, blank=True)
+    redshift = models.FloatField(default=0.0)
+    n_pixels = models.PositiveIntegerField()
+    wavelength_min = models.FloatField()
+    wavelength_max = models.FloatField()
+    arrays = models.BinaryField()
+    content_hash = models.CharField(max_length=64, db_index=True)
+    meta = models.JSONField(default=dict, blank=True)
+    source_name = models.CharField(max_length=255, blank=True)
+    # Instrumental resolution for lists and pages; the full FWHM(lambda) travels with the arrays.
+    resolution_r = models.FloatField(
+        null=True, blank=True, help_text="resolving power lambda/FWHM at 6000 Å"
+    )
+    resolution_source = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="file, survey default, sampling estimate or user (agent.resolution)",
+    )
+
+    # Where it came from and, for labelled sets, what it is.
+    dataset = models.CharField(max_length=80, db_index=True, default="uploads")
+    split = models.CharField(max_length=16, blank=True)
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.PROTECT)
+    label = models.CharField(max_length=3, choices=Label.choices, blank=True)
+    synthetic = models.BooleanField(default=False)
+
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "content_hash"], name="spectrum_unique_per_dataset"
+            )
+        ]
+        indexes = [models.Index(fields=["task", "label"])]
+
+    def __str__(self) -> str:
+        return f"{self.survey} {self.object_id}"

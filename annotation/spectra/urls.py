@@ -1,0 +1,42 @@
+"""Home, spectra and tasks: pages and their API twins."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from annotation.spectra import apis, views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("spectra/", views.spectrum_list, name="spectrum_list"),
+    path("spectra/upload/", views.spectrum_upload, name="spectrum_upload"),
+    path("spectra/<int:spectrum_id>/", views.spectrum_detail, name="spectrum_detail"),
+    path("spectra/<int:spectrum_id>/render/", views.spectrum_render, name="spectrum_render"),
+    path(
+        "spectra/<int:spectrum_id>/render.png",
+        views.spectrum_render_png,
+        name="spectrum_render_png",
+    ),
+    path("api/tasks/", apis.TaskListApi.as_view(), name="api_task_list"),
+    path("api/spectra/", apis.SpectrumListApi.as_view(), name="api_spectrum_list"),
+    path(
+        "api/spectra/upload/",
+        apis.SpectrumUploadApi.as_view(),
+        name="api_spectrum_upload",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/",
+        apis.SpectrumDetailApi.as_view(),
+        name="api_spectrum_detail",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/render/",
+        apis.SpectrumRenderApi.as_view(),
+        name="api_spectrum_render",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/plot/",
+        apis.SpectrumPlotWindowApi.as_view(),
+        name="api_spectrum_plot",
+    ),
+]

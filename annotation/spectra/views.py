@@ -1,0 +1,161 @@
+"""HTML pages. Function views; htmx requests get the page's partial."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_http_methods
+
+from agent.spectra import SpectrumFormatError
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core.permissions import require_role
+from annotation.spectra import selectors, services
+from annotation.spectra.forms import RenderForm, SpectrumUploadForm
+from annotation.spectra.models import Spectrum, Task
+
+PAGE_SIZE = 50
+
+
+def _filters_from(request: HttpRequest) -> selectors.SpectrumFilters:
+    get = request.GET
+    return selectors.SpectrumFilters(
+        task=get.get("task", "").strip(),
+        label=get.get("label", "").strip(),
+        survey=get.get("survey", "").strip(),
+        dataset=get.get("dataset", "").strip(),
+        q=get.get("q", "").strip(),
+    )
+
+
+@require_role(permissions.SIGNED_IN)
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    counts = Spectrum.objects.order_by().values("dataset", "synthetic").annotate(n=Count("id"))
+    return render(
+        request,
+        "annotation/home.html",
+        {"dataset_counts": list(counts), "task_count": Task.objects.count()},
+    )
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def spectrum_list(request: HttpRequest) -> HttpResponse:
+    filters = _filters_from(request)
+    page = Paginator(selectors.spectrum_list(filters=filters), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    query = request.GET.copy()
+    query.pop("page", None)
+    template = "annotation/spectrum_list.html"
+    if request.htmx:
+        template += "#results"
+    return render(
+        request,
+        template,
+        {
+            "page": page,
+            "filters": filters,
+            "choices": selectors.spectrum_filter_choices(),
+            "query": query.urlencode(),
+        },
+    )
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
+    row = get_object_or_404(Spectrum.objects.select_related("task"), pk=spectrum_id)
+    code = request.GET.get("task") or (row.task.code if row.task else "")
+    task = Task.objects.filter(code__iexact=code).first() if code else None
+    return render(
+        request,
+        "annotation/spectrum_detail.html",
+        {
+            "spectrum": row,
+            "task": task,
+            "tasks": Task.objects.all(),
+            "plot_data": selectors.spectrum_plot_data(row=row, task=task),
+            "form": RenderForm(initial={"lo": 6500, "hi": 6630, "label": "H-alpha"}),
+            "coverage": selectors.spectrum_tool(row).coverage(),
+            "resolution": selectors.spectrum_value(row).resolution,
+        },
+    )
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def spectrum_render(request: HttpRequest, spectrum_id: int) -> HttpResponse:
+    """The tool's answer for a window: its text and the PNG the agent would see."""
+    row = get_object_or_404(Spectrum, pk=spectrum_id)
+    form = RenderForm(request.GET)
+    context: dict[str, object] = {"spectrum": row, "form": form}
+    if form.is_valid():
+        data = form.cleaned_data
+        result = selectors.spectrum_render(
+            row=row, wavelength_range=[data["lo"], data["hi"]], label=data["label"] or None
+        )
+        context["result"] = result
+        if result.ok and result.wavelength_range is not None:
+            lo, hi = result.wavelength_range
+            query = {"lo": f"{lo:.2f}", "hi": f"{hi:.2f}", "label": data["label"] or ""}
+            context["png_query"] = "&".join(f"{k}={v}" for k, v in query.items())
+    return render(request, "annotation/spectrum_detail.html#render-result", context)
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+@cache_control(private=True, max_age=3600)
+def spectrum_render_png(request: HttpRequest, spectrum_id: int) -> HttpResponse:
+    row = get_object_or_404(Spectrum, pk=spectrum_id)
+    if "lo" in request.GET or "hi" in request.GET:
+        form = RenderForm(request.GET)
+        if not form.is_valid():
+            return HttpResponse(form.errors.as_text(), status=400, content_type="text/plain")
+        data = form.cleaned_data
+        result = selectors.spectrum_render(
+            row=row, wavelength_range=[data["lo"], data["hi"]], label=data["label"] or None
+        )
+    else:
+        result = selectors.spectrum_render(row=row)
+    if not result.ok or result.png is None:
+        return HttpResponse(result.text, status=400, content_type="text/plain")
+    return HttpResponse(result.png, content_type="image/png")
+
+
+@require_role(permissions.UPLOAD)
+@require_http_methods(["GET", "POST"])
+def spectrum_upload(request: HttpRequest) -> HttpResponse:
+    form = SpectrumUploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            result = services.spectra_import_uploads(
+                files=data["files"],
+                uploaded_by=request.user,  # type: ignore[arg-type]
+                dataset=data["dataset"],
+                task=data["task"],
+                label=data["label"],
+                resolution=data["resolution"],
+            )
+        except (SpectrumFormatError, core_errors.UploadRejected) as error:
+            form.add_error("files", f"Nothing was stored. {error}")
+        else:
+            messages.success(
+                request,
+                f"Stored {len(result.created)} spectra"
+                + (
+                    f"; {result.duplicates} already present were skipped"
+                    if result.duplicates
+                    else ""
+                )
+                + ".",
+            )
+            return redirect(f"{reverse('spectrum_list')}?dataset={data['dataset']}")
+    return render(request, "annotation/spectrum_upload.html", {"form": form})

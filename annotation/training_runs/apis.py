@@ -1,0 +1,218 @@
+"""Training runs through the API: list, start, follow (detail and metrics), cancel; policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core.apis import error_response
+from annotation.core.permissions import job_cancel_allowed
+from annotation.core.serializers import _paginated
+from annotation.curation.models import DatasetExport
+from annotation.training_runs import selectors, services
+from annotation.training_runs.models import (
+    PolicyCheckpoint,
+    TrainingMetric,
+    TrainingRun,
+    TrainingStage,
+)
+
+
+class CheckpointOutputSerializer(serializers.ModelSerializer):
+    policy_spec = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PolicyCheckpoint
+        fields = [
+            "id",
+            "name",
+            "stage",
+            "path",
+            "dataset_version",
+            "base_model",
+            "run",
+            "lineage",
+            "policy_spec",
+            "created_at",
+        ]
+
+    def get_policy_spec(self, checkpoint: PolicyCheckpoint) -> dict[str, Any]:
+        return checkpoint.policy_spec()
+
+
+class TrainingRunOutputSerializer(serializers.ModelSerializer):
+    state = serializers.CharField(source="job.state")
+    step = serializers.IntegerField(source="job.done")
+    total = serializers.IntegerField(source="job.total")
+    error = serializers.CharField(source="job.error")
+    dataset_export = serializers.SlugRelatedField(slug_field="version", read_only=True)
+    checkpoint = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TrainingRun
+        fields = [
+            "id",
+            "name",
+            "stage",
+            "preset",
+            "overrides",
+            "base_model",
+            "base_checkpoint",
+            "dataset_export",
+            "label_source",
+            "output_dir",
+            "job",
+            "state",
+            "step",
+            "total",
+            "error",
+            "checkpoint",
+            "created_at",
+        ]
+
+    def get_checkpoint(self, run: TrainingRun) -> dict[str, Any] | None:
+        checkpoint = PolicyCheckpoint.objects.filter(run=run).first()
+        return None if checkpoint is None else {"id": checkpoint.pk, "name": checkpoint.name}
+
+
+class MetricOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TrainingMetric
+        fields = ["id", "step", "name", "value", "epoch"]
+
+
+class TrainingRunListApi(APIView):
+    role_rule = permissions.TRAINING_READ
+
+    @extend_schema(responses=TrainingRunOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return _paginated(request, self, selectors.training_runs(), TrainingRunOutputSerializer)
+
+
+class LabelSourceSerializer(serializers.Serializer):
+    dataset = serializers.CharField(max_length=80, help_text="data set of the labelled spectra")
+    split = serializers.CharField(max_length=16, required=False, allow_blank=True)
+    tasks = serializers.ListField(child=serializers.CharField(max_length=16), min_length=1)
+    limit = serializers.IntegerField(
+        min_value=1, max_value=services.LABEL_SOURCE_MAX, default=services.LABEL_SOURCE_MAX
+    )
+
+
+class TrainingRunCreateApi(APIView):
+    role_rule = permissions.TRAIN
+
+    class InputSerializer(serializers.Serializer):
+        stage = serializers.ChoiceField(choices=TrainingStage.choices)
+        preset = serializers.ChoiceField(choices=sorted(selectors.TRAINING_PRESETS))
+        name = serializers.CharField(max_length=120, required=False, allow_blank=True)
+        base_model = serializers.CharField(max_length=500, required=False, allow_blank=True)
+        base_checkpoint = serializers.PrimaryKeyRelatedField(
+            queryset=PolicyCheckpoint.objects.all(), required=False, allow_null=True
+        )
+        dataset_export = serializers.SlugRelatedField(
+            slug_field="version",
+            queryset=DatasetExport.objects.all(),
+            required=False,
+            allow_null=True,
+            help_text="version of the curation export (SFT)",
+        )
+        label_source = LabelSourceSerializer(
+            required=False, help_text="GRPO: the labelled spectra to learn from"
+        )
+        overrides = serializers.DictField(
+            required=False,
+            help_text="any of learning_rate, num_train_epochs, max_steps, use_lora, lora_r",
+        )
+
+    @extend_schema(request=InputSerializer, responses=TrainingRunOutputSerializer)
+    def post(self, request: Request) -> Response:
+        params = self.InputSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        try:
+            run = services.training_run_create(
+                stage=data["stage"],
+                preset=data["preset"],
+                base_model=data.get("base_model", ""),
+                base_checkpoint=data.get("base_checkpoint"),
+                dataset_export=data.get("dataset_export"),
+                label_source=dict(data.get("label_source") or {}),
+                overrides=data.get("overrides") or {},
+                name=data.get("name", ""),
+                created_by=request.user,
+            )
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        return Response(TrainingRunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class TrainingRunDetailApi(APIView):
+    role_rule = permissions.TRAINING_READ
+
+    @extend_schema(responses=TrainingRunOutputSerializer)
+    def get(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(selectors.training_runs(), pk=run_id)
+        data = dict(TrainingRunOutputSerializer(run).data)
+        data["config"] = run.config
+        data["progress"] = selectors.training_progress(run=run)
+        checkpoint = PolicyCheckpoint.objects.filter(run=run).first()
+        data["checkpoint"] = (
+            None if checkpoint is None else CheckpointOutputSerializer(checkpoint).data
+        )
+        return Response(data)
+
+
+class TrainingRunMetricsApi(APIView):
+    """Metric rows in the order they were written; ``after`` follows a live run."""
+
+    role_rule = permissions.TRAINING_READ
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after", int, description="rows after this id"),
+            OpenApiParameter("name", str, many=True, description="only these metric names"),
+        ],
+        responses=MetricOutputSerializer(many=True),
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(TrainingRun, pk=run_id)
+        try:
+            after = int(request.query_params.get("after", "0"))
+        except ValueError:
+            return Response({"after": ["must be an integer"]}, status=400)
+        rows = selectors.training_metrics(
+            run=run, names=request.query_params.getlist("name"), after=after
+        )
+        return _paginated(request, self, rows, MetricOutputSerializer)
+
+
+class TrainingRunCancelApi(APIView):
+    role_rule = permissions.TRAINING_CONTROL
+
+    @extend_schema(request=None, responses=TrainingRunOutputSerializer)
+    def post(self, request: Request, run_id: int) -> Response:
+        run = get_object_or_404(selectors.training_runs(), pk=run_id)
+        if not job_cancel_allowed(run.job, request.user):
+            raise PermissionDenied("only the run's creator or staff can cancel it")
+        services.training_run_cancel(run=run, actor=request.user)
+        run.job.refresh_from_db()
+        return Response(TrainingRunOutputSerializer(run).data)
+
+
+class PolicyCheckpointListApi(APIView):
+    """Registered checkpoints; ``policy_spec`` is what an inspection run's ``policy`` takes."""
+
+    role_rule = permissions.TRAINING_READ
+
+    @extend_schema(responses=CheckpointOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        return _paginated(request, self, selectors.policy_checkpoints(), CheckpointOutputSerializer)

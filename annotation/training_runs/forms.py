@@ -1,0 +1,134 @@
+"""The form that starts an SFT or GRPO run from the app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from annotation.curation.models import DatasetExport
+from annotation.spectra.models import Spectrum, Task
+from annotation.training_runs.models import PolicyCheckpoint, TrainingStage
+from annotation.training_runs.selectors import lineage_summary
+
+PRESET_CHOICES = [
+    ("cpu-tiny", "CPU tiny: a smoke run of a few steps (training/configs/*_cpu_tiny.yaml)"),
+    ("gpu", "GPU: the paper recipe (training/configs/*_gpu.yaml)"),
+]
+LORA_CHOICES = [("", "as the preset"), ("true", "LoRA adapters"), ("false", "all weights")]
+
+
+class ExportChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        count = obj.manifest.get("n_trajectories", "?")
+        noun = "trajectory" if count == 1 else "trajectories"
+        return f"v{obj.version} · {count} {noun} · {obj.content_hash[:12]}"
+
+
+class CheckpointChoiceField(forms.ModelChoiceField):
+    """Registered checkpoints, each labelled with its lineage (stage, data, base, settings)."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return checkpoint_label(obj)
+
+
+def checkpoint_label(checkpoint: PolicyCheckpoint) -> str:
+    summary = lineage_summary(checkpoint.lineage)
+    parts = [checkpoint.name, summary["stage"].upper(), f"data {summary['dataset_version']}"]
+    export = summary["dataset_export"]
+    if export:
+        parts.append(f"export v{export.get('version')}")
+    parts.append(f"base {summary['base_model']}")
+    if summary["learning_rate"] is not None:
+        parts.append(f"lr {summary['learning_rate']:g}")
+    if summary["use_lora"]:
+        parts.append(f"LoRA r{summary['lora_r']}")
+    return " · ".join(parts)
+
+
+class TrainingRunForm(forms.Form):
+    stage = forms.ChoiceField(choices=TrainingStage.choices, initial=TrainingStage.SFT)
+    name = forms.CharField(max_length=120, required=False)
+    preset = forms.ChoiceField(choices=PRESET_CHOICES, initial="cpu-tiny")
+    # The model to start from.
+    base_checkpoint = CheckpointChoiceField(
+        queryset=PolicyCheckpoint.objects.order_by("-id"),
+        required=False,
+        empty_label="none: use the folder below",
+        help_text="a registered checkpoint, e.g. an SFT result to start GRPO from",
+    )
+    base_model = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="Qwen2.5-VL checkpoint folder on the training worker; "
+        "empty: the preset's (the CPU preset uses the tiny model of python -m training.tiny_model)",
+    )
+    # SFT data.
+    dataset_export = ExportChoiceField(
+        queryset=DatasetExport.objects.order_by("-version"),
+        required=False,
+        empty_label="choose an export",
+        help_text="accepted trajectories exported on the Datasets page",
+    )
+    # GRPO data: label-only spectra already loaded.
+    rl_dataset = forms.ChoiceField(choices=[], required=False, label="Data set")
+    rl_split = forms.CharField(max_length=16, required=False, label="Split", initial="train")
+    rl_tasks = forms.ModelMultipleChoiceField(
+        queryset=Task.objects.all(),
+        to_field_name="code",
+        required=False,
+        label="Tasks",
+        widget=forms.CheckboxSelectMultiple,
+    )
+    rl_limit = forms.IntegerField(
+        min_value=1, max_value=100000, initial=200, required=False, label="At most"
+    )
+    # Overrides of the preset.
+    learning_rate = forms.FloatField(min_value=1e-12, max_value=1.0, required=False)
+    num_train_epochs = forms.FloatField(min_value=0.01, max_value=1000, required=False)
+    max_steps = forms.IntegerField(min_value=1, max_value=10_000_000, required=False)
+    use_lora = forms.TypedChoiceField(
+        choices=LORA_CHOICES,
+        required=False,
+        coerce=lambda value: value == "true",
+        empty_value=None,
+        label="Weights trained",
+    )
+    lora_r = forms.IntegerField(min_value=1, max_value=1024, required=False, label="LoRA rank")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        datasets = (
+            Spectrum.objects.exclude(label="")
+            .order_by("dataset")
+            .values_list("dataset", flat=True)
+            .distinct()
+        )
+        self.fields["rl_dataset"].choices = [("", "choose a data set")] + [
+            (name, name) for name in datasets
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("stage") == TrainingStage.SFT and not data.get("dataset_export"):
+            self.add_error("dataset_export", "SFT trains on a dataset export; choose one")
+        if data.get("stage") == TrainingStage.GRPO:
+            if not data.get("rl_dataset"):
+                self.add_error("rl_dataset", "GRPO needs labelled spectra; choose their data set")
+            if not data.get("rl_tasks"):
+                self.add_error("rl_tasks", "choose at least one task")
+        return data
+
+    def overrides(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        names = ("learning_rate", "num_train_epochs", "max_steps", "use_lora", "lora_r")
+        return {name: data[name] for name in names if data.get(name) is not None}
+
+    def label_source(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "dataset": data.get("rl_dataset") or "",
+            "split": data.get("rl_split") or "",
+            "tasks": [task.code for task in data.get("rl_tasks") or []],
+            "limit": data.get("rl_limit") or 200,
+        }
