@@ -38,6 +38,7 @@ class AnnotationConfig(AppConfig):
         # The job runners of each domain register with core's registry on import; core itself
         # imports no domain.
         from annotation.curation import jobs as curation_jobs  # noqa: F401
+        from annotation.inspections import evaluations  # noqa: F401
         from annotation.rating import jobs as rating_jobs  # noqa: F401
 
         post_migrate.connect(

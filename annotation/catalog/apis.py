@@ -165,6 +165,11 @@ class CatalogListApi(APIView):
             help_text=f"matching rows, counted up to {catalog.COUNT_CAP}"
         )
         count_capped = serializers.BooleanField(help_text=f"more than {catalog.COUNT_CAP} match")
+        count_estimate = serializers.IntegerField(
+            allow_null=True,
+            help_text="when count_capped: PostgreSQL's planner estimate of all matching rows "
+            "(an estimate, not a count); null otherwise or on other databases",
+        )
         page = serializers.IntegerField()
         num_pages = serializers.IntegerField()
         page_size = serializers.IntegerField()
@@ -192,6 +197,7 @@ class CatalogListApi(APIView):
         output = {
             "count": page.count,
             "count_capped": page.count_capped,
+            "count_estimate": page.count_estimate,
             "page": page.number,
             "num_pages": page.num_pages,
             "page_size": page.page_size,

@@ -190,6 +190,7 @@ NAV = {
     "training": TRAINING_READ,
     "rating": RATING_READ,
     "catalog": BROWSE,
+    "evaluations": BROWSE,
     "vetting": VET,
     "roles": ROLES_MANAGE,
     # buttons and links inside pages

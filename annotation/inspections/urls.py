@@ -6,6 +6,8 @@ from annotation.inspections import apis, views
 
 urlpatterns = [
     path("inspections/", views.run_list, name="run_list"),
+    path("evaluations/", views.evaluation_list, name="evaluation_list"),
+    path("evaluations/new/", views.evaluation_start, name="evaluation_start"),
     path("inspections/new/", views.run_create, name="run_create"),
     path("inspections/<int:run_id>/", views.run_detail, name="run_detail"),
     path("inspections/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),

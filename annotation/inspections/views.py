@@ -15,8 +15,8 @@ from annotation import blinding
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.permissions import require_role
-from annotation.inspections import selectors, services
-from annotation.inspections.forms import InspectionRunForm
+from annotation.inspections import evaluations, selectors, services
+from annotation.inspections.forms import EvaluationForm, InspectionRunForm
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
 from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import Spectrum
@@ -244,3 +244,54 @@ def image_blob(request: HttpRequest, sha256: str) -> HttpResponse:
     response = HttpResponse(bytes(blob.png), content_type="image/png")
     response["Cache-Control"] = "private, max-age=31536000, immutable"
     return response
+
+
+# --- evaluations ---------------------------------------------------------------------------------
+
+
+def _evaluations_page(
+    request: HttpRequest, form: EvaluationForm | None, *, status: int = 200
+) -> HttpResponse:
+    jobs = evaluations.evaluation_jobs()
+    chosen = request.GET.get("job", "")
+    shown = jobs.filter(pk=int(chosen)).first() if chosen.isdigit() else None
+    shown = shown or evaluations.latest_finished(jobs)
+    result = (shown.result or {}) if shown else {}
+    context = {
+        "form": form,
+        "jobs": jobs[:20],
+        "shown": shown,
+        "shown_policy": evaluations.policy_label(result.get("policy", {})) if shown else "",
+        "rows": evaluations.evaluation_table(shown) if shown else [],
+        "missing_parts": result.get("missing_parts", []),
+    }
+    return render(request, "inspections/evaluations.html", context, status=status)
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def evaluation_list(request: HttpRequest) -> HttpResponse:
+    """The policies' figures on real spectra beside SpecVI-mini, and a form to evaluate one."""
+    may_start = permissions.INSPECT.allows(request.user)
+    return _evaluations_page(request, EvaluationForm() if may_start else None)
+
+
+@require_role(permissions.INSPECT)
+@require_POST
+def evaluation_start(request: HttpRequest) -> HttpResponse:
+    form = EvaluationForm(request.POST)
+    if form.is_valid():
+        try:
+            job = evaluations.evaluation_start(
+                policy_spec=form.policy_spec(),
+                tasks=form.cleaned_data["tasks"],
+                synthetic_per_task=form.cleaned_data["synthetic_per_task"],
+                max_tool_calls=form.cleaned_data["max_tool_calls"],
+                actor=request.user,  # type: ignore[arg-type]
+            )
+        except core_errors.WorkflowError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(request, f"Evaluation job {job.pk} started.")
+            return redirect("job_detail", job_id=job.pk)
+    return _evaluations_page(request, form, status=400)

@@ -230,6 +230,8 @@ MATRIX: dict[str, set[str]] = {
     "api_candidate_steps": {E, M, S},
     "image_blob": {R, E, M, S},
     "run_create": {M},
+    "evaluation_list": READERS,
+    "evaluation_start": {M},
     "api_run_create": {M},
     "run_cancel": {M, S},
     "candidate_retry": {M, S},

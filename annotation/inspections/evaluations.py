@@ -1,0 +1,206 @@
+"""Evaluations: one policy on the real corpus (development, validation) beside SpecVI-mini.
+
+The figures every page and the README report come from here or from ``manage.py evaluate``:
+per task accuracy, balanced accuracy, positive-class F1, expected calibration error, answers
+wrong at confidence >= 0.9, and the triage curve (F1 of what is decided automatically when the
+least confident 0-30 % are deferred to experts). Real spectra come first; the synthetic part is
+labelled as such wherever it is shown.
+
+An evaluation is a background Job of kind "evaluation": ``evaluation_start`` (the service)
+records it, ``run_evaluation`` (its runner, registered in AppConfig.ready) fills its result,
+``evaluation_jobs`` and ``evaluation_table`` read it back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import QuerySet
+
+from annotation.core import services as core_services
+from annotation.core.errors import WorkflowError
+from annotation.core.jobs import runner
+from annotation.core.models import Job, JobState
+from annotation.inspections.services import _check_policy_spec
+
+JOB_KIND = "evaluation"
+# Real corpus parts first: development (tuned on) and validation (never tuned on).
+REAL_PARTS = ("development", "validation")
+SYNTHETIC_PART = "synthetic"
+PART_LABELS = {
+    "development": "real, development (tuned on)",
+    "validation": "real, validation (never tuned on)",
+    SYNTHETIC_PART: "synthetic (SpecVI-mini test split)",
+}
+DEFAULT_TASKS = ("CV", "CS", "SS", "MG", "WD", "O", "B", "A")
+MAX_SYNTHETIC_PER_TASK = 200
+
+
+@transaction.atomic
+def evaluation_start(
+    *,
+    policy_spec: dict[str, Any],
+    tasks: list[str],
+    synthetic_per_task: int,
+    max_tool_calls: int,
+    actor: AbstractBaseUser,
+) -> Job:
+    """Record an evaluation job for ``policy_spec`` (checked as an inspection run's is)."""
+    from agent.inspection_tasks import UnknownTaskError, get_task
+
+    if not tasks:
+        raise WorkflowError("choose at least one task to evaluate")
+    try:
+        codes = [get_task(code).code for code in tasks]
+    except UnknownTaskError as error:
+        raise WorkflowError(str(error)) from None
+    if not 0 <= synthetic_per_task <= MAX_SYNTHETIC_PER_TASK:
+        raise WorkflowError(
+            f"synthetic spectra per task must be 0-{MAX_SYNTHETIC_PER_TASK}; "
+            f"got {synthetic_per_task}"
+        )
+    spec, _ = _check_policy_spec(policy_spec, user=actor)
+    return core_services.job_create(
+        kind=JOB_KIND,
+        params={
+            "policy": spec,
+            "tasks": codes,
+            "synthetic_per_task": synthetic_per_task,
+            "max_tool_calls": max_tool_calls,
+        },
+        created_by=actor,
+    )
+
+
+def _samples(params: dict[str, Any]) -> dict[str, list[Any]]:
+    """part -> evaluation samples; a real part is empty when the corpus cache is not built."""
+    from agent import real_bench
+    from agent.evaluation import specvi_mini_samples
+    from agent.real_corpus import CorpusUnavailable
+
+    tasks = params["tasks"]
+    parts: dict[str, list[Any]] = {}
+    for part in REAL_PARTS:
+        try:
+            parts[part] = real_bench.real_eval_samples(part, tasks)
+        except CorpusUnavailable:
+            parts[part] = []
+    per_task = params["synthetic_per_task"]
+    if per_task:
+        synthetic = specvi_mini_samples(split="test", tasks=tasks)
+        chosen: list[Any] = []
+        for task in tasks:
+            chosen.extend([s for s in synthetic if s.task == task][:per_task])
+        parts[SYNTHETIC_PART] = chosen
+    return parts
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else round(float(value), 4)
+
+
+@runner(JOB_KIND)
+def run_evaluation(job: Job) -> dict[str, Any]:
+    from agent import evaluation, real_bench
+    from annotation.inspections.jobs import policy_for
+
+    params = job.params
+    parts = _samples(params)
+    total = sum(len(samples) for samples in parts.values())
+    core_services.job_set_total(job_id=job.pk, total=total)
+    policy = policy_for(params["policy"])
+    results: dict[str, Any] = {}
+    inputs: dict[str, Any] = {}
+    for part, samples in parts.items():
+        if not samples:
+            continue
+        if core_services.job_is_cancelled(job_id=job.pk):
+            return {"cancelled": True}
+        report = evaluation.evaluate(
+            samples,
+            policy,
+            benchmark="real-corpus" if part in REAL_PARTS else "specvi-mini",
+            split=part if part in REAL_PARTS else "test",
+            max_tool_calls=params["max_tool_calls"],
+            on_result=lambda *_: core_services.job_progress(job_id=job.pk, done=1),
+        )
+        results[part] = report.samples
+        inputs[part] = report.inputs
+    table = real_bench.side_by_side(results, params["tasks"])
+    return {
+        "policy": params["policy"],
+        "parts": [part for part in parts if part in results],
+        "missing_parts": [part for part, samples in parts.items() if not samples],
+        "inputs": inputs,
+        "tasks": {
+            task: {
+                part: {
+                    "n": r.n,
+                    "positives": r.positives,
+                    "accuracy": _finite(r.accuracy),
+                    "balanced_accuracy": _finite(r.balanced_accuracy),
+                    "f1": _finite(r.f1),
+                    "ece": _finite(r.ece),
+                    "confident_wrong": r.confident_wrong,
+                    "triage": [[deferral, _finite(f1)] for deferral, f1 in r.triage],
+                }
+                for part, r in by_part.items()
+            }
+            for task, by_part in table.items()
+        },
+    }
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+
+def evaluation_jobs() -> QuerySet[Job]:
+    return Job.objects.filter(kind=JOB_KIND).select_related("created_by").order_by("-id")
+
+
+def latest_finished(jobs: QuerySet[Job]) -> Job | None:
+    return jobs.filter(state=JobState.SUCCEEDED).first()
+
+
+def policy_label(spec: dict[str, Any]) -> str:
+    kind = str(spec.get("kind", "?"))
+    detail = spec.get("endpoint") or spec.get("checkpoint") or spec.get("model_path") or ""
+    return f"{kind} · {detail}" if detail else kind
+
+
+def evaluation_table(job: Job) -> list[dict[str, Any]]:
+    """One row per (task, part), real parts first, ready for a template (no floats to format)."""
+    result = job.result or {}
+    rows = []
+    for task, by_part in (result.get("tasks") or {}).items():
+        for part in (*REAL_PARTS, SYNTHETIC_PART):
+            figures = by_part.get(part)
+            if figures is None:
+                continue
+            rows.append(
+                {
+                    "task": task,
+                    "part": part,
+                    "part_label": PART_LABELS.get(part, part),
+                    "synthetic": part == SYNTHETIC_PART,
+                    **{
+                        key: _shown(figures.get(key))
+                        for key in ("accuracy", "balanced_accuracy", "f1", "ece")
+                    },
+                    "n": figures.get("n", 0),
+                    "positives": figures.get("positives", 0),
+                    "confident_wrong": figures.get("confident_wrong", 0),
+                    "triage": [
+                        {"deferral": f"{round(100 * deferral)} %", "f1": _shown(f1)}
+                        for deferral, f1 in figures.get("triage", [])
+                    ],
+                }
+            )
+    return rows
+
+
+def _shown(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
