@@ -10,7 +10,8 @@ GRPO rows hold the prompt the agent would see (system prompt, then I0 and T0, bu
 code as ``agent.rollout.inspect``), the I0 image, the label, the task and the spectrum arrays the
 environment needs to rebuild the spectrum (``spectrum_*`` columns, plain lists). I0 is always
 re-rendered with the agent's tool, also for imported SpecVI-Bench rows, so training sees the same
-picture the agent will see at inference.
+picture the agent will see at inference; the run's sources record that, the renderer, and how many
+imported rows carried a prompt of their own (``VerlInputs``).
 """
 
 from __future__ import annotations
@@ -243,14 +244,44 @@ def specvi_mini_items(
     return items
 
 
-def verl_parquet_items(paths: Iterable[Path]) -> list[LabelledSpectrum]:
-    """Rows of SpecVI-Bench / verl parquet files (their prompt and image are rebuilt, see module)."""
+@dataclass
+class VerlInputs:
+    """How the prompts of imported verl rows compare with the ones GRPO trains on (specvet's)."""
+
+    rows: int = 0
+    other_system_prompt: int = 0
+    other_user_prompt: int = 0
+
+    def as_sources(self) -> dict[str, Any]:
+        return {
+            "verl_rows": self.rows,
+            "verl_rows_with_other_system_prompt": self.other_system_prompt,
+            "verl_rows_with_other_user_prompt": self.other_user_prompt,
+        }
+
+
+def verl_parquet_items(
+    paths: Iterable[Path], inputs: VerlInputs | None = None
+) -> list[LabelledSpectrum]:
+    """Rows of SpecVI-Bench / verl parquet files (their prompt and image are rebuilt, see module).
+
+    ``inputs``, when given, counts the rows whose own system prompt or T0 differ from the ones
+    training uses: those rows' prompts are not what the policy will see.
+    """
     items = []
+    ours_system = system_prompt()
     for path in paths:
         for row in read_verl_parquet(Path(path)):
             trajectory, spectrum, ground_truth = from_verl_row(row)
             sample_id = f"{Path(path).name}#{trajectory.meta.get('index')}"
             items.append(LabelledSpectrum(spectrum, trajectory.task, ground_truth, sample_id))
+            if inputs is not None:
+                inputs.rows += 1
+                inputs.other_system_prompt += (
+                    trajectory.system_prompt.strip() != ours_system.strip()
+                )
+                ours_user = build_prompt(get_task(trajectory.task))
+                inputs.other_user_prompt += trajectory.user_prompt.strip() != ours_user.strip()
     return items
 
 

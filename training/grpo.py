@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from agent.render import renderer_info
+from agent.tool import IMAGE_SIZE
 from agent.trajectory import IMAGE_PLACEHOLDER
 from training.callbacks import MetricsSink
 from training.config import (
@@ -57,6 +59,7 @@ from training.config import (
 from training.data import (
     LabelledSpectrum,
     TrainingDataError,
+    VerlInputs,
     build_rl_dataset,
     dataset_version,
     specvi_mini_items,
@@ -103,13 +106,28 @@ def collect_items(data_args: DataArguments) -> tuple[list[LabelledSpectrum], dic
                 seed=data_args.specvi_mini_seed,
             )
         )
-    items.extend(verl_parquet_items(Path(path) for path in data_args.verl_parquet))
+    verl = VerlInputs()
+    items.extend(verl_parquet_items((Path(path) for path in data_args.verl_parquet), verl))
     if not items:
         raise TrainingDataError("no GRPO data: set specvi_mini_tasks or verl_parquet")
+    if verl.other_system_prompt or verl.other_user_prompt:
+        logger.warning(
+            "%d of %d verl rows carry their own prompt (system: %d, T0: %d); GRPO trains on "
+            "specvet's prompt and re-rendered I0, the ones inference uses",
+            max(verl.other_system_prompt, verl.other_user_prompt),
+            verl.rows,
+            verl.other_system_prompt,
+            verl.other_user_prompt,
+        )
     sources = {
         "specvi_mini_tasks": list(data_args.specvi_mini_tasks),
         "specvi_mini_split": data_args.specvi_mini_split,
         "verl_parquet": list(data_args.verl_parquet),
+        # What the policy is shown, so a checkpoint is evaluated with the inputs it learnt on.
+        "prompt": "specvet (agent.inspection_tasks system_prompt and build_prompt)",
+        "initial_image": "re-rendered by specvet's tool for every row",
+        "renderer": renderer_info(IMAGE_SIZE),
+        **verl.as_sources(),
     }
     return items, sources
 

@@ -15,6 +15,7 @@ from training.data import (
     RL_COLUMNS,
     LabelledSpectrum,
     TrainingDataError,
+    VerlInputs,
     build_rl_dataset,
     build_sft_dataset,
     count_tokens,
@@ -190,9 +191,29 @@ def test_it_reads_specvi_bench_parquet_rows(tmp_path, cv_spectrum):
     )
     path = tmp_path / "train_cv.parquet"
     write_verl_parquet([row], path)
-    (item,) = verl_parquet_items([path])
+    inputs = VerlInputs()
+    (item,) = verl_parquet_items([path], inputs)
     assert (item.task, item.label, item.sample_id) == ("CV", "YES", "train_cv.parquet#3")
     assert np.array_equal(item.spectrum.flux, cv_spectrum.flux)
+    assert (inputs.rows, inputs.other_system_prompt, inputs.other_user_prompt) == (1, 0, 0)
+
+
+def test_it_counts_verl_rows_whose_prompt_is_not_the_one_training_uses(tmp_path, cv_spectrum):
+    trajectory = prompt_trajectory(cv_spectrum, get_task("CV"))
+    trajectory.user_prompt = "<image>Is this a CV? Answer in one word."
+    row = to_verl_row(
+        trajectory, spectrum=cv_spectrum, ground_truth="NO", index=0, split="train",
+        data_source="specvi-bench",
+    )  # fmt: skip
+    path = tmp_path / "other_prompt.parquet"
+    write_verl_parquet([row], path)
+    inputs = VerlInputs()
+    verl_parquet_items([path], inputs)
+    assert inputs.as_sources() == {
+        "verl_rows": 1,
+        "verl_rows_with_other_system_prompt": 0,
+        "verl_rows_with_other_user_prompt": 1,
+    }
 
 
 @pytest.mark.parametrize("label", ["yes", "MAYBE", ""])

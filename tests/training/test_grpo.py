@@ -237,3 +237,18 @@ def test_it_runs_the_cli_on_the_cpu_config(tiny_model_path, tmp_path):
     records = read_metrics(checkpoint / "metrics.jsonl")
     assert [r.step for r in records if "reward_mean" in r.metrics] == [1]
     assert load_lineage(checkpoint).stage == "grpo"
+
+
+def test_it_records_the_prompt_and_renderer_grpo_trains_with() -> None:
+    from agent.render import RENDERER_NAME
+    from training.config import DataArguments
+    from training.grpo import collect_items
+
+    items, sources = collect_items(
+        DataArguments(specvi_mini_tasks=["CV"], specvi_mini_positives=1, specvi_mini_negatives=1)
+    )
+    assert len(items) == 2
+    assert sources["prompt"].startswith("specvet")
+    assert sources["initial_image"] == "re-rendered by specvet's tool for every row"
+    assert sources["renderer"]["name"] == RENDERER_NAME
+    assert sources["verl_rows"] == 0
