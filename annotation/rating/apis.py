@@ -21,6 +21,8 @@ from annotation.core import endpoints, permissions
 from annotation.core import errors as core_errors
 from annotation.core.apis import error_response
 from annotation.core.fields import IdField
+from annotation.core.http import _expert
+from annotation.core.models import ModelEndpoint
 from annotation.core.roles import Role, users_holding
 from annotation.curation.models import Curation, CurationState
 from annotation.inspections.models import InspectionRun
@@ -96,12 +98,9 @@ class CampaignListApi(APIView):
 
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request: Request) -> Response:
-        user = request.user
-        rows = RatingCampaign.objects.all()
-        if not user.is_staff:
-            rows = rows.filter(raters=user) | rows.filter(created_by=user)
+        user = _expert(request)
         out = []
-        for campaign in rows.distinct():
+        for campaign in selectors.campaigns_visible_to(user=user):
             rater = is_rater(campaign, user)
             progress = selectors.rater_progress(campaign=campaign, rater=user) if rater else None
             out.append(
@@ -250,7 +249,7 @@ class CampaignCloseApi(APIView):
     def post(self, request: Request, campaign_id: int) -> Response:
         campaign = get_campaign_for_user(request, campaign_id)
         try:
-            campaign = services.campaign_close(campaign=campaign, actor=request.user)
+            campaign = services.campaign_close(campaign=campaign, actor=_expert(request))
         except core_errors.WorkflowError as error:
             return error_response(error)
         return Response(RatingCampaignSerializer(campaign_summary(campaign)).data)
@@ -324,7 +323,7 @@ class RatingSubmitApi(APIView):
         try:
             services.rating_submit(
                 assignment=assignment,
-                rater=request.user,
+                rater=_expert(request),
                 score=params.validated_data["score"],
                 comment=params.validated_data["comment"],
             )
@@ -397,7 +396,9 @@ class PairJudgementSubmitApi(APIView):
             return _forbidden("this pair is assigned to another rater")
         try:
             services.pair_judgement_submit(
-                judgement=judgement, rater=request.user, outcome=params.validated_data["outcome"]
+                judgement=judgement,
+                rater=_expert(request),
+                outcome=params.validated_data["outcome"],
             )
         except core_errors.WorkflowError as error:
             return error_response(error)
@@ -468,7 +469,9 @@ class JudgeSerializer(serializers.ModelSerializer):
             "created_at",
         ]
 
-    endpoint = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    endpoint: serializers.SlugRelatedField[ModelEndpoint] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
 
 
 class JudgeListApi(APIView):
@@ -478,8 +481,7 @@ class JudgeListApi(APIView):
     def get(self, request: Request) -> Response:
         if not request.user.is_staff:
             return _forbidden("only staff can see the LLM judges' endpoints")
-        judges = Judge.objects.select_related("endpoint").order_by("name")
-        return Response(JudgeSerializer(judges, many=True).data)
+        return Response(JudgeSerializer(selectors.judges_with_counts(), many=True).data)
 
 
 class JudgeCreateApi(APIView):

@@ -8,9 +8,11 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 from django.urls import reverse
 
+from annotation.core.models import Job
 from annotation.inspections import selectors as inspections_selectors
 from annotation.rating.models import (
     CampaignItem,
+    Judge,
     JudgeScore,
     PairJudgement,
     RatingAssignment,
@@ -274,3 +276,65 @@ def own_judgement(campaign: RatingCampaign, user: Any, pk: object) -> PairJudgem
         ).get(pk=int(str(pk)), pair__campaign=campaign, rater=user)
     except (ValueError, PairJudgement.DoesNotExist):
         return None
+
+
+def judge_rows(campaign: RatingCampaign) -> list[dict[str, Any]]:
+    counts = {
+        row["judge"]: row
+        for row in JudgeScore.objects.filter(item__campaign=campaign)
+        .values("judge")
+        .annotate(
+            scored=Count("id", filter=Q(score__isnull=False)),
+            unscored=Count("id", filter=Q(score__isnull=True, error="")),
+            errors=Count("id", filter=~Q(error="")),
+        )
+    }
+    latest: dict[int, Job] = {}
+    for job in Job.objects.filter(kind="judge", params__campaign_id=campaign.pk).order_by("id"):
+        latest[job.params.get("judge_id")] = job
+    return [
+        {"judge": judge, "counts": counts.get(judge.pk), "job": latest.get(judge.pk)}
+        for judge in Judge.objects.order_by("name")
+    ]
+
+
+def previous_assignment(campaign: RatingCampaign, user: Any, position: int | None) -> int | None:
+    rows = RatingAssignment.objects.filter(item__campaign=campaign, rater=user)
+    if position is not None:
+        rows = rows.filter(position__lt=position)
+    return (
+        rows.filter(score__isnull=False).order_by("-position").values_list("pk", flat=True).first()
+    )
+
+
+def campaigns_rated_by(*, user: Any) -> QuerySet[RatingCampaign]:
+    return RatingCampaign.objects.filter(raters=user)
+
+
+def campaigns_managed_by(*, user: Any) -> QuerySet[RatingCampaign]:
+    """Staff manage every campaign; anyone else the ones they created."""
+    managed = RatingCampaign.objects.annotate(n_items=Count("items"))
+    return managed if user.is_staff else managed.filter(created_by=user)
+
+
+def item_scores(*, item: CampaignItem) -> dict[str, Any]:
+    """The experts' and judges' scores of one item (for the analysis, never for raters)."""
+    return {
+        "ratings": item.assignments.filter(score__isnull=False).select_related("rater"),
+        "pending": item.assignments.filter(score__isnull=True).count(),
+        "judge_scores": item.judge_scores.select_related("judge").order_by("judge__name"),
+    }
+
+
+def judges_with_counts() -> QuerySet[Judge]:
+    return (
+        Judge.objects.select_related("endpoint").annotate(n_scores=Count("scores")).order_by("name")
+    )
+
+
+def campaigns_visible_to(*, user: Any) -> QuerySet[RatingCampaign]:
+    """Staff see every campaign; anyone else those they rate in or created."""
+    rows = RatingCampaign.objects.all()
+    if not user.is_staff:
+        rows = rows.filter(raters=user) | rows.filter(created_by=user)
+    return rows.distinct()

@@ -13,7 +13,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -22,7 +21,7 @@ from django_htmx.middleware import HtmxDetails
 from agent.agreement import RUBRIC
 from annotation.core import charts, permissions
 from annotation.core import errors as core_errors
-from annotation.core.models import Job
+from annotation.core.http import _expert
 from annotation.core.permissions import require_role
 from annotation.rating import selectors, services
 from annotation.rating.figures import FIGURES, analysis_figure, csv_text
@@ -30,7 +29,6 @@ from annotation.rating.forms import CampaignForm, JudgeForm, PairForm, ScoreForm
 from annotation.rating.models import (
     CampaignItem,
     Judge,
-    JudgeScore,
     PairJudgement,
     RatingAssignment,
     RatingCampaign,
@@ -73,14 +71,12 @@ def _forbidden(request: HttpRequest, reason: str) -> HttpResponse:
 @require_role(permissions.RATING_READ)
 @require_GET
 def campaign_list(request: HttpRequest) -> HttpResponse:
-    user = request.user
-    rating = [
+    user = _expert(request)
+    rating: list[dict[str, Any]] = [
         {"campaign": c, "progress": selectors.rater_progress(campaign=c, rater=user)}
-        for c in RatingCampaign.objects.filter(raters=user)
+        for c in selectors.campaigns_rated_by(user=user)
     ]
-    managed = RatingCampaign.objects.annotate(n_items=Count("items"))
-    if not user.is_staff:
-        managed = managed.filter(created_by=user)
+    managed = selectors.campaigns_managed_by(user=user)
     # Managers follow the analysis while a campaign runs, unless they rate in it (blinding).
     rates_in = {row["campaign"].pk for row in rating}
     managed_rows = [{"campaign": c, "analysis": c.closed or c.pk not in rates_in} for c in managed]
@@ -117,26 +113,6 @@ def campaign_create(request: HttpRequest) -> HttpResponse:
     return render(request, "rating/campaign_create.html", {"form": form})
 
 
-def _judge_rows(campaign: RatingCampaign) -> list[dict[str, Any]]:
-    counts = {
-        row["judge"]: row
-        for row in JudgeScore.objects.filter(item__campaign=campaign)
-        .values("judge")
-        .annotate(
-            scored=Count("id", filter=Q(score__isnull=False)),
-            unscored=Count("id", filter=Q(score__isnull=True, error="")),
-            errors=Count("id", filter=~Q(error="")),
-        )
-    }
-    latest: dict[int, Job] = {}
-    for job in Job.objects.filter(kind="judge", params__campaign_id=campaign.pk).order_by("id"):
-        latest[job.params.get("judge_id")] = job
-    return [
-        {"judge": judge, "counts": counts.get(judge.pk), "job": latest.get(judge.pk)}
-        for judge in Judge.objects.order_by("name")
-    ]
-
-
 @require_role(permissions.RATING_READ)
 @require_GET
 def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
@@ -156,7 +132,7 @@ def campaign_detail(request: HttpRequest, campaign_id: int) -> HttpResponse:
             {"rater": r, "progress": selectors.rater_progress(campaign=campaign, rater=r)}
             for r in campaign.raters.order_by(get_user_model().USERNAME_FIELD)
         ]
-        context["judges"] = _judge_rows(campaign)
+        context["judges"] = selectors.judge_rows(campaign)
     return render(request, "rating/campaign_detail.html", context)
 
 
@@ -178,15 +154,6 @@ def campaign_close(request: HttpRequest, campaign_id: int) -> HttpResponse:
 # --- the rating page (paper Figure 7) -------------------------------------------------------------
 
 
-def _previous_assignment(campaign: RatingCampaign, user: Any, position: int | None) -> int | None:
-    rows = RatingAssignment.objects.filter(item__campaign=campaign, rater=user)
-    if position is not None:
-        rows = rows.filter(position__lt=position)
-    return (
-        rows.filter(score__isnull=False).order_by("-position").values_list("pk", flat=True).first()
-    )
-
-
 def _rate_context(
     campaign: RatingCampaign, user: Any, assignment: RatingAssignment | None, error: str = ""
 ) -> dict[str, Any]:
@@ -201,7 +168,7 @@ def _rate_context(
         "my_comment": assignment.comment if assignment else "",
         "item": rater_item_view(item) if item else None,
         "plot_data": item_plot_data(item) if item else None,
-        "previous_id": _previous_assignment(
+        "previous_id": selectors.previous_assignment(
             campaign, user, assignment.position if assignment else None
         ),
         "error": error,
@@ -389,9 +356,7 @@ def item_detail(request: HttpRequest, campaign_id: int, blind_id: str) -> HttpRe
         "view": rater_item_view(item),
         "plot_data": item_plot_data(item, blinded=False),
         "policy": item.data.get("policy") or {},
-        "ratings": item.assignments.filter(score__isnull=False).select_related("rater"),
-        "pending": item.assignments.filter(score__isnull=True).count(),
-        "judge_scores": item.judge_scores.select_related("judge").order_by("judge__name"),
+        **selectors.item_scores(item=item),
         "rubric": RUBRIC,
     }
     return render(request, "rating/item_detail.html", context)
@@ -408,16 +373,15 @@ def judge_list(request: HttpRequest) -> HttpResponse:
     form = JudgeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            judge = services.judge_create(actor=request.user, **form.cleaned_data)  # type: ignore[arg-type]
+            judge = services.judge_create(actor=_expert(request), **form.cleaned_data)
         except core_errors.WorkflowError as error:
             form.add_error(None, str(error))
         else:
             messages.success(request, f"Judge {judge.name} added.")
             return redirect("rating_judges")
-    judges = (
-        Judge.objects.select_related("endpoint").annotate(n_scores=Count("scores")).order_by("name")
+    return render(
+        request, "rating/judge_list.html", {"form": form, "judges": selectors.judges_with_counts()}
     )
-    return render(request, "rating/judge_list.html", {"form": form, "judges": judges})
 
 
 @require_role(permissions.RATING_MANAGE)
