@@ -31,10 +31,12 @@ demo: migrate
 	$(PY) manage.py demo_setup
 	@echo ""
 	@echo "specvet is at http://$(HOST):$(PORT)/  (log in as cannon / specvet-demo)"
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	$(PY) manage.py serve_demo $(HOST):$(PORT)
 
+# The dev server and a Celery worker beside it (jobs run in the background on the filesystem
+# broker, no Redis); Ctrl-C stops both. `manage.py runserver` alone runs jobs in-process.
 serve: migrate
-	$(PY) manage.py runserver $(HOST):$(PORT)
+	$(PY) manage.py serve_demo $(HOST):$(PORT)
 
 # The browser tests (tests/e2e) drive Debian's Chromium; Playwright's own browser download fails
 # here. Installed once (apt-get, as root); if it cannot be, the browser tests fail saying so.
@@ -48,13 +50,13 @@ endif
 test: install-dev chromium
 	$(PY) -m agent.real_corpus fetch || echo "warning: the real-spectra cache could not be built; its tests will skip"
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy agent training
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy agent training
+	$(VENV)/bin/mypy
 
 format: install-dev
 	$(VENV)/bin/ruff format .

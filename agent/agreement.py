@@ -25,7 +25,7 @@ import numbers
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 import krippendorff
 import numpy as np
@@ -48,6 +48,7 @@ TIE = "tie"
 
 Rating = float | int | None
 Comparison = tuple[str, str] | tuple[str, str, str]  # (winner, loser) or (a, b, "tie")
+Item = TypeVar("Item", bound=Hashable)  # an item key (str blind id, int pk, ...)
 
 
 class RaterPairKappa(NamedTuple):
@@ -109,7 +110,7 @@ class PreferenceShares:
 class RatingMatrix:
     """Ratings as a units x raters matrix (None where a rater did not rate an item)."""
 
-    items: list[Hashable]
+    items: Sequence[Hashable]
     raters: list[str]
     rows: list[list[Rating]]
 
@@ -217,7 +218,7 @@ def spearman_matrix(
 # --- reliability -------------------------------------------------------------------------------
 
 
-def rating_matrix(ratings_by_rater: Mapping[str, Mapping[Hashable, Rating]]) -> RatingMatrix:
+def rating_matrix(ratings_by_rater: Mapping[str, Mapping[Item, Rating]]) -> RatingMatrix:
     """The units x raters matrix of rater -> {item: rating}, items in order of first appearance."""
     raters = list(ratings_by_rater)
     items = list(dict.fromkeys(item for rater in raters for item in ratings_by_rater[rater]))
@@ -252,7 +253,10 @@ def krippendorff_alpha(
             raise ValueError(f"ratio level needs categories >= 0; got {min(domain)}")
     with np.errstate(invalid="ignore"):  # 0/0 when every pairable rating is the same value
         alpha = krippendorff.alpha(
-            value_counts=counts, value_domain=domain, level_of_measurement=level
+            # level is one of LEVELS (checked above), which the str parameter cannot say.
+            value_counts=counts,
+            value_domain=domain,
+            level_of_measurement=cast(Level, level),
         )
     return None if math.isnan(alpha) else float(alpha)
 
@@ -312,7 +316,7 @@ def cohen_kappa(
 
 
 def pairwise_kappas(
-    ratings_by_rater: Mapping[str, Mapping[Hashable, Rating]],
+    ratings_by_rater: Mapping[str, Mapping[Item, Rating]],
     *,
     weights: str | None = "quadratic",
     categories: Sequence[Any] = SCORES,
@@ -374,10 +378,10 @@ def score_cdf(scores: Sequence[Rating], *, categories: Sequence[Any] = SCORES) -
 
 
 def mean_scores(
-    ratings_by_item: Mapping[Hashable, Sequence[Rating] | Mapping[Any, Rating]],
-) -> dict[Hashable, float]:
+    ratings_by_item: Mapping[Item, Sequence[Rating] | Mapping[Any, Rating]],
+) -> dict[Item, float]:
     """The mean rating of each item (e.g. the human mean), over the ratings present."""
-    means = {}
+    means: dict[Item, float] = {}
     for item, ratings in ratings_by_item.items():
         values = _present_ratings(item, ratings)
         means[item] = math.fsum(values) / len(values)
@@ -385,7 +389,7 @@ def mean_scores(
 
 
 def disagreement(
-    ratings_by_item: Mapping[Hashable, Sequence[Rating] | Mapping[Any, Rating]],
+    ratings_by_item: Mapping[Item, Sequence[Rating] | Mapping[Any, Rating]],
 ) -> list[ItemDisagreement]:
     """Items by how much their raters disagree: largest spread first, then largest std.
 

@@ -11,6 +11,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from annotation.core import services
+from annotation.core.http import _expert
 from annotation.core.models import AuditLog, ModelEndpoint
 from annotation.core.roles import Role, has_role, user_roles
 from annotation.spectra.models import Spectrum, Task
@@ -21,15 +22,15 @@ class AuditedAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Model, form: ModelForm, change: bool) -> None:
         services.admin_object_save(
-            obj=obj, actor=request.user, changed_fields=form.changed_data, adding=not change
+            obj=obj, actor=_expert(request), changed_fields=form.changed_data, adding=not change
         )
 
     def delete_model(self, request: HttpRequest, obj: Model) -> None:
-        services.admin_object_delete(obj=obj, actor=request.user)
+        services.admin_object_delete(obj=obj, actor=_expert(request))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for obj in queryset:
-            services.admin_object_delete(obj=obj, actor=request.user)
+            services.admin_object_delete(obj=obj, actor=_expert(request))
 
 
 class StaffRoleEdits(AuditedAdmin):
@@ -140,7 +141,8 @@ class AccountAdmin(StaffManagesAccounts, UserAdmin):
     ) -> None:
         super().save_related(request, form, formsets, change)
         user = type(form.instance).objects.get(pk=form.instance.pk)
-        after, before = user_roles(user), getattr(request, "_roles_before", frozenset())
+        after = user_roles(user)
+        before: frozenset[Role] = getattr(request, "_roles_before", frozenset())
         services.user_roles_changes_record(
             user=user,
             granted=sorted(after - before),
@@ -164,7 +166,8 @@ class ModelEndpointAdminForm(ModelForm):
 
         from annotation.core import endpoints
 
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         adding = self.instance.pk is None
         try:
             if adding:

@@ -304,7 +304,7 @@ class VirtualExpert:
 
     def csrf_header(self) -> dict[str, str]:
         """What htmx sends: the token in X-CSRFToken (base.html's hx-headers)."""
-        return {"X-CSRFToken": self.client.cookies.get("csrftoken", ""), "HX-Request": "true"}
+        return {"X-CSRFToken": self.client.cookies.get("csrftoken") or "", "HX-Request": "true"}
 
     def login(self) -> None:
         page = self.request("GET /accounts/login/", "GET", "/accounts/login/")

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import UserFactory
+
 SHARED_LAMOST = Path(__file__).resolve().parents[2] / "shared" / "data" / "lamost"
 
 
@@ -12,6 +14,52 @@ def shared_lamost_dir() -> Path:
     if not SHARED_LAMOST.exists():
         pytest.skip(f"the real LAMOST examples are not at {SHARED_LAMOST}")
     return SHARED_LAMOST
+
+
+# --- the named actors (one set for every test) ---------------------------------------------------
+
+
+@pytest.fixture
+def owner(db):
+    """An ML engineer who started the run or job under test."""
+    return UserFactory(username="owner", roles=["ml_engineer"])
+
+
+@pytest.fixture
+def expert(db):
+    return UserFactory(username="payne", roles=["expert"])
+
+
+@pytest.fixture
+def auditor(db):
+    """An expert who audits; also an ML engineer, so the same person exports the dataset."""
+    return UserFactory(username="auditor", roles=["expert", "ml_engineer"])
+
+
+@pytest.fixture
+def rater(db):
+    return UserFactory(username="maury", roles=["rater"])
+
+
+@pytest.fixture
+def outsider(db):
+    """An expert who has no part in the object under test."""
+    return UserFactory(username="outsider", roles=["expert"])
+
+
+@pytest.fixture
+def staff(db):
+    return UserFactory(username="stella", roles=["staff"])
+
+
+@pytest.fixture
+def viewer(db):
+    return UserFactory(username="viewer", roles=["viewer"])
+
+
+@pytest.fixture
+def ml_engineer(db):
+    return UserFactory(username="fleming", roles=["ml_engineer"])
 
 
 @pytest.fixture(autouse=True)

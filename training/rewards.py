@@ -295,7 +295,7 @@ def spectra_reward(
     """
     rollouts = read_rollouts(completions, completion_ids, tokenizer)
     _check_lengths(rollouts, ground_truth)
-    tasks = list(task) if task is not None else [None] * len(rollouts)
+    tasks: list[str | None] = list(task) if task is not None else [None] * len(rollouts)
     components = [
         spectra_components(rollout, label, code, weights)
         for rollout, label, code in zip(rollouts, ground_truth, tasks, strict=True)

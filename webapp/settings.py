@@ -238,10 +238,21 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# Celery: in-process by default; a broker URL turns on real workers.
-CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "memory://")
+# Celery: in-process by default (the test suite relies on it). SPECVET_BACKGROUND_JOBS=1 (what
+# `make demo` / `manage.py serve_demo` set) sends jobs to a worker instead; without a
+# CELERY_BROKER_URL that worker reads kombu's filesystem broker under CELERY_FILESYSTEM_BROKER_DIR,
+# so no Redis is needed on one machine. A broker URL (Redis, RabbitMQ) is for real deployments.
+SPECVET_BACKGROUND_JOBS = envbool("SPECVET_BACKGROUND_JOBS", "False")
+CELERY_TASK_ALWAYS_EAGER = envbool(
+    "CELERY_TASK_ALWAYS_EAGER", "False" if SPECVET_BACKGROUND_JOBS else "True"
+)
+CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or (
+    "memory://" if CELERY_TASK_ALWAYS_EAGER else "filesystem://"
+)
+CELERY_FILESYSTEM_BROKER_DIR = Path(
+    os.getenv("CELERY_FILESYSTEM_BROKER_DIR", BASE_DIR / "var" / "celery-broker")
+)
 CELERY_RESULT_BACKEND = os.getenv("CELERY_RESULT_BACKEND", "cache+memory://")
-CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "True")
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -255,7 +266,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # acks_late: a task whose broker connection dropped is redelivered, so stop it rather than
 # finish it twice.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
     # A message taken by a worker that died (SIGKILL, lost machine) goes back to its queue
     # this long after delivery. A live worker's task that runs longer is delivered again too;
     # the job lease (annotation/core/leases.py) keeps the second copy waiting, never running twice.
@@ -265,6 +276,21 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Several deployments (or a staging copy) can share one Redis.
     "global_keyprefix": os.getenv("CELERY_REDIS_KEY_PREFIX", ""),
 }
+if CELERY_BROKER_URL.startswith("filesystem:"):
+    # kombu's filesystem transport: one file per message, in one folder the web process writes
+    # and the worker reads (webapp/celery.py creates the folders). A taken message is moved to
+    # "processed" (a rename on the same disk, so two workers never take the same one). It has
+    # no visibility timeout: a SIGKILLed worker's message is not handed out again.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_FILESYSTEM_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_FILESYSTEM_BROKER_DIR / "queue"),
+        "store_processed": True,
+        "processed_folder": str(CELERY_FILESYSTEM_BROKER_DIR / "processed"),
+        "control_folder": str(CELERY_FILESYSTEM_BROKER_DIR / "control"),
+        # How often the worker looks for message files when it has none, or has no free thread
+        # (kombu then sleeps too): it bounds how fast short tasks follow each other.
+        "polling_interval": float(os.getenv("CELERY_FILESYSTEM_POLLING_INTERVAL", "0.05")),
+    }
 CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {
     "global_keyprefix": os.getenv("CELERY_REDIS_KEY_PREFIX", "")
 }

@@ -19,6 +19,7 @@ from annotation.catalog import selectors as catalog
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
+from annotation.core.http import _expert
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
     Candidate,
@@ -321,11 +322,13 @@ class ExpertDecisionCreateApi(APIView):
         candidate = get_object_or_404(
             selectors.candidates_visible_to(user=request.user), pk=data["candidate"]
         )
-        existed = ExpertDecision.objects.filter(candidate=candidate, expert=request.user).exists()
+        existed = ExpertDecision.objects.filter(
+            candidate=candidate, expert=_expert(request)
+        ).exists()
         try:
             record = inspections_services.expert_decision_record(
                 candidate=candidate,
-                expert=request.user,
+                expert=_expert(request),
                 decision=data["decision"],
                 comment=data["comment"].strip(),
             )

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 import numpy as np
 from django.db.models import Func, IntegerField, Max, QuerySet
+from numpy.typing import DTypeLike
 
 from annotation.catalog.selectors import _SOURCES, CATALOG_COLUMNS, CatalogQueryError, _iso_utc
 from annotation.inspections.models import CatalogEntry
@@ -84,7 +85,13 @@ def _votable_head(*, truncated: bool, limit: int, query: str) -> tuple[bytes, by
     from astropy.io.votable.tree import Info
     from astropy.table import Column, Table
 
-    dtypes = {"int": np.int64, "float": np.float64, "bool": bool, "str": "U1", "time": "U1"}
+    dtypes: dict[str, DTypeLike] = {
+        "int": np.int64,
+        "float": np.float64,
+        "bool": bool,
+        "str": "U1",
+        "time": "U1",
+    }
     table = Table()
     for column in CATALOG_COLUMNS:
         meta: dict[str, str] = {"ucd": column.ucd}

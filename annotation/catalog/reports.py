@@ -40,7 +40,9 @@ def _spectrum_figure(row: Spectrum, inspected: list[list[float]]) -> Any:
         wavelength=wave, flux=flux, error=error, max_points=REPORT_MAX_POINTS
     )
     rest = bool(row.redshift)
-    plot = figure(
+    # bokeh types figure() by its declared properties only; tools, active_* and *_axis_label
+    # are keyword arguments that figure.__init__ handles itself.
+    plot = figure(  # type: ignore[call-arg]
         height=380,
         sizing_mode="stretch_width",
         tools="pan,wheel_zoom,box_zoom,reset,save",

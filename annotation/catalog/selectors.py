@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from django.core.cache import cache
 from django.db import connection
@@ -322,7 +322,8 @@ def survey_choices() -> list[str]:
     def distinct() -> list[str]:
         return sorted(CatalogEntry.objects.order_by().values_list("survey", flat=True).distinct())
 
-    return cache.get_or_set("catalog:surveys", distinct, SURVEY_CHOICES_SECONDS)
+    # get_or_set returns what `distinct` returned (a list) on a miss, never None here.
+    return cast(list[str], cache.get_or_set("catalog:surveys", distinct, SURVEY_CHOICES_SECONDS))
 
 
 # --- pages ------------------------------------------------------------------------------------
@@ -451,7 +452,11 @@ def list_rows(
     from django.utils import timezone
 
     entries = list(entries)
-    split = [e.candidate_id for e in entries if e.expert_decision == EXPERT_SPLIT]
+    split = [
+        e.candidate_id
+        for e in entries
+        if e.expert_decision == EXPERT_SPLIT and e.candidate_id is not None
+    ]
     tallies = _expert_tallies(split) if split else {}
     return [
         CatalogRowView(
@@ -472,7 +477,9 @@ def list_rows(
             created=timezone.localtime(entry.created_at).strftime("%Y-%m-%d %H:%M")
             if entry.created_at
             else "",
-            expert_tally=tallies.get(entry.candidate_id, ""),
+            expert_tally=tallies.get(entry.candidate_id, "")
+            if entry.candidate_id is not None
+            else "",
         )
         for entry in entries
     ]
@@ -630,7 +637,7 @@ def _image_fields(image: Any) -> tuple[str, list[float] | None, str]:
 def trajectory_view(data: dict[str, Any]) -> TrajectoryView:
     """What a page shows of a stored trajectory, read straight from the stored dict (the
     PNGs stay in ImageBlob and are served by hash, never inlined)."""
-    steps = []
+    steps: list[StepView] = []
     for step in data.get("steps") or []:
         call = step.get("tool_call") or {}
         result = step.get("tool_result") or {}

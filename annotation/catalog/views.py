@@ -29,6 +29,7 @@ from annotation.catalog import reports
 from annotation.catalog import selectors as catalog
 from annotation.core import errors as core_errors
 from annotation.core import permissions
+from annotation.core.http import HtmxHttpRequest, _expert
 from annotation.core.models import ImageBlob
 from annotation.core.permissions import require_role
 from annotation.inspections import services as inspections_services
@@ -88,7 +89,7 @@ def _headers(request: HttpRequest, sort: str) -> list[dict[str, str]]:
 
 @require_role(permissions.BROWSE)
 @require_GET
-def catalog_list(request: HttpRequest) -> HttpResponse:
+def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
     sort = catalog.normalize_sort(request.GET.get("sort"))
     context: dict[str, Any] = {"sort": sort, "error": ""}
     status = 200
@@ -248,7 +249,9 @@ def catalog_export_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResp
     return response
 
 
-def _table_export(request: HttpRequest, extension: str, content_type: str) -> HttpResponse:
+def _table_export(
+    request: HttpRequest, extension: str, content_type: str
+) -> HttpResponse | FileResponse:
     try:
         rows, limit = _export_rows(request)
     except catalog.CatalogQueryError as error:
@@ -269,13 +272,13 @@ def _table_export(request: HttpRequest, extension: str, content_type: str) -> Ht
 
 @require_role(permissions.BROWSE)
 @require_GET
-def catalog_export_votable(request: HttpRequest) -> HttpResponse:
+def catalog_export_votable(request: HttpRequest) -> HttpResponse | FileResponse:
     return _table_export(request, "vot", "application/x-votable+xml")
 
 
 @require_role(permissions.BROWSE)
 @require_GET
-def catalog_export_fits(request: HttpRequest) -> HttpResponse:
+def catalog_export_fits(request: HttpRequest) -> HttpResponse | FileResponse:
     return _table_export(request, "fits", "application/fits")
 
 
@@ -324,7 +327,9 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
         context.update(
             rollouts=rollouts,
             plot_data=_plot_data(candidate, rollouts),
-            mine=ExpertDecision.objects.filter(candidate=candidate, expert=request.user).first(),
+            mine=ExpertDecision.objects.filter(
+                candidate=candidate, expert=_expert(request)
+            ).first(),
             entry=CatalogEntry.objects.filter(candidate=candidate).first(),
         )
     return render(request, "catalog/vetting.html", context)

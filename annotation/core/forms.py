@@ -119,7 +119,8 @@ class ModelEndpointForm(forms.Form):
         return str(_checked(endpoints.check_base_url, self.cleaned_data["base_url"]))
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         try:
             endpoints.check_credential(
                 env=data.get("credential_env", ""), file=data.get("credential_file", "")

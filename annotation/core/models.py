@@ -52,7 +52,7 @@ class AuditLog(models.Model):
     def save(self, *args: object, **kwargs: object) -> None:
         if self.pk is not None:
             raise ValueError("audit log entries are append-only")
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise ValueError("audit log entries are append-only")

@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from rest_framework.permissions import BasePermission
 
 from annotation.core.models import Job
 from annotation.core.roles import Role, has_role, user_roles
 
-View = TypeVar("View", bound=Callable[..., HttpResponse])
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 User = AbstractBaseUser | AnonymousUser | None
 
 # Every role refusal starts with this, on pages and in API answers (tests look for it).
@@ -113,7 +114,7 @@ def require_role(required: Rule) -> Callable[[View], View]:
 
     def decorate(view: View) -> View:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             required.check(request.user)
             return view(request, *args, **kwargs)
 

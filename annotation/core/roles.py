@@ -41,7 +41,8 @@ def user_roles(user: AbstractBaseUser | AnonymousUser | None) -> frozenset[Role]
         cached = frozenset(role for role in GROUP_ROLES if role.value in names)
         if getattr(user, "is_staff", False):
             cached = cached | {Role.STAFF}
-        user._specvet_roles = cached  # type: ignore[union-attr]
+        # A per-request cache on the user object: an attribute no user class declares.
+        user._specvet_roles = cached  # type: ignore[attr-defined]
     return cached
 
 
@@ -53,7 +54,7 @@ def has_role(user: AbstractBaseUser | AnonymousUser | None, *roles: Role) -> boo
 def forget_roles(user: AbstractBaseUser) -> None:
     """Drop the per-request cache after the user's groups changed."""
     if hasattr(user, "_specvet_roles"):
-        del user._specvet_roles  # type: ignore[attr-defined]
+        del user._specvet_roles
 
 
 def parse_role(text: str) -> Role:

@@ -1,10 +1,17 @@
-"""Reads every domain shares: the audit log."""
+"""Reads every domain shares: the audit log, job progress and its ETA."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from datetime import datetime
+from typing import Any
 
-from annotation.core.models import AuditLog
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from annotation.core.models import AuditLog, Job, JobState
+
+# Fewer items than this finished: no ETA yet (the first one pays for loading the policy).
+ETA_MIN_ITEMS = 2
 
 
 def audit_log_list(
@@ -21,3 +28,59 @@ def audit_log_list(
     if action:
         rows = rows.filter(action=action)
     return rows.order_by("-id")
+
+
+# --- progress and ETA ----------------------------------------------------------------------------
+
+
+def eta_seconds(
+    *, started_at: datetime | None, processed: int, remaining: int, now: datetime | None = None
+) -> float | None:
+    """Seconds until the rest is done at the pace so far; None until ETA_MIN_ITEMS are done.
+
+    ``processed`` counts the items finished since ``started_at`` (done or failed alike); the
+    pace is the elapsed time over them, so a slow first item weighs less as the run goes on.
+    """
+    if started_at is None or processed < ETA_MIN_ITEMS or remaining <= 0:
+        return None
+    elapsed = ((now or timezone.now()) - started_at).total_seconds()
+    if elapsed <= 0:
+        return None
+    return elapsed / processed * remaining
+
+
+def eta_text(seconds: float | None) -> str:
+    """``ETA 1 min 05 s`` style text; ``ETA —`` while there is no estimate."""
+    if seconds is None:
+        return "ETA —"
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"ETA {hours} h {minutes:02d} min"
+    if minutes:
+        return f"ETA {minutes} min {secs:02d} s"
+    return f"ETA {secs} s"
+
+
+def job_progress(*, job: Job, now: datetime | None = None) -> dict[str, Any]:
+    """A job's counters with its ETA (none once it has finished or before 2 items are done)."""
+    processed = job.done + job.failed
+    remaining = max(0, job.total - processed)
+    seconds = (
+        None
+        if job.state != JobState.RUNNING
+        else eta_seconds(
+            started_at=job.started_at, processed=processed, remaining=remaining, now=now
+        )
+    )
+    return {
+        "total": job.total,
+        "done": job.done,
+        "failed": job.failed,
+        "remaining": remaining,
+        "percent": job.percent,
+        "finished": job.finished,
+        "eta_seconds": seconds,
+        "eta": eta_text(seconds),
+    }

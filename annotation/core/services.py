@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import BinaryField, F, Field, Model
@@ -23,7 +23,7 @@ from annotation.core.roles import Role, forget_roles, user_roles
 
 def audit_log_record(
     *,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     action: str,
     obj: Any,
     from_state: str = "",
@@ -51,7 +51,7 @@ def audit_log_record(
 
 
 @transaction.atomic
-def api_token_issue(*, user: AbstractBaseUser) -> Token:
+def api_token_issue(*, user: User) -> Token:
     """A new API token for ``user``; the one before it (if any) stops working at once."""
     replaced = Token.objects.filter(user=user).delete()[0] > 0
     token = Token.objects.create(user=user)
@@ -79,7 +79,7 @@ def _recorded_fields(obj: Model, names: Iterable[str] | None = None) -> list[Fie
 
 @transaction.atomic
 def admin_object_save(
-    *, obj: Model, actor: AbstractBaseUser, changed_fields: Iterable[str], adding: bool
+    *, obj: Model, actor: User, changed_fields: Iterable[str], adding: bool
 ) -> Model:
     """Save an object edited in the Django admin and record each changed field, old and new."""
     fields = _recorded_fields(obj, changed_fields)
@@ -114,7 +114,7 @@ def admin_object_save(
 
 
 @transaction.atomic
-def admin_object_delete(*, obj: Model, actor: AbstractBaseUser) -> None:
+def admin_object_delete(*, obj: Model, actor: User) -> None:
     """Delete an object from the Django admin, recording what it held first."""
     snapshot = {
         field.name: _jsonable(getattr(obj, field.attname)) for field in _recorded_fields(obj)
@@ -137,7 +137,7 @@ def job_create(
     *,
     kind: str,
     params: dict[str, Any],
-    created_by: AbstractBaseUser | None = None,
+    created_by: User | None = None,
     total: int = 0,
 ) -> Job:
     """Record a job and enqueue it once the transaction commits."""
@@ -221,7 +221,7 @@ def job_fail(*, job_id: int, error: str) -> None:
 
 
 @transaction.atomic
-def job_cancel(*, job: Job, actor: AbstractBaseUser) -> bool:
+def job_cancel(*, job: Job, actor: User) -> bool:
     check_owner_or_staff(actor, job.created_by_id, what="job", action="cancel")
     updated = Job.objects.filter(pk=job.pk, state__in=[JobState.QUEUED, JobState.RUNNING]).update(
         state=JobState.CANCELLED, finished_at=timezone.now()
@@ -242,7 +242,7 @@ def job_is_cancelled(*, job_id: int) -> bool:
 
 @transaction.atomic
 def user_roles_set(
-    *, user: AbstractBaseUser, roles: Iterable[Role], actor: AbstractBaseUser | None
+    *, user: User, roles: Iterable[Role], actor: User | None
 ) -> tuple[list[Role], list[Role]]:
     """Give ``user`` exactly ``roles``; returns (granted, revoked), each change audit-logged.
 
@@ -264,26 +264,26 @@ def user_roles_set(
     revoked = sorted(before - wanted)
     for role in granted + revoked:
         if role == Role.STAFF:
-            locked.is_staff = role in granted  # type: ignore[attr-defined]
+            locked.is_staff = role in granted
             locked.save(update_fields=["is_staff"])
             continue
         group, _ = Group.objects.get_or_create(name=role.value)
         if role in granted:
-            locked.groups.add(group)  # type: ignore[attr-defined]
+            locked.groups.add(group)
         else:
-            locked.groups.remove(group)  # type: ignore[attr-defined]
+            locked.groups.remove(group)
     user_roles_changes_record(user=locked, granted=granted, revoked=revoked, actor=actor)
-    user.is_staff = locked.is_staff  # type: ignore[attr-defined]  # the caller's copy too
+    user.is_staff = locked.is_staff  # the caller's copy too
     forget_roles(user)
     return granted, revoked
 
 
 def user_roles_changes_record(
     *,
-    user: AbstractBaseUser,
+    user: User,
     granted: Iterable[Role],
     revoked: Iterable[Role],
-    actor: AbstractBaseUser | None,
+    actor: User | None,
 ) -> None:
     """One audit entry per role granted or revoked (also for changes made in the admin)."""
     changes = [("role_granted", role) for role in granted]
@@ -300,19 +300,19 @@ def user_roles_changes_record(
     forget_roles(user)
 
 
-def user_role_grant(*, user: AbstractBaseUser, role: Role, actor: AbstractBaseUser | None) -> bool:
+def user_role_grant(*, user: User, role: Role, actor: User | None) -> bool:
     """Add one role; False when the user held it already."""
     granted, _ = user_roles_set(user=user, roles=user_roles(user) | {role}, actor=actor)
     return bool(granted)
 
 
-def user_role_revoke(*, user: AbstractBaseUser, role: Role, actor: AbstractBaseUser | None) -> bool:
+def user_role_revoke(*, user: User, role: Role, actor: User | None) -> bool:
     """Remove one role; False when the user did not hold it."""
     _, revoked = user_roles_set(user=user, roles=user_roles(user) - {role}, actor=actor)
     return bool(revoked)
 
 
-def _actor_name(actor: AbstractBaseUser | None) -> str:
+def _actor_name(actor: User | None) -> str:
     if actor is None or not actor.is_authenticated:
         return "manage.py"
     return actor.get_username()
@@ -325,7 +325,7 @@ ENDPOINT_FIELDS = ("base_url", "model", "credential_env", "credential_file", "ti
 SETTINGS_MANAGED_FIELDS = ("base_url", "model", "credential_env", "credential_file")
 
 
-def _require_endpoint_staff(actor: AbstractBaseUser | None) -> None:
+def _require_endpoint_staff(actor: User | None) -> None:
     from annotation.core.roles import Role, has_role
 
     if not has_role(actor, Role.STAFF):
@@ -357,7 +357,7 @@ def _endpoint_values(values: dict[str, Any]) -> dict[str, Any]:
 @transaction.atomic
 def model_endpoint_create(
     *,
-    actor: AbstractBaseUser,
+    actor: User,
     name: str,
     base_url: str,
     model: str,
@@ -401,9 +401,7 @@ def model_endpoint_create(
 
 
 @transaction.atomic
-def model_endpoint_update(
-    *, endpoint: ModelEndpoint, actor: AbstractBaseUser, **values: Any
-) -> ModelEndpoint:
+def model_endpoint_update(*, endpoint: ModelEndpoint, actor: User, **values: Any) -> ModelEndpoint:
     """Change an endpoint's fields (any of ENDPOINT_FIELDS; its name never changes).
 
     Runs and judges resolve the endpoint when they call it, so a change applies to their next
@@ -439,7 +437,7 @@ def model_endpoint_update(
 
 
 def _endpoint_apply(
-    endpoint: ModelEndpoint, *, changes: dict[str, list[Any]], actor: AbstractBaseUser | None
+    endpoint: ModelEndpoint, *, changes: dict[str, list[Any]], actor: User | None
 ) -> None:
     before = "enabled" if endpoint.enabled else "disabled"
     for field, (_, new) in changes.items():

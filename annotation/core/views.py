@@ -77,7 +77,7 @@ def api_token_page(request: HttpRequest) -> HttpResponse:
     key = ""
     if request.method == "POST":
         key = services.api_token_issue(user=request.user).key  # type: ignore[arg-type]
-    token = Token.objects.filter(user=request.user).first()
+    token = Token.objects.filter(user=_expert(request)).first()
     expires_at = token_expires_at(token.created) if token is not None else None
     return render(
         request,
@@ -224,6 +224,7 @@ def job_detail(request: HtmxHttpRequest, job_id: int) -> HttpResponse:
     job = _get_job_for_user(request, job_id)
     context = {
         "job": job,
+        "progress": selectors.job_progress(job=job),
         "can_cancel": not job.finished and job_cancel_allowed(job, _expert(request)),
     }
     if request.htmx:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
@@ -17,6 +18,7 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core import services as core_services
 from annotation.core.apis import CONFLICT, ERROR, WorkflowApi
+from annotation.core.http import _expert
 from annotation.core.models import AuditLog, ImageBlob
 from annotation.core.serializers import JobOutputSerializer, _paginated, _username
 from annotation.curation import datasets, selectors, services
@@ -126,7 +128,9 @@ class CurationListApi(CurationApi):
 
 
 class DiscardOutputSerializer(serializers.ModelSerializer):
-    by = serializers.SlugRelatedField(source="actor", slug_field="username", read_only=True)
+    by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        source="actor", slug_field="username", read_only=True
+    )
     reason = serializers.CharField(source="comment")
     at = serializers.DateTimeField(source="created_at")
 
@@ -163,8 +167,8 @@ class CurationDetailApi(CurationApi):
     def get(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         data = dict(CurationOutputSerializer(curation).data)
-        data["your_roles"] = roles_of(curation, request.user)
-        data["actions"] = actions_for(curation, request.user)
+        data["your_roles"] = roles_of(curation, _expert(request))
+        data["actions"] = actions_for(curation, _expert(request))
         data["head"] = VersionOutputSerializer(selectors.head_version(curation)).data
         data["audits"] = AuditOutputSerializer(
             selectors.audits_visible_to(curation=curation, user=request.user), many=True
@@ -209,7 +213,7 @@ class CurationHistoryApi(CurationApi):
     @extend_schema(responses=EntryOutputSerializer(many=True))
     def get(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
-        rows = history_visible_to(curation=curation, user=request.user)
+        rows = history_visible_to(curation=curation, user=_expert(request))
         response = _paginated(request, self, rows, self.EntryOutputSerializer)
         versions = curation.versions.select_related("author").order_by("number")
         response.data["versions"] = self.VersionSummarySerializer(versions, many=True).data
@@ -225,7 +229,7 @@ class CurationImageApi(CurationApi):
     def get(self, request: Request, sha256: str) -> HttpResponse:
         raw = request.query_params.get("curation", "")
         curation_id = int(raw) if raw.isdigit() else None
-        if not image_is_readable(sha256=sha256, user=request.user, curation_id=curation_id):
+        if not image_is_readable(sha256=sha256, user=_expert(request), curation_id=curation_id):
             raise Http404("no readable trajectory holds this image")
         blob = get_object_or_404(ImageBlob, sha256=sha256)
         return HttpResponse(bytes(blob.png), content_type="image/png")
@@ -256,7 +260,7 @@ class CurationScreenApi(CurationApi):
         curation = _get_curation_for_user(request, curation_id)
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        services.curation_screen(curation=curation, user=request.user, **params.validated_data)
+        services.curation_screen(curation=curation, user=_expert(request), **params.validated_data)
         return _curation_response(curation)
 
 
@@ -266,7 +270,7 @@ class CurationClaimRevisionApi(CurationApi):
     @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
-        services.curation_claim_revision(curation=curation, user=request.user)
+        services.curation_claim_revision(curation=curation, user=_expert(request))
         return _curation_response(curation)
 
 
@@ -275,7 +279,9 @@ class EditedStepInput(serializers.Serializer):
     wavelength_range = serializers.ListField(
         child=serializers.FloatField(), min_length=2, max_length=2
     )
-    label = serializers.CharField(allow_blank=True, required=False, default="")
+    # Serializer fields are popped into _declared_fields by the metaclass; the stubs
+    # see a class attribute overriding Field.label (str) instead.
+    label = serializers.CharField(allow_blank=True, required=False, default="")  # type: ignore[assignment]
 
 
 class EditedAnswerInput(serializers.Serializer):
@@ -323,7 +329,7 @@ class CurationRevisionSaveApi(CurationApi):
         )
         version = services.curation_save_revision(
             curation=curation,
-            user=request.user,
+            user=_expert(request),
             base_number=data["base_number"],
             trajectory=trajectory,
             comment=data["comment"],
@@ -373,7 +379,7 @@ class CurationAutosaveApi(CurationApi):
         )
         draft = services.curation_autosave(
             curation=curation,
-            user=request.user,
+            user=_expert(request),
             base_number=data["base_number"],
             data=state.to_data(),
         )
@@ -395,7 +401,9 @@ class CurationSubmitForAuditApi(CurationApi):
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         services.curation_submit_for_audit(
-            curation=curation, user=request.user, base_number=params.validated_data["base_number"]
+            curation=curation,
+            user=_expert(request),
+            base_number=params.validated_data["base_number"],
         )
         return _curation_response(curation)
 
@@ -406,7 +414,7 @@ class CurationClaimAuditApi(CurationApi):
     @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
-        services.curation_claim_audit(curation=curation, user=request.user)
+        services.curation_claim_audit(curation=curation, user=_expert(request))
         return _curation_response(curation)
 
 
@@ -432,7 +440,9 @@ class AuditSubmitApi(CurationApi):
         curation = _get_curation_for_user(request, curation_id)
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        audit = services.audit_submit(curation=curation, user=request.user, **params.validated_data)
+        audit = services.audit_submit(
+            curation=curation, user=_expert(request), **params.validated_data
+        )
         return Response(AuditOutputSerializer(audit).data, status=status.HTTP_201_CREATED)
 
 
@@ -451,7 +461,7 @@ class VoteCastApi(CurationApi):
         curation = _get_curation_for_user(request, curation_id)
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        cast = services.vote_cast(curation=curation, user=request.user, **params.validated_data)
+        cast = services.vote_cast(curation=curation, user=_expert(request), **params.validated_data)
         return Response(VoteOutputSerializer(cast).data, status=status.HTTP_201_CREATED)
 
 
@@ -477,7 +487,7 @@ class CurationReassignApi(CurationApi):
             if user is None:
                 raise core_errors.WorkflowError(f"no active expert is called {username!r}")
         services.curation_reassign(
-            curation=curation, role=params.validated_data["role"], user=user, actor=request.user
+            curation=curation, role=params.validated_data["role"], user=user, actor=_expert(request)
         )
         return _curation_response(curation)
 
@@ -490,11 +500,11 @@ class CurationStandardizeApi(CurationApi):
     @extend_schema(request=None, responses={202: JobOutputSerializer, 403: ERROR, 409: ERROR})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
-        standardize_run_check(curation, request.user)
+        standardize_run_check(curation, _expert(request))
         job = core_services.job_create(
             kind="standardize",
             params={"curation_ids": [curation.pk]},
-            created_by=request.user,
+            created_by=_expert(request),
             total=1,
         )
         return Response(JobOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
@@ -512,7 +522,9 @@ class DraftJobCreateApi(CurationApi):
         task = serializers.SlugRelatedField(slug_field="code", queryset=Task.objects.all())
         dataset = serializers.CharField(required=False, allow_blank=True, default="")
         split = serializers.CharField(required=False, allow_blank=True, default="")
-        label = serializers.ChoiceField(choices=["", *Label.values], required=False, default="")
+        # Serializer fields are popped into _declared_fields by the metaclass; the stubs
+        # see a class attribute overriding Field.label (str) instead.
+        label = serializers.ChoiceField(choices=["", *Label.values], required=False, default="")  # type: ignore[assignment]
         skip_curated = serializers.BooleanField(required=False, default=True)
         limit = serializers.IntegerField(min_value=1, max_value=1000, default=20)
         teacher = serializers.CharField(
@@ -537,7 +549,7 @@ class DraftJobCreateApi(CurationApi):
         params.is_valid(raise_exception=True)
         job_params, total = draft_params(params.validated_data)
         job = core_services.job_create(
-            kind="draft", params=job_params, created_by=request.user, total=total
+            kind="draft", params=job_params, created_by=_expert(request), total=total
         )
         return Response(JobOutputSerializer(job).data, status=status.HTTP_201_CREATED)
 
@@ -567,7 +579,7 @@ class CurationImportApi(CurationApi):
         task = params.validated_data.get("task")
         parsed = read_import_upload(params.validated_data["file"], task=task.code if task else None)
         result = datasets.curation_import(
-            trajectories=parsed.trajectories, created_by=request.user, source=parsed.source
+            trajectories=parsed.trajectories, created_by=_expert(request), source=parsed.source
         )
         body = {
             "created": len(result.created),
@@ -587,8 +599,7 @@ class DatasetListApi(CurationApi):
 
     @extend_schema(responses=ExportOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
-        rows = DatasetExport.objects.select_related("created_by").order_by("-version")
-        response = _paginated(request, self, rows, ExportOutputSerializer)
+        response = _paginated(request, self, selectors.dataset_exports(), ExportOutputSerializer)
         response.data["accepted"] = accepted_counts()
         return response
 
@@ -612,9 +623,9 @@ class DatasetExportCreateApi(CurationApi):
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        latest = DatasetExport.objects.order_by("-version").first()
+        latest = selectors.dataset_exports().first()
         export = datasets.dataset_export_create(
-            actor=request.user, task=params.validated_data["task"]
+            actor=_expert(request), task=params.validated_data["task"]
         )
         new = latest is None or export.pk != latest.pk
         body = {**ExportOutputSerializer(export).data, "new": new}

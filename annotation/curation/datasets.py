@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.files.base import ContentFile
 from django.db import transaction
 
@@ -53,7 +53,7 @@ def _spectrum_for(trajectory: Trajectory) -> Spectrum | None:
 def curation_import(
     *,
     trajectories: Iterable[Trajectory],
-    created_by: AbstractBaseUser | None,
+    created_by: User | None,
     source: str,
 ) -> CurationImportResult:
     """Import existing trajectories (ShareGPT cold-start rows or project JSON) for screening.
@@ -180,7 +180,7 @@ def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict
 
 
 @transaction.atomic
-def dataset_export_create(*, actor: AbstractBaseUser | None, task: str = "") -> DatasetExport:
+def dataset_export_create(*, actor: User | None, task: str = "") -> DatasetExport:
     """Export the accepted trajectories as the next dataset version (or the latest, if equal)."""
     from annotation.curation.selectors import accepted_curations
 

@@ -167,7 +167,8 @@ class AuditForm(forms.Form):
         for key, value in post.items():
             if key.startswith("step-") and key.endswith("-comment"):
                 index = key[len("step-") : -len("-comment")]
-                if index.isdigit() and value.strip():
+                # QueryDict.items() gives each key's last value, a str (the stubs allow a list).
+                if index.isdigit() and isinstance(value, str) and value.strip():
                     comments[str(int(index))] = value.strip()[:4000]
         return comments
 

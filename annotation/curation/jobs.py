@@ -67,7 +67,7 @@ def run_draft(job: Job) -> dict[str, Any]:
             reason = "spectrum no longer exists"
         elif row.label not in ("YES", "NO"):
             reason = "spectrum has no YES/NO label for this task; the teacher needs the true label"
-        if reason:
+        if row is None or reason:
             failures.append({"spectrum_id": spectrum_id, "error": reason})
             core_services.job_progress(job_id=job.pk, failed=1)
             continue

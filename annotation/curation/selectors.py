@@ -20,6 +20,7 @@ from annotation.curation.models import (
     Audit,
     Curation,
     CurationState,
+    DatasetExport,
     TrajectoryVersion,
     VersionKind,
     Vote,
@@ -227,7 +228,7 @@ def _step_view(step: dict[str, Any]) -> StepView:
         raw=step.get("assistant_text") or "",
         tool_name=call.get("name") or "",
         arguments=json.dumps(call.get("arguments") or {}, ensure_ascii=False) if call else "",
-        wavelength_range=tuple(sorted(wavelength_range)) if wavelength_range else None,  # type: ignore[arg-type]
+        wavelength_range=tuple(sorted(wavelength_range)) if wavelength_range else None,
         label=(call.get("label") or "").strip(),
         result_ok=result.get("ok") if result else None,
         result_text=result.get("text") or "",
@@ -503,3 +504,14 @@ def _inline_images(node: Any) -> Any:
     if isinstance(node, list):
         return [_inline_images(item) for item in node]
     return node
+
+
+def next_to_screen(after: Curation) -> Curation | None:
+    """The next trajectory waiting for screening after ``after``, wrapping around."""
+    rows = Curation.objects.filter(state=CurationState.SCREENING).exclude(pk=after.pk)
+    return rows.filter(pk__gt=after.pk).order_by("pk").first() or rows.order_by("pk").first()
+
+
+def dataset_exports() -> QuerySet[DatasetExport]:
+    """Every SFT dataset export, newest version first."""
+    return DatasetExport.objects.select_related("created_by").order_by("-version")

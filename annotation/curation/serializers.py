@@ -12,12 +12,15 @@ from annotation.curation.models import (
     TrajectoryVersion,
     Vote,
 )
+from annotation.spectra.models import Task
 
 # --- output serializers ---------------------------------------------------------------------
 
 
 class CurationOutputSerializer(serializers.ModelSerializer):
-    task = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    task: serializers.SlugRelatedField[Task] = serializers.SlugRelatedField(
+        slug_field="code", read_only=True
+    )
     spectrum_object_id = serializers.CharField(source="spectrum.object_id", read_only=True)
     reviser = _username()
     auditor_1 = _username()

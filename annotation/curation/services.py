@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import (
     Value,
@@ -94,7 +94,7 @@ def _add_version(
     curation: Curation,
     kind: str,
     trajectory: Trajectory,
-    author: AbstractBaseUser | None,
+    author: User | None,
     comment: str = "",
 ) -> TrajectoryVersion:
     number = curation.head_number + 1
@@ -137,7 +137,7 @@ def _transition(
     curation: Curation,
     allowed_from: Iterable[str],
     to_state: str,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     action: str,
     comment: str = "",
     extra: dict[str, Any] | None = None,
@@ -179,7 +179,7 @@ def _locked(curation: Curation) -> Curation:
     return curation
 
 
-def _is_staff(user: AbstractBaseUser) -> bool:
+def _is_staff(user: User) -> bool:
     return bool(getattr(user, "is_staff", False))
 
 
@@ -196,7 +196,7 @@ def curation_create(
     source: str = "draft",
     teacher: dict[str, Any] | None = None,
     draft_job: Job | None = None,
-    created_by: AbstractBaseUser | None = None,
+    created_by: User | None = None,
 ) -> Curation:
     """Store a drafted or imported trajectory as version 1, ready for screening."""
     if ground_truth not in Label.values:
@@ -230,9 +230,7 @@ def curation_create(
 
 
 @transaction.atomic
-def curation_screen(
-    *, curation: Curation, user: AbstractBaseUser, keep: bool, reason: str = ""
-) -> Curation:
+def curation_screen(*, curation: Curation, user: User, keep: bool, reason: str = "") -> Curation:
     """Any expert keeps a draft for revision or discards it (with a reason)."""
     if not keep and not reason.strip():
         raise WorkflowError("discarding a draft needs a reason")
@@ -247,7 +245,7 @@ def curation_screen(
     return curation
 
 
-def _claim_role(*, curation: Curation, role: str, user: AbstractBaseUser) -> bool:
+def _claim_role(*, curation: Curation, role: str, user: User) -> bool:
     """Take an empty role slot; True if this user now holds it."""
     updated = Curation.objects.filter(pk=curation.pk, **{f"{role}__isnull": True}).update(
         **{role: user}
@@ -257,7 +255,7 @@ def _claim_role(*, curation: Curation, role: str, user: AbstractBaseUser) -> boo
 
 
 @transaction.atomic
-def curation_claim_revision(*, curation: Curation, user: AbstractBaseUser) -> Curation:
+def curation_claim_revision(*, curation: Curation, user: User) -> Curation:
     """The first expert to claim a kept draft becomes its reviser (one reviser per trajectory)."""
     if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
         raise WrongState(
@@ -275,7 +273,7 @@ def curation_claim_revision(*, curation: Curation, user: AbstractBaseUser) -> Cu
 def curation_save_revision(
     *,
     curation: Curation,
-    user: AbstractBaseUser,
+    user: User,
     base_number: int,
     trajectory: Trajectory,
     comment: str = "",
@@ -327,7 +325,7 @@ def curation_save_revision(
 
 @transaction.atomic
 def curation_autosave(
-    *, curation: Curation, user: AbstractBaseUser, base_number: int, data: dict[str, Any]
+    *, curation: Curation, user: User, base_number: int, data: dict[str, Any]
 ) -> RevisionDraft:
     """Keep the reviser's unsaved editor state (not a version; replaced by the next autosave)."""
     if curation.reviser_id != user.pk:
@@ -339,9 +337,7 @@ def curation_autosave(
 
 
 @transaction.atomic
-def curation_submit_for_audit(
-    *, curation: Curation, user: AbstractBaseUser, base_number: int
-) -> Curation:
+def curation_submit_for_audit(*, curation: Curation, user: User, base_number: int) -> Curation:
     """The reviser sends the latest version to the two auditors; a new audit round starts."""
     curation = _locked(curation)
     if curation.reviser_id != user.pk:
@@ -359,7 +355,7 @@ def curation_submit_for_audit(
     return curation
 
 
-def _check_may_audit(*, curation: Curation, user: AbstractBaseUser) -> None:
+def _check_may_audit(*, curation: Curation, user: User) -> None:
     """Separation of duties for an auditor slot, whatever roles the user held before.
 
     Nobody audits their own revision: not the reviser, nor anyone who wrote a revision of this
@@ -381,7 +377,7 @@ def _check_may_audit(*, curation: Curation, user: AbstractBaseUser) -> None:
 
 
 @transaction.atomic
-def curation_claim_audit(*, curation: Curation, user: AbstractBaseUser) -> Curation:
+def curation_claim_audit(*, curation: Curation, user: User) -> Curation:
     """Take one of the two auditor slots. Nobody audits their own revision."""
     curation = _locked(curation)
     if curation.state != CurationState.IN_AUDIT:
@@ -402,7 +398,7 @@ def curation_claim_audit(*, curation: Curation, user: AbstractBaseUser) -> Curat
 def audit_submit(
     *,
     curation: Curation,
-    user: AbstractBaseUser,
+    user: User,
     version_number: int,
     verdict: str,
     comment: str = "",
@@ -471,7 +467,7 @@ def curation_standardize(
     curation: Curation,
     trajectory: Trajectory,
     standardizer: dict[str, Any],
-    actor: AbstractBaseUser | None = None,
+    actor: User | None = None,
 ) -> TrajectoryVersion:
     """Store the standardized (iMCoT) version after checking its tool actions are unchanged,
     then open the final vote."""
@@ -517,7 +513,7 @@ def acceptance_rule() -> str:
 
 
 @transaction.atomic
-def vote_cast(*, curation: Curation, user: AbstractBaseUser, value: str, comment: str = "") -> Vote:
+def vote_cast(*, curation: Curation, user: User, value: str, comment: str = "") -> Vote:
     """One vote per voter (the reviser and the two auditors). The last vote decides."""
     curation = _locked(curation)
     if curation.state != CurationState.IN_VOTE:
@@ -551,9 +547,7 @@ ROLES = ("reviser", "auditor_1", "auditor_2")
 
 
 @transaction.atomic
-def curation_reassign(
-    *, curation: Curation, role: str, user: AbstractBaseUser | None, actor: AbstractBaseUser
-) -> Curation:
+def curation_reassign(*, curation: Curation, role: str, user: User | None, actor: User) -> Curation:
     """Staff hand a role to another expert (or free it), keeping the separation of duties."""
     if not _is_staff(actor):
         raise NotAllowed("only staff can reassign roles")

@@ -277,11 +277,6 @@ def standardize_run(request: HtmxHttpRequest, curation_id: int) -> HttpResponse:
 # --- screening ---------------------------------------------------------------------------------
 
 
-def _next_to_screen(after: Curation) -> Curation | None:
-    rows = Curation.objects.filter(state=CurationState.SCREENING).exclude(pk=after.pk)
-    return rows.filter(pk__gt=after.pk).order_by("pk").first() or rows.order_by("pk").first()
-
-
 def _screen_context(curation: Curation, form: ScreenForm, error: str) -> dict[str, Any]:
     head = selectors.head_version(curation)
     plot_data = spectra_selectors.spectrum_plot_data(row=curation.spectrum, task=curation.task)
@@ -318,7 +313,7 @@ def screen(request: HttpRequest, curation_id: int) -> HttpResponse:
                 messages.success(
                     request, f"Trajectory {curation.pk} {'kept' if keep else 'discarded'}."
                 )
-                following = _next_to_screen(curation)
+                following = selectors.next_to_screen(curation)
                 return (
                     redirect("curation_screen", following.pk)
                     if following
@@ -561,7 +556,7 @@ def curation_import(request: HttpRequest) -> HttpResponse:
 
 
 def _datasets_context(request: HttpRequest) -> dict[str, Any]:
-    exports = DatasetExport.objects.select_related("created_by").order_by("-version")
+    exports = selectors.dataset_exports()
     return {
         "accepted": accepted_counts(),
         "page": _page(request, exports),
@@ -578,7 +573,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @require_role(permissions.DATASET_EXPORT)
 @require_POST
 def dataset_export(request: HttpRequest) -> HttpResponse:
-    latest = DatasetExport.objects.order_by("-version").first()
+    latest = selectors.dataset_exports().first()
     try:
         export = datasets.dataset_export_create(
             actor=_expert(request), task=request.POST.get("task", "").strip()

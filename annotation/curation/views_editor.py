@@ -156,7 +156,10 @@ def _render_editor(
         "actions": actions_for(curation, user),
         "previous_audits": previous,
         "answer_comments": [
-            audit for audit in previous if audit.round == last_round and audit.answer_comment
+            audit
+            for audit in previous
+            # answer_comment: set on each Audit by selectors.previous_audits, not a model field.
+            if audit.round == last_round and audit.answer_comment  # type: ignore[attr-defined]
         ],
         "stale_autosave": stale_autosave,
         "stale_state": EditorState.from_data(stale_autosave.data) if stale_autosave else None,

@@ -15,13 +15,16 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.fields import IdField
+from annotation.core.http import _expert
 from annotation.inspections import selectors, services
 from annotation.inspections.models import Candidate, InspectionRun
 from annotation.spectra.models import Task
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
-    task = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    task: serializers.SlugRelatedField[Task] = serializers.SlugRelatedField(
+        slug_field="code", read_only=True
+    )
     policy_spec = serializers.SerializerMethodField()
 
     class Meta:
@@ -120,7 +123,7 @@ class InspectionRunCreateApi(APIView):
                 max_tool_calls=data["max_tool_calls"],
                 confidence_threshold=data["confidence_threshold"],
                 name=data.get("name", ""),
-                created_by=request.user,
+                created_by=_expert(request),
             )
         except core_errors.WorkflowError as error:
             return error_response(error)
@@ -142,6 +145,7 @@ class InspectionRunDetailApi(APIView):
             candidates.select_related("spectrum").order_by("id"), request, view=self
         )
         data["candidates"] = CandidateOutputSerializer(page, many=True).data
+        assert paginator.page is not None  # set by paginate_queryset (PAGE_SIZE is set)
         data["candidates_count"] = paginator.page.paginator.count
         return Response(data)
 
@@ -155,7 +159,7 @@ class InspectionRunCancelApi(APIView):
     @extend_schema(request=None, responses=OutputSerializer)
     def post(self, request: Request, run_id: int) -> Response:
         run = _get_run_for_user(request, run_id)
-        cancelled = services.inspection_run_cancel(run=run, actor=request.user)
+        cancelled = services.inspection_run_cancel(run=run, actor=_expert(request))
         return Response({"cancelled": cancelled})
 
 
@@ -216,7 +220,7 @@ class CandidateRetryApi(APIView):
     def post(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
         try:
-            services.candidate_retry(candidate=candidate, actor=request.user)
+            services.candidate_retry(candidate=candidate, actor=_expert(request))
         except core_errors.WorkflowError as error:
             return error_response(error)
         return Response(CandidateOutputSerializer(candidate).data)

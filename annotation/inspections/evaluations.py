@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 
@@ -46,7 +46,7 @@ def evaluation_start(
     tasks: list[str],
     synthetic_per_task: int,
     max_tool_calls: int,
-    actor: AbstractBaseUser,
+    actor: User,
 ) -> Job:
     """Record an evaluation job for ``policy_spec`` (checked as an inspection run's is)."""
     from agent.inspection_tasks import UnknownTaskError, get_task

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Max, Min, QuerySet
 
 from annotation.blinding import candidates_visible_to
+from annotation.core.selectors import ETA_MIN_ITEMS, eta_seconds, eta_text
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -24,7 +26,11 @@ def _run_candidates(run: InspectionRun, user: Any) -> QuerySet[Candidate]:
     return rows if user is None else candidates_visible_to(user=user, rows=rows)
 
 
-def run_progress(*, run: InspectionRun, user: Any = None) -> dict[str, Any]:
+def run_progress(
+    *, run: InspectionRun, user: Any = None, now: datetime | None = None
+) -> dict[str, Any]:
+    """Candidate counts by state, the pace, and the ETA of the rest at the pace so far (from the
+    first candidate's start; "ETA —" until 2 are done, and none once finished or cancelled)."""
     candidates = _run_candidates(run, user)
     counts = dict(
         candidates.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n")
@@ -39,6 +45,15 @@ def run_progress(*, run: InspectionRun, user: Any = None) -> dict[str, Any]:
     per_minute = None
     if done and times["first"] and times["last"] and times["last"] > times["first"]:
         per_minute = done / ((times["last"] - times["first"]).total_seconds() / 60.0)
+    remaining = total - done - failed - cancelled
+    eta = None
+    if remaining and not run.cancelled and done + failed >= ETA_MIN_ITEMS:
+        eta = eta_seconds(
+            started_at=candidates.aggregate(first=Min("started_at"))["first"],
+            processed=done + failed,
+            remaining=remaining,
+            now=now,
+        )
     return {
         "total": total,
         "done": done,
@@ -46,11 +61,13 @@ def run_progress(*, run: InspectionRun, user: Any = None) -> dict[str, Any]:
         "cancelled": cancelled,
         "running": counts.get(CandidateState.RUNNING, 0),
         "pending": counts.get(CandidateState.PENDING, 0),
-        "remaining": total - done - failed - cancelled,
+        "remaining": remaining,
         "finished": total == done + failed + cancelled,
         "percent": round(100 * (done + failed + cancelled) / total) if total else 100,
         "per_minute": per_minute,
         "needs_expert": candidates.filter(needs_expert=True).count(),
+        "eta_seconds": eta,
+        "eta": eta_text(eta),
     }
 
 

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -43,7 +43,7 @@ OPENAI_SPEC_KEYS = ("kind", "endpoint", "model", *endpoints.CALL_OPTIONS)
 
 
 def endpoint_spec_check(
-    spec: dict[str, Any], *, user: AbstractBaseUser | None
+    spec: dict[str, Any], *, user: User | None
 ) -> tuple[dict[str, Any], ModelEndpoint]:
     """The stored form of a user's ``{"kind": "openai", "endpoint": NAME | ID, ...}`` spec and
     its endpoint. No URL or key is accepted: the endpoint's own are used when the call is made.
@@ -80,7 +80,7 @@ def endpoint_spec_check(
 
 
 def _check_policy_spec(
-    spec: dict[str, Any], *, user: AbstractBaseUser | None
+    spec: dict[str, Any], *, user: User | None
 ) -> tuple[dict[str, Any], ModelEndpoint | None]:
     kind = spec.get("kind")
     if kind not in POLICY_KINDS:
@@ -100,7 +100,7 @@ def inspection_run_create(
     task: Task,
     spectrum_ids: list[int],
     policy_spec: dict[str, Any],
-    created_by: AbstractBaseUser | None,
+    created_by: User | None,
     name: str = "",
     sampling: dict[str, Any] | None = None,
     rollouts: int = 1,
@@ -346,7 +346,9 @@ def candidate_verdict(rollouts: list[Rollout]) -> tuple[str, float | None, float
     reported = [r for r in rollouts if r.confidence is not None and r.prediction]
     if reported and len(reported) == len(rollouts):
         probabilities = [
-            r.confidence if r.prediction == verdict else 1.0 - r.confidence for r in reported
+            r.confidence if r.prediction == verdict else 1.0 - r.confidence
+            for r in reported
+            if r.confidence is not None  # always (see reported); narrows the type
         ]
         return verdict, sum(probabilities) / len(probabilities), share
     return verdict, share, share
@@ -425,7 +427,7 @@ def candidate_fail(*, candidate_id: int, error: str) -> None:
 
 
 @transaction.atomic
-def candidate_retry(*, candidate: Candidate, actor: AbstractBaseUser) -> Candidate:
+def candidate_retry(*, candidate: Candidate, actor: User) -> Candidate:
     from annotation.inspections import tasks
 
     # Checked before any write: a refused retry must not re-open the owner's cancelled run.
@@ -444,7 +446,7 @@ def candidate_retry(*, candidate: Candidate, actor: AbstractBaseUser) -> Candida
 
 
 @transaction.atomic
-def inspection_run_cancel(*, run: InspectionRun, actor: AbstractBaseUser) -> int:
+def inspection_run_cancel(*, run: InspectionRun, actor: User) -> int:
     """Stop a run: pending candidates are cancelled; running ones stop after their episode."""
     check_owner_or_staff(actor, run.created_by_id, what="inspection run", action="cancel")
     InspectionRun.objects.filter(pk=run.pk).update(cancelled=True)
@@ -469,7 +471,7 @@ EXPERT_SPLIT = "split"  # the catalog's expert decision when the experts disagre
 
 @transaction.atomic
 def expert_decision_record(
-    *, candidate: Candidate, expert: AbstractBaseUser, decision: str, comment: str = ""
+    *, candidate: Candidate, expert: User, decision: str, comment: str = ""
 ) -> ExpertDecision:
     """An expert's YES / NO / unsure beside the agent's verdict; shown in the catalog."""
     if decision not in ExpertDecisionValue.values:

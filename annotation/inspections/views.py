@@ -14,6 +14,7 @@ from django_htmx.http import HttpResponseStopPolling
 from annotation import blinding
 from annotation.core import errors as core_errors
 from annotation.core import permissions
+from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
 from annotation.inspections import evaluations, selectors, services
 from annotation.inspections.forms import EvaluationForm, InspectionRunForm
@@ -82,7 +83,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
 
 @require_role(permissions.INSPECTION_READ)
 @require_GET
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = _get_run_for_user(request, run_id)
     progress = selectors.run_progress(run=run, user=request.user)
     if request.htmx and request.GET.get("part") == "progress":

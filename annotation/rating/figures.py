@@ -35,17 +35,18 @@ def _judge_score_rows(campaign: RatingCampaign) -> tuple[list[str], list[list[An
     for score in scores:
         by_judge.setdefault(score.judge.name, {})[score.item_id] = score
     human: dict[int, list[int]] = {}
-    for item_id, score in RatingAssignment.objects.filter(
+    for item_id, human_score in RatingAssignment.objects.filter(
         item__campaign=campaign, score__isnull=False
     ).values_list("item_id", "score"):
-        human.setdefault(item_id, []).append(score)
+        if human_score is not None:  # always (score__isnull=False); narrows the type
+            human.setdefault(item_id, []).append(human_score)
     judges = sorted(by_judge)
     header = ["blind_id", "policy", "dataset", "human_mean", "n_human"]
     header += [f"{name} {what}" for name in judges for what in ("score", "reason")]
-    rows = []
+    rows: list[list[Any]] = []
     for item in items:
         values = human.get(item.pk, [])
-        row = [item.blind_id, item.policy_name, item.dataset]
+        row: list[Any] = [item.blind_id, item.policy_name, item.dataset]
         row += [sum(values) / len(values) if values else None, len(values)]
         for name in judges:
             record = by_judge[name].get(item.pk)

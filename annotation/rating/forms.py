@@ -73,7 +73,8 @@ class CampaignForm(forms.Form):
         return self.fieldset("pairwise")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         pair_a, pair_b = data.get("pair_run_a"), data.get("pair_run_b")
         if bool(pair_a) != bool(pair_b):
             self.add_error("pair_run_b", "pairwise comparisons need two runs, A and B")

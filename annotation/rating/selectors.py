@@ -61,7 +61,7 @@ def can_see_analysis(*, campaign: RatingCampaign, user: Any) -> bool:
 
 
 def _pairwise_analysis(campaign: RatingCampaign) -> dict[str, Any]:
-    from agent.agreement import bradley_terry_bootstrap, win_tie_loss
+    from agent.agreement import Comparison, bradley_terry_bootstrap, win_tie_loss
 
     judgements = PairJudgement.objects.filter(pair__campaign=campaign).exclude(outcome="")
     rows = judgements.select_related("pair__left", "pair__right")
@@ -72,7 +72,7 @@ def _pairwise_analysis(campaign: RatingCampaign) -> dict[str, Any]:
         return {"policies": policies, "shares": {}, "strengths": {}}
     reference = policies[0]
     outcomes: dict[str, list[str]] = {}
-    comparisons: list[tuple[str, ...]] = []
+    comparisons: list[Comparison] = []
     for judgement in rows:
         left, right = judgement.pair.left.policy_name, judgement.pair.right.policy_name
         if judgement.outcome == "tie":
@@ -109,8 +109,8 @@ def campaign_analysis(*, campaign: RatingCampaign) -> dict[str, Any]:
             item__campaign=campaign, score__isnull=False
         ).select_related("rater")
     )
-    by_rater: dict[str, dict[str, int]] = {}
-    by_item: dict[str, dict[str, int]] = {}
+    by_rater: dict[str, dict[str, int | None]] = {}
+    by_item: dict[str, dict[str, int | None]] = {}
     for rating in ratings:
         blind = by_item_id[rating.item_id].blind_id
         by_rater.setdefault(rating.rater.get_username(), {})[blind] = rating.score

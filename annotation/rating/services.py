@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -54,6 +54,12 @@ class RatingSource:
     dataset: str = ""
 
 
+def _fresh_seed() -> int:
+    """A random 62-bit seed. SeedSequence() draws its entropy from the OS: an int (the stubs
+    also allow the sequence or None a caller may pass in)."""
+    return cast(int, np.random.SeedSequence().entropy) % (2**62)
+
+
 def balanced_assignment(
     n_items: int, n_raters: int, per_item: int, rng: np.random.Generator
 ) -> list[list[int]]:
@@ -83,10 +89,10 @@ def _blind_id(rng: np.random.Generator) -> str:
 def campaign_create(
     *,
     name: str,
-    raters: list[AbstractBaseUser],
+    raters: list[User],
     raters_per_item: int,
     sources: list[RatingSource],
-    created_by: AbstractBaseUser | None,
+    created_by: User | None,
     description: str = "",
     seed: int | None = None,
 ) -> RatingCampaign:
@@ -94,7 +100,7 @@ def campaign_create(
     if not sources:
         raise WorkflowError("a campaign needs at least one trajectory to rate")
     unique_raters = list({rater.pk: rater for rater in raters}.values())
-    seed = int(seed if seed is not None else np.random.SeedSequence().entropy % (2**62))
+    seed = int(seed if seed is not None else _fresh_seed())
     rng = np.random.default_rng(seed)
     campaign = RatingCampaign.objects.create(
         name=name[:120],
@@ -236,7 +242,7 @@ def _open_campaign(campaign_id: int, refusal: str) -> RatingCampaign:
 
 @transaction.atomic
 def rating_submit(
-    *, assignment: RatingAssignment, rater: AbstractBaseUser, score: int, comment: str = ""
+    *, assignment: RatingAssignment, rater: User, score: int, comment: str = ""
 ) -> RatingAssignment:
     if assignment.rater_id != rater.pk:
         raise NotAllowed("this item is assigned to another rater")
@@ -265,9 +271,7 @@ def rating_submit(
 
 
 @transaction.atomic
-def pair_judgement_submit(
-    *, judgement: PairJudgement, rater: AbstractBaseUser, outcome: str
-) -> PairJudgement:
+def pair_judgement_submit(*, judgement: PairJudgement, rater: User, outcome: str) -> PairJudgement:
     if judgement.rater_id != rater.pk:
         raise NotAllowed("this pair is assigned to another rater")
     campaign = _open_campaign(
@@ -291,7 +295,7 @@ def pair_judgement_submit(
 
 
 @transaction.atomic
-def campaign_close(*, campaign: RatingCampaign, actor: AbstractBaseUser) -> RatingCampaign:
+def campaign_close(*, campaign: RatingCampaign, actor: User) -> RatingCampaign:
     if not (_is_staff(actor) or campaign.created_by_id == actor.pk):
         raise NotAllowed("only staff or the campaign's creator can close it")
     _open_campaign(campaign.pk, "the campaign is already closed")
@@ -310,7 +314,7 @@ def judge_create(
     *,
     name: str,
     endpoint: ModelEndpoint,
-    actor: AbstractBaseUser,
+    actor: User,
     prompt: str = "",
     include_images: bool = True,
 ) -> Judge:
@@ -403,7 +407,7 @@ def campaign_create_from_choices(
     The two runs compared pairwise are sampled over the spectra they share, the same spectra
     for both, so every sampled spectrum makes one pair.
     """
-    seed = int(seed if seed is not None else np.random.SeedSequence().entropy % (2**62))
+    seed = int(seed if seed is not None else _fresh_seed())
     rng = np.random.default_rng(seed)
     paired = _paired_rollouts(*pair_runs, rollouts_per_run, rng) if pair_runs else []
     skip = {run.pk for run in pair_runs or ()}

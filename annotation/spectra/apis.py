@@ -21,6 +21,7 @@ from agent.resolution import Resolution, ResolutionError, parse_user_value
 from agent.spectra import SpectrumFormatError
 from annotation.core import errors as core_errors
 from annotation.core import permissions
+from annotation.core.http import _expert
 from annotation.spectra import selectors, services
 from annotation.spectra.models import Label, Spectrum, Task
 
@@ -39,7 +40,9 @@ class TaskListApi(APIView):
 
 
 class SpectrumOutputSerializer(serializers.ModelSerializer):
-    task = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    task: serializers.SlugRelatedField[Task] = serializers.SlugRelatedField(
+        slug_field="code", read_only=True
+    )
 
     class Meta:
         model = Spectrum
@@ -71,7 +74,9 @@ class SpectrumListApi(APIView):
 
     class FilterSerializer(serializers.Serializer):
         task = serializers.CharField(required=False, allow_blank=True)
-        label = serializers.ChoiceField(choices=["", *Label.values], required=False)
+        # Serializer fields are popped into _declared_fields by the metaclass; the stubs
+        # see a class attribute overriding Field.label (str) instead.
+        label = serializers.ChoiceField(choices=["", *Label.values], required=False)  # type: ignore[assignment]
         survey = serializers.CharField(required=False, allow_blank=True)
         dataset = serializers.CharField(required=False, allow_blank=True)
         q = serializers.CharField(required=False, allow_blank=True)
@@ -117,13 +122,17 @@ class SpectrumRenderApi(APIView):
         wavelength_range = serializers.ListField(
             child=serializers.FloatField(), min_length=2, max_length=2, required=False
         )
-        label = serializers.CharField(max_length=60, required=False, allow_blank=True)
+        # Serializer fields are popped into _declared_fields by the metaclass; the stubs
+        # see a class attribute overriding Field.label (str) instead.
+        label = serializers.CharField(max_length=60, required=False, allow_blank=True)  # type: ignore[assignment]
 
     class OutputSerializer(serializers.Serializer):
         ok = serializers.BooleanField()
         text = serializers.CharField()
         wavelength_range = serializers.ListField(child=serializers.FloatField(), allow_null=True)
-        label = serializers.CharField(allow_null=True)
+        # Serializer fields are popped into _declared_fields by the metaclass; the stubs
+        # see a class attribute overriding Field.label (str) instead.
+        label = serializers.CharField(allow_null=True)  # type: ignore[assignment]
         png_base64 = serializers.CharField(allow_null=True)
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
@@ -211,7 +220,9 @@ class SpectrumUploadApi(APIView):
         task = serializers.SlugRelatedField(
             slug_field="code", queryset=Task.objects.all(), required=False, allow_null=True
         )
-        label = serializers.ChoiceField(choices=["", *Label.values], default="")
+        # Serializer fields are popped into _declared_fields by the metaclass; the stubs
+        # see a class attribute overriding Field.label (str) instead.
+        label = serializers.ChoiceField(choices=["", *Label.values], default="")  # type: ignore[assignment]
         resolution = serializers.CharField(
             max_length=40,
             required=False,
@@ -250,7 +261,7 @@ class SpectrumUploadApi(APIView):
         try:
             result = services.spectra_import_uploads(
                 files=data["files"],
-                uploaded_by=request.user,
+                uploaded_by=_expert(request),
                 dataset=data["dataset"],
                 task=data.get("task"),
                 label=data["label"],

@@ -40,7 +40,9 @@ class MultipleFileField(forms.FileField):
 
 
 class SpectrumUploadForm(forms.Form):
-    files = MultipleFileField(
+    # The form metaclass moves declared fields into base_fields, so this does not replace
+    # BaseForm.files (the uploaded files) at run time; the stubs see an override.
+    files = MultipleFileField(  # type: ignore[assignment]
         help_text="LAMOST, SDSS spec-*, DESI coadd-*, SpecVI-Bench parquet, CSV/ASCII/NPZ tables; "
         "gzip is fine. The format is detected from the content."
     )

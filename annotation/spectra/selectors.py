@@ -14,8 +14,9 @@ from django.db.models import QuerySet
 from django.urls import reverse
 
 from agent import inspection_tasks as agent_tasks
+from agent.policies.rule_based.view import SKY_LINES as POLICY_SKY_MASKS
 from agent.spectra import Spectrum as SpectrumValue
-from agent.spectra import spectrum_from_npz_bytes
+from agent.spectra import air_to_vacuum, spectrum_from_npz_bytes
 from agent.tool import SpectralVisualizationTool, ToolResult
 from annotation.core import charts
 from annotation.spectra.models import Spectrum, Task
@@ -190,7 +191,171 @@ def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
     }
     if data["decimated"]:
         data["zoom_url"] = reverse("api_spectrum_plot", args=[row.pk])
+    data["viewer"] = spectrum_viewer_data(row=row, wave=wave, flux=flux)
     return data
+
+
+# --- the viewer's overlays: line list, sky and telluric regions, masked pixels, units -----------
+
+# The standard optical lines (Prospect / MARZ style), rest wavelengths in air as the NIST/Morton
+# tables quote them above 2000 Å; below 2000 Å (C IV) the IAU quotes vacuum and air == vacuum.
+# One entry per label; a doublet or triplet carries all its members.
+_LINE_LIST_AIR: tuple[tuple[str, tuple[float, ...], str], ...] = (
+    ("C IV", (1548.19, 1550.77), "emission"),
+    ("Mg II", (2795.53, 2802.71), "emission"),
+    ("[O II]", (3726.03, 3728.82), "emission"),
+    ("Ca II K", (3933.66,), "absorption"),
+    ("Ca II H", (3968.47,), "absorption"),
+    ("H\u03b5", (3970.07,), "balmer"),
+    ("H\u03b4", (4101.74,), "balmer"),
+    ("H\u03b3", (4340.47,), "balmer"),
+    ("He II", (4685.70,), "emission"),
+    ("H\u03b2", (4861.33,), "balmer"),
+    ("[O III]", (4958.91,), "emission"),
+    ("[O III]", (5006.84,), "emission"),
+    ("Mg b", (5167.32, 5172.68, 5183.60), "absorption"),
+    ("He II", (5411.52,), "emission"),
+    ("He I", (5875.62,), "emission"),
+    ("Na D", (5889.95, 5895.92), "absorption"),
+    ("[N II]", (6548.05,), "emission"),
+    ("H\u03b1", (6562.80,), "balmer"),
+    ("[N II]", (6583.45,), "emission"),
+    ("He I", (6678.15,), "emission"),
+    ("[S II]", (6716.44, 6730.82), "emission"),
+    ("Ca II triplet", (8498.02, 8542.09, 8662.14), "absorption"),
+)
+
+# Night-sky lines the viewer shades, observed frame (air, as sky atlases quote them): [O I] 5577,
+# Na D 5890/5896, [O I] 6300/6364. The same lines agent.synthetic.lines.SKY_LINES puts into the
+# synthetic sky; each is shaded over the rule-based policy's mask half-width (POLICY_SKY_MASKS).
+_SKY_LINES_AIR: tuple[tuple[str, float], ...] = (
+    ("[O I] 5577", 5577.34),
+    ("Na D 5890", 5889.95),
+    ("Na D 5896", 5895.92),
+    ("[O I] 6300", 6300.30),
+    ("[O I] 6364", 6363.78),
+)
+_SKY_HALF_WIDTH = float(POLICY_SKY_MASKS[0][1])  # Å, the policy's own sky-line mask
+# Telluric absorption, observed frame (Å): O2 A and B bands and the 7160-7340 water band the
+# synthetic observing model (agent.synthetic.observing) also imprints.
+_TELLURIC_BANDS: tuple[tuple[str, float, float], ...] = (
+    ("telluric B (O\u2082)", 6867.0, 6884.0),
+    ("telluric H\u2082O", 7160.0, 7340.0),
+    ("telluric A (O\u2082)", 7594.0, 7621.0),
+)
+MAX_MASKED_RUNS = 300  # a few hundred grey marks at most; nearer runs are merged beyond that
+
+# Flux units the surveys document when a file's header does not name them (BUNIT).
+_SURVEY_FLUX_UNITS = {
+    "SDSS": "10\u207b\u00b9\u2077 erg s\u207b\u00b9 cm\u207b\u00b2 \u00c5\u207b\u00b9",
+    "BOSS": "10\u207b\u00b9\u2077 erg s\u207b\u00b9 cm\u207b\u00b2 \u00c5\u207b\u00b9",
+    "DESI": "10\u207b\u00b9\u2077 erg s\u207b\u00b9 cm\u207b\u00b2 \u00c5\u207b\u00b9",
+}
+
+
+def _to_vacuum(air: float) -> float:
+    return round(float(air_to_vacuum(air)), 2)
+
+
+def viewer_line_list() -> list[dict[str, Any]]:
+    """The line markers: name, rest wavelengths in vacuum and in air (Å), and the line's kind."""
+    return [
+        {
+            "name": charts.plotly_text(name),
+            "vacuum": [_to_vacuum(w) for w in air],
+            "air": list(air),
+            "kind": kind,
+        }
+        for name, air, kind in _LINE_LIST_AIR
+    ]
+
+
+def viewer_sky_regions() -> list[dict[str, Any]]:
+    """Sky lines and telluric bands in the observed frame, vacuum Å (the stored wavelengths)."""
+    regions = [
+        {
+            "name": charts.plotly_text(name),
+            "kind": "sky",
+            "range": [
+                _to_vacuum(centre) - _SKY_HALF_WIDTH,
+                _to_vacuum(centre) + _SKY_HALF_WIDTH,
+            ],
+        }
+        for name, centre in _SKY_LINES_AIR
+    ]
+    regions += [
+        {
+            "name": charts.plotly_text(name),
+            "kind": "telluric",
+            "range": [_to_vacuum(lo), _to_vacuum(hi)],
+        }
+        for name, lo, hi in _TELLURIC_BANDS
+    ]
+    return regions
+
+
+def masked_runs(
+    wave: np.ndarray, flux: np.ndarray, limit: int = MAX_MASKED_RUNS
+) -> list[list[float]]:
+    """[lo, hi] wavelength runs of masked pixels (flux NaN: ivar 0, survey mask bits)."""
+    bad = ~np.isfinite(flux)
+    if not bad.any():
+        return []
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], bad.view(np.int8), [0]))))
+    starts, stops = edges[0::2], edges[1::2] - 1
+    runs = [[float(wave[a]), float(wave[b])] for a, b in zip(starts, stops, strict=True)]
+    while len(runs) > limit:  # merge the runs across the smallest gaps
+        gaps = [runs[i + 1][0] - runs[i][1] for i in range(len(runs) - 1)]
+        cut = sorted(gaps)[len(runs) - limit - 1]
+        merged = [runs[0]]
+        for run, gap in zip(runs[1:], gaps, strict=True):
+            if gap <= cut:
+                merged[-1][1] = run[1]
+            else:
+                merged.append(run)
+        runs = merged
+    return [[round(lo, 2), round(hi, 2)] for lo, hi in runs]
+
+
+def spectrum_flux_unit(row: Spectrum) -> dict[str, str]:
+    """The flux unit: the file's BUNIT, else the survey's documented unit, else unknown."""
+    meta = row.meta or {}
+    unit = meta.get("BUNIT") or meta.get("bunit") or meta.get("flux_unit")
+    if unit:
+        return {"unit": str(unit), "source": "file"}
+    survey = str(row.survey).upper()
+    for name, value in _SURVEY_FLUX_UNITS.items():
+        if survey.startswith(name):
+            return {"unit": value, "source": "survey convention"}
+    return {"unit": "", "source": "unknown"}
+
+
+def spectrum_wavelength_medium(row: Spectrum) -> dict[str, str]:
+    """Stored wavelengths are always vacuum (readers convert air columns, agent.spectra.tables);
+    `in_file` says what the file itself held: LAMOST, SDSS and DESI publish vacuum."""
+    meta = row.meta or {}
+    in_file = str(meta.get("wavelength_frame_in_file") or "")
+    if not in_file:
+        survey = str(row.survey).upper()
+        known = ("LAMOST", "SDSS", "BOSS", "DESI", "SPECVI")
+        in_file = "vacuum" if survey.startswith(known) else "unknown"
+    return {"stored": "vacuum", "in_file": in_file}
+
+
+def spectrum_viewer_data(*, row: Spectrum, wave: np.ndarray, flux: np.ndarray) -> dict[str, Any]:
+    """What the viewer's control bar draws over the plot (plot coordinates are rest frame when
+    the spectrum has a redshift: `frame_z` converts the observed-frame sky regions)."""
+    unit = spectrum_flux_unit(row)
+    return {
+        "frame_z": float(row.redshift or 0.0),
+        "lines": viewer_line_list(),
+        "sky": viewer_sky_regions(),
+        "masked": masked_runs(wave, flux),
+        "medium": spectrum_wavelength_medium(row),
+        "flux_unit": charts.plotly_text(unit["unit"]),
+        "flux_unit_text": unit["unit"],  # raw, for the metadata table (Django escapes it)
+        "flux_unit_source": unit["source"],
+    }
 
 
 def spectrum_plot_window(

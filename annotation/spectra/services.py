@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 
@@ -69,7 +69,7 @@ def _spectrum_row(
     *,
     dataset: str,
     source_name: str,
-    uploaded_by: AbstractBaseUser | None,
+    uploaded_by: User | None,
     task: Task | None,
     label: str,
     split: str,
@@ -111,7 +111,7 @@ def spectra_store(
     values: Iterable[SpectrumValue],
     dataset: str,
     source_name: str,
-    uploaded_by: AbstractBaseUser | None = None,
+    uploaded_by: User | None = None,
     task: Task | None = None,
     label: str = "",
     split: str = "",
@@ -156,7 +156,7 @@ def spectra_import_path(
     *,
     path: Path,
     dataset: str = "uploads",
-    uploaded_by: AbstractBaseUser | None = None,
+    uploaded_by: User | None = None,
     task: Task | None = None,
     label: str = "",
     split: str = "",
@@ -190,7 +190,7 @@ def safe_file_name(name: str) -> str:
 def spectra_import_uploads(
     *,
     files: list[UploadedFile],
-    uploaded_by: AbstractBaseUser,
+    uploaded_by: User,
     dataset: str = "uploads",
     task: Task | None = None,
     label: str = "",

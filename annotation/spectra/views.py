@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from agent.spectra import SpectrumFormatError
 from annotation.core import errors as core_errors
 from annotation.core import permissions
+from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
 from annotation.spectra import selectors, services
 from annotation.spectra.forms import RenderForm, SpectrumUploadForm
@@ -46,7 +47,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_role(permissions.BROWSE)
 @require_GET
-def spectrum_list(request: HttpRequest) -> HttpResponse:
+def spectrum_list(request: HtmxHttpRequest) -> HttpResponse:
     filters = _filters_from(request)
     page = Paginator(selectors.spectrum_list(filters=filters), PAGE_SIZE).get_page(
         request.GET.get("page")

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
+from annotation.core.http import _expert
 from annotation.core.permissions import job_cancel_allowed
 from annotation.core.serializers import _paginated
 from annotation.curation.models import DatasetExport
@@ -54,7 +55,9 @@ class TrainingRunOutputSerializer(serializers.ModelSerializer):
     step = serializers.IntegerField(source="job.done")
     total = serializers.IntegerField(source="job.total")
     error = serializers.CharField(source="job.error")
-    dataset_export = serializers.SlugRelatedField(slug_field="version", read_only=True)
+    dataset_export: serializers.SlugRelatedField[DatasetExport] = serializers.SlugRelatedField(
+        slug_field="version", read_only=True
+    )
     checkpoint = serializers.SerializerMethodField()
 
     class Meta:
@@ -148,7 +151,7 @@ class TrainingRunCreateApi(APIView):
                 label_source=dict(data.get("label_source") or {}),
                 overrides=data.get("overrides") or {},
                 name=data.get("name", ""),
-                created_by=request.user,
+                created_by=_expert(request),
             )
         except core_errors.WorkflowError as error:
             return error_response(error)
@@ -201,9 +204,9 @@ class TrainingRunCancelApi(APIView):
     @extend_schema(request=None, responses=TrainingRunOutputSerializer)
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(selectors.training_runs(), pk=run_id)
-        if not job_cancel_allowed(run.job, request.user):
+        if not job_cancel_allowed(run.job, _expert(request)):
             raise PermissionDenied("only the run's creator or staff can cancel it")
-        services.training_run_cancel(run=run, actor=request.user)
+        services.training_run_cancel(run=run, actor=_expert(request))
         run.job.refresh_from_db()
         return Response(TrainingRunOutputSerializer(run).data)
 

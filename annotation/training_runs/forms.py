@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -104,12 +104,13 @@ class TrainingRunForm(forms.Form):
             .values_list("dataset", flat=True)
             .distinct()
         )
-        self.fields["rl_dataset"].choices = [("", "choose a data set")] + [
+        cast(forms.ChoiceField, self.fields["rl_dataset"]).choices = [("", "choose a data set")] + [
             (name, name) for name in datasets
         ]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("stage") == TrainingStage.SFT and not data.get("dataset_export"):
             self.add_error("dataset_export", "SFT trains on a dataset export; choose one")
         if data.get("stage") == TrainingStage.GRPO:

@@ -100,6 +100,7 @@ def write_label_only_parquet(run: TrainingRun, path: Path) -> int:
     rows = []
     for row in selectors.label_only_spectra(**run.label_source):
         spectrum = spectra_selectors.spectrum_value(row)
+        assert row.task is not None  # label_only_spectra selects by task code
         trajectory = prompt_trajectory(spectrum, get_task(row.task.code))
         rows.append(
             to_verl_row(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from agent import inspection_tasks as agent_tasks
@@ -79,7 +79,7 @@ def _label_source(source: dict[str, Any]) -> tuple[dict[str, Any], int]:
             tasks.add(agent_tasks.get_task(str(code)).code)
         except agent_tasks.UnknownTaskError as error:
             raise WorkflowError(f"GRPO rewards need a built-in task: {error}") from error
-    normalized = {
+    normalized: dict[str, Any] = {
         "dataset": str(source.get("dataset") or "").strip(),
         "split": str(source.get("split") or "").strip(),
         "tasks": sorted(tasks),
@@ -129,7 +129,7 @@ def training_run_create(
     *,
     stage: str,
     preset: str,
-    created_by: AbstractBaseUser | None,
+    created_by: User | None,
     base_model: str = "",
     base_checkpoint: PolicyCheckpoint | None = None,
     dataset_export: DatasetExport | None = None,
@@ -259,7 +259,7 @@ def training_run_finish(
 
 
 @transaction.atomic
-def training_run_cancel(*, run: TrainingRun, actor: AbstractBaseUser) -> bool:
+def training_run_cancel(*, run: TrainingRun, actor: User) -> bool:
     """Cancel the run's job; a training loop stops at its next step and registers nothing."""
     return job_cancel(job=run.job, actor=actor)
 
@@ -269,7 +269,7 @@ def policy_checkpoint_register(
     *,
     path: str | Path,
     name: str,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     run: TrainingRun | None = None,
 ) -> PolicyCheckpoint:
     """Register a checkpoint folder with its specvet_lineage.json as a selectable policy."""

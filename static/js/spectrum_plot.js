@@ -58,6 +58,42 @@
     return { shapes: shapes, annotations: annotations };
   }
 
+  // Clickable labels under the inspected windows: a click zooms to the window (and the page's
+  // viewer, spectrum_viewer.js, shows that step's image).
+  function inspectedLabels(ranges) {
+    return ranges.map(function (r, i) {
+      return {
+        x: (r[0] + r[1]) / 2, y: 0, xref: "x", yref: "paper", yanchor: "bottom",
+        text: "\u25B8" + (i + 1), showarrow: false, captureevents: true,
+        font: { size: 10, color: "#0b4f7a" }, bgcolor: "rgba(255,255,255,0.7)",
+        name: "inspected-label", hovertext: "zoom to " + r[0].toFixed(1) + "\u2013" + r[1].toFixed(1) + " \u00c5",
+      };
+    });
+  }
+
+  // Overlays are layers (base markers, the live step's window, the viewer's lines and sky
+  // regions, ...): each layer replaces its own shapes and annotations, never another's.
+  function composeOverlays(node) {
+    const layers = node._specvetLayers || {};
+    let shapes = [];
+    let annotations = [];
+    Object.keys(layers).forEach(function (name) {
+      shapes = shapes.concat(layers[name].shapes || []);
+      annotations = annotations.concat(layers[name].annotations || []);
+    });
+    return Plotly.relayout(node, { shapes: shapes, annotations: annotations });
+  }
+
+  function setLayer(node, name, shapes, annotations) {
+    if (!node || !window.Plotly || !node._specvetLayers) return null;
+    node._specvetLayers[name] = { shapes: shapes || [], annotations: annotations || [] };
+    return composeOverlays(node);
+  }
+
+  function zoomTo(node, lo, hi) {
+    return Plotly.relayout(node, { "xaxis.range[0]": lo, "xaxis.range[1]": hi });
+  }
+
   function inspectedShapes(ranges) {
     return ranges.map(function (r) {
       return {
@@ -139,7 +175,11 @@
     const indices = whole.x.map(function (_, i) { return i; });
     let asked = 0;
     let timer = null;
-    function show(part) { Plotly.restyle(node, part, indices); }
+    function show(part) {
+      Plotly.restyle(node, part, indices).then(function () {
+        node.dispatchEvent(new CustomEvent("specvet:data"));
+      });
+    }
     function fetchWindow(lo, hi) {
       const mine = ++asked;
       const url = data.zoom_url + "?lo=" + encodeURIComponent(lo) + "&hi=" + encodeURIComponent(hi);
@@ -185,32 +225,53 @@
       line: { width: 1, color: "#1f2937" }, name: "flux", connectgaps: false,
       hovertemplate: "%{x:.1f} Å<br>flux %{y:.4g}<extra></extra>",
     });
+    node._specvetFluxIndex = traces.length - 1;
+    // The viewer's smoothed flux (spectrum_viewer.js fills it); hidden until asked for.
+    traces.push({
+      x: [], y: [], type: "scattergl", mode: "lines", visible: false, name: "smoothed",
+      line: { width: 1.5, color: "#b91c1c" }, connectgaps: false,
+      hovertemplate: "%{x:.1f} Å<br>smoothed %{y:.4g}<extra></extra>",
+    });
     const windows = data.windows || [];
     const known = data.wavelength.filter(function (x) { return x !== null; });
     const xSpan = known.length ? [known[0], known[known.length - 1]] : [0, 1];
     const rows = labelRows(windows, xSpan, Math.max((node.clientWidth || 600) - 70, 100));
     const markers = windowShapes(windows, rows.rowOf);
-    const inspected = inspectedShapes(data.inspected || []);
+    const inspectedRanges = data.inspected || [];
+    const inspected = inspectedShapes(inspectedRanges);
+    const unit = data.viewer && data.viewer.flux_unit ? " (" + data.viewer.flux_unit + ")" : "";
+    const medium = data.viewer ? ", " + data.viewer.medium.stored : "";
     const layout = {
       margin: { l: 60, r: 10, t: 18 + rows.count * LABEL_ROW_PX, b: 45 },
-      xaxis: { title: { text: data.rest_frame ? "Rest-frame wavelength (Å)" : "Wavelength (Å)" } },
-      yaxis: { title: { text: "Flux" }, fixedrange: false, range: data.y_range || undefined },
+      xaxis: { title: { text: (data.rest_frame ? "Rest-frame wavelength (Å" : "Wavelength (Å") + medium + ")" } },
+      yaxis: { title: { text: "Flux" + unit }, fixedrange: false, range: data.y_range || undefined },
       shapes: markers.shapes.concat(inspected),
-      annotations: markers.annotations,
+      annotations: markers.annotations.concat(inspectedLabels(inspectedRanges)),
       showlegend: false,
       dragmode: "zoom",
     };
-    Plotly.newPlot(node, traces, layout, { responsive: true, displaylogo: false });
-    node.dataset.baseShapes = JSON.stringify(layout.shapes);
+    node._specvetLayers = { base: { shapes: layout.shapes, annotations: layout.annotations } };
+    node._specvetData = data;
+    Plotly.newPlot(node, traces, layout, { responsive: true, displaylogo: false }).then(function () {
+      node.dataset.plotReady = "1";
+      node.dispatchEvent(new CustomEvent("specvet:ready"));
+    });
+    node.on("plotly_clickannotation", function (ev) {
+      const note = ev.annotation || {};
+      if (note.name !== "inspected-label") return;
+      const index = Number(String(note.text).replace(/\D/g, "")) - 1;
+      const range = inspectedRanges[index];
+      if (!range) return;
+      zoomTo(node, range[0], range[1]);
+      node.dispatchEvent(new CustomEvent("specvet:window", { detail: { range: range } }));
+    });
     wireZoom(node, data, wireYRange(node, data));
     return node;
   }
 
   function setInspected(node, range) {
-    if (!node || !window.Plotly || !node.dataset.baseShapes) return;
-    const base = JSON.parse(node.dataset.baseShapes).filter(function (s) { return s.name !== "current"; });
     const current = inspectedShapes([range]).map(function (s) { s.name = "current"; return s; });
-    Plotly.relayout(node, { shapes: base.concat(current) });
+    setLayer(node, "current", current, []);
   }
 
   function wireToolForm(plotNode) {
@@ -260,7 +321,9 @@
     });
   }
 
-  window.specvetPlot = { draw: draw, setInspected: setInspected, readJson: readJson };
+  window.specvetPlot = {
+    draw: draw, setInspected: setInspected, readJson: readJson, setLayer: setLayer, zoomTo: zoomTo,
+  };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();

@@ -9,7 +9,7 @@ from annotation.rating.models import PairJudgement, RatingAssignment
 from annotation.spectra.models import Task
 from tests.e2e.conftest import BrowserPages
 from tests.factories import UserFactory
-from tests.web.test_rating_pages import make_campaign
+from tests.web.rating.test_views import make_campaign
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 

@@ -123,9 +123,15 @@ def test_it_keeps_the_window_labels_apart(pages: BrowserPages, code: str) -> Non
     task = Task.objects.get(code=code)
     page = pages.open("leavitt", UserFactory(username="leavitt", roles=["expert"]))
     page.goto(f"/spectra/{row.pk}/?task={code}")
-    labels = page.locator("#spectrum-plot .annotation-text-g text")
-    expect(labels).to_have_count(len(task.windows))
-    boxes = [labels.nth(i).bounding_box() for i in range(len(task.windows))]
+    expect(page.locator("#spectrum-plot[data-viewer-ready]")).to_be_attached()
+    # The window labels are the plot's first annotations (the viewer's line labels follow them).
+    labels = [
+        page.locator(f"#spectrum-plot .annotation[data-index='{i}'] .annotation-text-g text")
+        for i in range(len(task.windows))
+    ]
+    for label in labels:
+        expect(label).to_have_count(1)
+    boxes = [label.bounding_box() for label in labels]
     assert all(box is not None for box in boxes)
     overlapping = [
         (i, j)

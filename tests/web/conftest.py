@@ -4,39 +4,6 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from tests.factories import UserFactory
-
-
-@pytest.fixture
-def expert(db):
-    return UserFactory(username="payne", roles=["expert"])
-
-
-@pytest.fixture
-def outsider(db):
-    """An expert who has no part in the object under test."""
-    return UserFactory(username="outsider", roles=["expert"])
-
-
-@pytest.fixture
-def ml_engineer(db):
-    return UserFactory(username="fleming", roles=["ml_engineer"])
-
-
-@pytest.fixture
-def rater(db):
-    return UserFactory(username="maury", roles=["rater"])
-
-
-@pytest.fixture
-def viewer(db):
-    return UserFactory(username="viewer", roles=["viewer"])
-
-
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="stella", roles=["staff"])
-
 
 @pytest.fixture
 def ml_client(ml_engineer) -> Client:

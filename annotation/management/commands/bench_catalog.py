@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 from uuid import uuid4
 
@@ -35,6 +35,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
+from django.http import StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.test import Client
 from django.urls import reverse
 
@@ -69,6 +71,13 @@ EXPORT_VIEWS = {
     "VOTable": "catalog_export_votable",
     "FITS": "catalog_export_fits",
 }
+
+
+def _streamed(response: HttpResponseBase) -> Iterator[bytes]:
+    """The blocks of an export answer. The test Client's stubs type every answer as an
+    HttpResponse, but the export views stream (a StreamingHttpResponse or FileResponse, whose
+    content is a plain iterator under WSGI)."""
+    return cast(Iterator[bytes], cast(StreamingHttpResponse, response).streaming_content)
 
 
 def _max_rss_bytes() -> int:
@@ -329,7 +338,7 @@ class Command(BaseCommand):
             started = time.perf_counter()
             response = client.get(url)
             # Consuming the content closes the response (the test Client's wrapper does it).
-            body = b"".join(response.streaming_content)
+            body = b"".join(_streamed(response))
             elapsed = time.perf_counter() - started
             if response.status_code != 200 or not body:
                 raise CommandError(f"{url} answered {response.status_code}")
@@ -372,11 +381,11 @@ class Command(BaseCommand):
         try:
             client = self._client(user)
             warm = client.get(reverse(EXPORT_VIEWS[name]), {"limit": "10"})
-            b"".join(warm.streaming_content)
+            b"".join(_streamed(warm))
             baseline = _max_rss_bytes()
             started = time.perf_counter()
             response = client.get(reverse(EXPORT_VIEWS[name]))
-            size = sum(len(block) for block in response.streaming_content)
+            size = sum(len(block) for block in _streamed(response))
             seconds = time.perf_counter() - started
             if response.status_code != 200:
                 raise CommandError(f"{name} export answered {response.status_code}")

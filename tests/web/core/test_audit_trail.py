@@ -27,7 +27,7 @@ from annotation.rating import services as rating_services
 from annotation.rating.models import PairJudgement, RatingAssignment
 from annotation.spectra.models import Spectrum, Task
 from tests.factories import UserFactory, make_curation, make_spectrum
-from tests.web.test_rating_campaigns import make_campaign
+from tests.web.rating.test_campaigns import make_campaign
 
 pytestmark = pytest.mark.django_db
 
@@ -42,11 +42,6 @@ def admin_client(admin_user) -> Client:
     client = Client()
     client.force_login(admin_user)
     return client
-
-
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="staff", roles=["staff"])
 
 
 @pytest.fixture

@@ -11,16 +11,11 @@ from django.urls import reverse
 
 from annotation.rating.models import RatingAssignment
 from tests.factories import UserFactory
-from tests.web.test_object_access import make_campaign
+from tests.web.core.test_object_access import make_campaign
 
 pytestmark = pytest.mark.django_db
 
 HX_HEADERS = re.compile(r"<body hx-headers='([^']*)'>")
-
-
-@pytest.fixture
-def rater(db):
-    return UserFactory(username="alice", roles=["rater"])
 
 
 @pytest.fixture

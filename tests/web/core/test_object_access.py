@@ -1,6 +1,6 @@
 """Object-level checks for an outsider: signed in, but no part of the object.
 
-test_curation_permissions covers who may act on a curation and test_rating_blinding what a
+curation/test_permissions.py covers who may act on a curation and rating/test_blinding.py what a
 rater of the campaign may see; this covers the rest: a rater of another campaign gets 404 for
 this one (pages, API, reads and writes, open or closed), and someone outside a curation sees an
 auditor's verdict or a voter's vote no sooner than the participants do.
@@ -18,7 +18,7 @@ from annotation.rating import services as rating_services
 from annotation.rating.models import RatingAssignment
 from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_curation, make_spectrum, make_trajectory
-from tests.web.test_curation_pages import SECRET, first_verdict_in, in_vote
+from tests.web.curation.test_views import SECRET, first_verdict_in, in_vote
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def alice(db):
 
 
 @pytest.fixture
-def outsider(db):
+def outside_rater(db):
     """A rater of another campaign, and an expert outside the curation under test."""
     return UserFactory(username="outsider", roles=["rater", "expert"])
 
@@ -78,9 +78,9 @@ def campaign(alice, stella):
 
 
 @pytest.fixture
-def outsider_campaign(outsider, stella):
+def outsider_campaign(outside_rater, stella):
     """The outsider rates a campaign of their own, so they are a rater, just not of `campaign`."""
-    return make_campaign("mine", [outsider], stella)
+    return make_campaign("mine", [outside_rater], stella)
 
 
 def logged_in(user) -> Client:
@@ -118,11 +118,11 @@ def _get(user, name, campaign, extra):
 @pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
 @pytest.mark.parametrize(("name", "extra"), CAMPAIGN_READS, ids=[n for n, _ in CAMPAIGN_READS])
 def test_it_answers_404_to_a_rater_of_another_campaign(
-    campaign, outsider_campaign, outsider, stella, name, extra, closed
+    campaign, outsider_campaign, outside_rater, stella, name, extra, closed
 ):
     if closed:
         rating_services.campaign_close(campaign=campaign, actor=stella)
-    response = _get(outsider, name, campaign, extra)
+    response = _get(outside_rater, name, campaign, extra)
     body = response.content.decode()
     assert response.status_code == 404
     assert OTHER_COMMENT not in body and "model-a" not in body and "theirs" not in body
@@ -134,10 +134,10 @@ def test_it_answers_404_to_a_rater_of_another_campaign(
     [("rating_rate", 404), ("rating_pairs", 404), ("rating_campaign_close", 403)],
 )
 def test_it_answers_404_to_an_outsiders_post_and_changes_nothing(
-    campaign, outsider_campaign, outsider, name, status
+    campaign, outsider_campaign, outside_rater, name, status
 ):
     assignment = RatingAssignment.objects.filter(item__campaign=campaign).first()
-    response = logged_in(outsider).post(
+    response = logged_in(outside_rater).post(
         reverse(name, args=[campaign.pk]), {"assignment": assignment.pk, "score": 0}
     )
     campaign.refresh_from_db()
@@ -147,10 +147,10 @@ def test_it_answers_404_to_an_outsiders_post_and_changes_nothing(
 
 
 def test_it_refuses_an_outsider_scoring_another_campaigns_item_through_the_api(
-    campaign, outsider_campaign, outsider
+    campaign, outsider_campaign, outside_rater
 ):
     assignment = RatingAssignment.objects.filter(item__campaign=campaign).first()
-    response = api_for(outsider).post(
+    response = api_for(outside_rater).post(
         reverse("api_rating_submit", args=[assignment.pk]), {"score": 0}, format="json"
     )
     assignment.refresh_from_db()
@@ -159,9 +159,9 @@ def test_it_refuses_an_outsider_scoring_another_campaigns_item_through_the_api(
     assert assignment.score == 4
 
 
-def test_it_lists_only_the_outsiders_own_campaigns(campaign, outsider_campaign, outsider):
-    page = logged_in(outsider).get(reverse("rating_campaigns")).content.decode()
-    listed = api_for(outsider).get(reverse("api_rating_campaigns")).json()
+def test_it_lists_only_the_outsiders_own_campaigns(campaign, outsider_campaign, outside_rater):
+    page = logged_in(outside_rater).get(reverse("rating_campaigns")).content.decode()
+    listed = api_for(outside_rater).get(reverse("api_rating_campaigns")).json()
     assert "mine" in page and "theirs" not in page
     assert [row["name"] for row in listed] == ["mine"]
 
@@ -185,10 +185,10 @@ BLINDED_READS = [
 
 
 @pytest.mark.parametrize(("name", "query"), BLINDED_READS)
-def test_it_hides_a_verdict_from_an_outsider_until_both_are_in(people, outsider, name, query):
+def test_it_hides_a_verdict_from_an_outsider_until_both_are_in(people, outside_rater, name, query):
     curation = make_curation()
     first_verdict_in(curation, people["reviser"], people["auditor"], people["second_auditor"])
-    client = api_for(outsider) if name.startswith("api_") else logged_in(outsider)
+    client = api_for(outside_rater) if name.startswith("api_") else logged_in(outside_rater)
     response = client.get(reverse(name, args=[curation.pk]), query)
     assert response.status_code == 200
     assert SECRET not in response.content.decode()
@@ -196,21 +196,21 @@ def test_it_hides_a_verdict_from_an_outsider_until_both_are_in(people, outsider,
 
 
 @pytest.mark.parametrize("name", ["curation_vote", "curation_detail"])
-def test_it_hides_votes_from_an_outsider_until_the_vote_closes(people, outsider, name):
+def test_it_hides_votes_from_an_outsider_until_the_vote_closes(people, outside_rater, name):
     curation = in_vote(make_curation(), *people.values())
     curation_services.vote_cast(
         curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9"
     )
-    body = logged_in(outsider).get(reverse(name, args=[curation.pk])).content.decode()
+    body = logged_in(outside_rater).get(reverse(name, args=[curation.pk])).content.decode()
     assert "VOTE-NOTE-9" not in body
     assert "reviser</strong>: reject" not in body
 
 
-def test_it_hides_votes_from_an_outsider_in_the_api_until_the_vote_closes(people, outsider):
+def test_it_hides_votes_from_an_outsider_in_the_api_until_the_vote_closes(people, outside_rater):
     curation = in_vote(make_curation(), *people.values())
     curation_services.vote_cast(
         curation=curation, user=people["reviser"], value="reject", comment="VOTE-NOTE-9"
     )
-    response = api_for(outsider).get(reverse("api_curation_detail", args=[curation.pk]))
+    response = api_for(outside_rater).get(reverse("api_curation_detail", args=[curation.pk]))
     assert response.json()["votes"] == []
     assert "VOTE-NOTE-9" not in response.content.decode()

@@ -1,7 +1,7 @@
 """Races on real row locks (PostgreSQL): concurrent saves and concurrent verdicts.
 
 Run with: DATABASE_URL=postgres://postgres@127.0.0.1:5432/specvet \
-    .venv/bin/pytest tests/web/test_curation_concurrency.py -q
+    .venv/bin/pytest tests/web/curation/test_concurrency.py -q
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from agent.reading import MIB
 from annotation.curation.forms import ImportFileError, read_import_upload
 from annotation.spectra import services
 from annotation.spectra.models import Spectrum
-from tests.web.test_upload_and_api_limits import api_upload
+from tests.web.spectra.test_upload_limits import api_upload
 
 pytestmark = pytest.mark.django_db
 

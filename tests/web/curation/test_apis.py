@@ -26,11 +26,6 @@ def reviser(db):
 
 
 @pytest.fixture
-def auditor(db):
-    return UserFactory(username="auditor", roles=["expert", "ml_engineer"])  # datasets
-
-
-@pytest.fixture
 def second_auditor(db):
     return UserFactory(username="second_auditor", roles=["expert"])
 
@@ -285,7 +280,7 @@ def test_it_lists_accepted_counts_and_exports(curation, auditor):
 def test_it_answers_the_same_export_with_200_and_the_existing_version(
     curation, reviser, auditor, second_auditor
 ):
-    from tests.web.test_curation_pages import accept
+    from tests.web.curation.test_views import accept
 
     accept(curation, reviser, auditor, second_auditor)
     client = token_client(reviser)

@@ -1,4 +1,4 @@
-"""Upload limits (count, size, type read from the content) where test_spectrum_pages does not
+"""Upload limits (count, size, type read from the content) where spectra/test_views.py does not
 cover them (the API, the trajectory import), and the API's per-user throttle."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from rest_framework.throttling import UserRateThrottle
 from annotation.curation.models import Curation
 from annotation.spectra.models import Spectrum
 from tests.factories import UserFactory
-from tests.web.test_spectrum_pages import csv_upload, good_csv
+from tests.web.spectra.test_views import csv_upload, good_csv
 
 pytestmark = pytest.mark.django_db
 

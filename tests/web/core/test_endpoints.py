@@ -147,16 +147,6 @@ def ml(db):
 
 
 @pytest.fixture
-def staff(db):
-    return UserFactory(username="sam", roles=["staff"])
-
-
-@pytest.fixture
-def viewer(db):
-    return UserFactory(username="vic", roles=["viewer"])
-
-
-@pytest.fixture
 def cv(db) -> Task:
     return Task.objects.get(code="CV")
 

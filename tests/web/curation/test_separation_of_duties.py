@@ -16,7 +16,7 @@ from annotation.curation import services as curation_services
 from annotation.curation.models import CurationState
 from annotation.curation.selectors import history_visible_to
 from tests.factories import UserFactory, make_curation
-from tests.web.test_curation_workflow import revise, to_audit
+from tests.web.curation.test_services import revise, to_audit
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from annotation.rating import services as rating_services
 from annotation.rating.models import CampaignItem, PairJudgement, RatingAssignment, RatingCampaign
 from annotation.spectra import services as spectra_services
 from tests.factories import UserFactory
-from tests.web.test_rating_campaigns import make_campaign
+from tests.web.rating.test_campaigns import make_campaign
 
 
 def on_postgresql(test):
@@ -37,11 +37,6 @@ def on_postgresql(test):
 @pytest.fixture
 def raters(db):
     return [UserFactory(username=f"rater{i}", roles=["rater"]) for i in range(2)]
-
-
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="staff", roles=["staff"])
 
 
 def loaded_assignment(campaign, rater) -> RatingAssignment:

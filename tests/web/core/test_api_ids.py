@@ -1,6 +1,6 @@
 """Object ids in request bodies are bounded to 64 bits: a larger one is bad input (400), not a 500.
 
-Found by tests/web/test_api_fuzz.py: SQLite refuses such an integer inside IN (...) with an
+Found by tests/web/core/test_api_fuzz.py: SQLite refuses such an integer inside IN (...) with an
 OverflowError.
 """
 

@@ -26,19 +26,9 @@ REFUSED = "Only the person who started this"
 
 
 @pytest.fixture
-def owner(db):
-    return UserFactory(username="owner", roles=["ml_engineer"])
-
-
-@pytest.fixture
 def colleague(db):
     """Another ML engineer: the role lets them cancel runs, but not this one."""
     return UserFactory(username="colleague", roles=["ml_engineer"])
-
-
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="stella", roles=["staff"])
 
 
 @pytest.fixture

@@ -36,8 +36,8 @@ from annotation.rating import services
 from annotation.rating.models import RatingCampaign
 from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_curation, make_spectrum
+from tests.web.core.test_url_access import url_patterns
 from tests.web.security_world import make_run
-from tests.web.test_url_access import url_patterns
 
 pytestmark = pytest.mark.django_db
 

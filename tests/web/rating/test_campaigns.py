@@ -22,11 +22,6 @@ def raters(db):
     return [UserFactory(username=f"rater{i}", roles=["rater"]) for i in range(3)]
 
 
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="staff", is_staff=True)
-
-
 def sources(n: int, policies=("model-a", "model-b")):
     cv = Task.objects.get(code="CV")
     out = []

@@ -21,7 +21,8 @@ class ConfidentPolicy(ScriptedPolicy):
 
 
 @pytest.fixture
-def expert(db):
+def vetter(db):
+    """Starts the runs and vets; no roles, as the services do not check them."""
     return UserFactory(username="vetter")
 
 
@@ -34,18 +35,18 @@ def use_policy(monkeypatch, factory):
     monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: factory())
 
 
-def start_run(cv, expert, spectra, **kwargs):
+def start_run(cv, vetter, spectra, **kwargs):
     return inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[s.pk for s in spectra],
         policy_spec={"kind": "rule-based"},
-        created_by=expert,
+        created_by=vetter,
         **kwargs,
     )
 
 
 def test_it_runs_each_candidate_and_stores_steps_verdict_and_catalog(
-    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+    monkeypatch, cv, vetter, django_capture_on_commit_callbacks
 ):
     use_policy(
         monkeypatch,
@@ -53,7 +54,7 @@ def test_it_runs_each_candidate_and_stores_steps_verdict_and_catalog(
     )
     spectra = [make_spectrum(object_id=f"C{i}", seed=i) for i in range(2)]
     with django_capture_on_commit_callbacks(execute=True):
-        run = start_run(cv, expert, spectra)
+        run = start_run(cv, vetter, spectra)
     candidates = list(run.candidates.all())
     assert {c.state for c in candidates} == {CandidateState.DONE}
     assert {c.verdict for c in candidates} == {"YES"}
@@ -64,24 +65,24 @@ def test_it_runs_each_candidate_and_stores_steps_verdict_and_catalog(
 
 
 def test_it_sends_uncertain_candidates_to_the_expert_queue(
-    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+    monkeypatch, cv, vetter, django_capture_on_commit_callbacks
 ):
     use_policy(monkeypatch, lambda: ConfidentPolicy([answer_turn("NO")], 0.6))
     with django_capture_on_commit_callbacks(execute=True):
-        run = start_run(cv, expert, [make_spectrum()], confidence_threshold=0.75)
+        run = start_run(cv, vetter, [make_spectrum()], confidence_threshold=0.75)
     candidate = run.candidates.get()
     assert candidate.needs_expert is True
-    inspections_services.expert_decision_record(candidate=candidate, expert=expert, decision="YES")
+    inspections_services.expert_decision_record(candidate=candidate, expert=vetter, decision="YES")
     assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "YES"
 
 
 def test_it_takes_the_majority_over_rollouts(
-    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+    monkeypatch, cv, vetter, django_capture_on_commit_callbacks
 ):
     turns = [answer_turn("YES"), answer_turn("NO"), answer_turn("YES")]
     use_policy(monkeypatch, lambda: ScriptedPolicy(turns))
     with django_capture_on_commit_callbacks(execute=True):
-        run = start_run(cv, expert, [make_spectrum()], rollouts=3)
+        run = start_run(cv, vetter, [make_spectrum()], rollouts=3)
     candidate = run.candidates.get()
     assert candidate.verdict == "YES"
     assert candidate.vote_share == pytest.approx(2 / 3)
@@ -89,7 +90,7 @@ def test_it_takes_the_majority_over_rollouts(
 
 
 def test_it_fails_a_candidate_with_the_reason_and_retries_it(
-    monkeypatch, cv, expert, django_capture_on_commit_callbacks
+    monkeypatch, cv, vetter, django_capture_on_commit_callbacks
 ):
     class Down(ScriptedPolicy):
         def generate(self, messages):
@@ -97,20 +98,20 @@ def test_it_fails_a_candidate_with_the_reason_and_retries_it(
 
     use_policy(monkeypatch, lambda: Down([]))
     with django_capture_on_commit_callbacks(execute=True):
-        run = start_run(cv, expert, [make_spectrum()])
+        run = start_run(cv, vetter, [make_spectrum()])
     candidate = run.candidates.get()
     assert candidate.state == CandidateState.FAILED
     assert "unreachable" in candidate.error
     use_policy(monkeypatch, lambda: ScriptedPolicy([answer_turn("NO")]))
     with django_capture_on_commit_callbacks(execute=True):
-        inspections_services.candidate_retry(candidate=candidate, actor=expert)
+        inspections_services.candidate_retry(candidate=candidate, actor=vetter)
     candidate.refresh_from_db()
     assert (candidate.state, candidate.verdict) == (CandidateState.DONE, "NO")
 
 
-def test_it_resumes_without_duplicating_finished_rollouts(monkeypatch, cv, expert):
+def test_it_resumes_without_duplicating_finished_rollouts(monkeypatch, cv, vetter):
     use_policy(monkeypatch, lambda: ScriptedPolicy([answer_turn("YES")] * 2))
-    run = start_run(cv, expert, [make_spectrum()], rollouts=2)
+    run = start_run(cv, vetter, [make_spectrum()], rollouts=2)
     candidate = run.candidates.get()
     assert inspections_services.candidate_claim(candidate_id=candidate.pk)
     # A first worker finished rollout 0 and wrote one live step of rollout 1, then died.
@@ -123,19 +124,19 @@ def test_it_resumes_without_duplicating_finished_rollouts(monkeypatch, cv, exper
     assert LiveStep.objects.filter(candidate=candidate, rollout_index=1).count() == 1
 
 
-def test_it_cancels_pending_candidates(monkeypatch, cv, expert):
+def test_it_cancels_pending_candidates(monkeypatch, cv, vetter):
     run = start_run(
-        cv, expert, [make_spectrum(object_id="A"), make_spectrum(object_id="B", seed=1)]
+        cv, vetter, [make_spectrum(object_id="A"), make_spectrum(object_id="B", seed=1)]
     )
-    assert inspections_services.inspection_run_cancel(run=run, actor=expert) == 2
+    assert inspections_services.inspection_run_cancel(run=run, actor=vetter) == 2
     assert not inspections_services.candidate_claim(candidate_id=run.candidates.first().pk)
 
 
-def test_it_refuses_an_unknown_policy_kind(cv, expert):
+def test_it_refuses_an_unknown_policy_kind(cv, vetter):
     with pytest.raises(core_errors.WorkflowError, match="policy kind"):
         inspections_services.inspection_run_create(
             task=cv,
             spectrum_ids=[make_spectrum().pk],
             policy_spec={"kind": "magic"},
-            created_by=expert,
+            created_by=vetter,
         )

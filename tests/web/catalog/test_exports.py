@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from annotation.catalog import selectors as catalog
 from annotation.inspections.models import CatalogEntry
-from tests.web.test_catalog_pages import make_entry, make_run
+from tests.web.catalog.test_views import make_entry, make_run
 
 pytestmark = pytest.mark.django_db
 

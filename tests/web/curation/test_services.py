@@ -27,7 +27,8 @@ def reviser(db):
 
 
 @pytest.fixture
-def auditor(db):
+def first_auditor(db):
+    """One of the two auditors; no roles, as the services check parts, not roles."""
     return UserFactory(username="auditor")
 
 
@@ -37,13 +38,9 @@ def second_auditor(db):
 
 
 @pytest.fixture
-def outsider(db):
+def bystander(db):
+    """No roles and no part in the curation (the shared outsider is an expert)."""
     return UserFactory(username="outsider")
-
-
-@pytest.fixture
-def staff(db):
-    return UserFactory(username="staff", is_staff=True)
 
 
 @pytest.fixture
@@ -66,21 +63,21 @@ def revise(curation, user, *, think="Zoom on the core.", window=(6540.0, 6590.0)
     )
 
 
-def to_audit(curation, reviser, auditor, second_auditor):
-    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+def to_audit(curation, reviser, first_auditor, second_auditor):
+    curation_services.curation_screen(curation=curation, user=first_auditor, keep=True)
     curation_services.curation_claim_revision(curation=curation, user=reviser)
     revise(curation, reviser)
     curation_services.curation_submit_for_audit(
         curation=curation, user=reviser, base_number=curation.head_number
     )
-    curation_services.curation_claim_audit(curation=curation, user=auditor)
+    curation_services.curation_claim_audit(curation=curation, user=first_auditor)
     curation_services.curation_claim_audit(curation=curation, user=second_auditor)
     curation.refresh_from_db()
     return curation
 
 
-def approve_both(curation, auditor, second_auditor):
-    for user in (auditor, second_auditor):
+def approve_both(curation, first_auditor, second_auditor):
+    for user in (first_auditor, second_auditor):
         curation_services.audit_submit(
             curation=curation, user=user, version_number=curation.head_number, verdict="approve"
         )
@@ -88,12 +85,12 @@ def approve_both(curation, auditor, second_auditor):
 
 
 def test_it_walks_a_trajectory_through_the_whole_loop(
-    curation, reviser, auditor, second_auditor, django_capture_on_commit_callbacks
+    curation, reviser, first_auditor, second_auditor, django_capture_on_commit_callbacks
 ):
-    to_audit(curation, reviser, auditor, second_auditor)
+    to_audit(curation, reviser, first_auditor, second_auditor)
     curation_services.audit_submit(
         curation=curation,
-        user=auditor,
+        user=first_auditor,
         version_number=curation.head_number,
         verdict="request_changes",
         step_comments={"0": "The window misses the blue wing."},
@@ -113,10 +110,10 @@ def test_it_walks_a_trajectory_through_the_whole_loop(
     curation.refresh_from_db()
     assert curation.audit_round == 2
     with django_capture_on_commit_callbacks(execute=True):
-        approve_both(curation, auditor, second_auditor)
+        approve_both(curation, first_auditor, second_auditor)
     curation.refresh_from_db()
     assert curation.state == CurationState.IN_VOTE
-    for user in (reviser, auditor, second_auditor):
+    for user in (reviser, first_auditor, second_auditor):
         curation_services.vote_cast(curation=curation, user=user, value="accept")
     curation.refresh_from_db()
     assert curation.state == CurationState.ACCEPTED
@@ -141,9 +138,9 @@ def test_it_walks_a_trajectory_through_the_whole_loop(
     assert json.loads(archive.read("sharegpt.json"))[0]["ground_truth"] == "YES"
 
 
-def test_it_exports_reproducibly(curation, reviser, auditor, second_auditor):
-    to_audit(curation, reviser, auditor, second_auditor)
-    approve_both(curation, auditor, second_auditor)
+def test_it_exports_reproducibly(curation, reviser, first_auditor, second_auditor):
+    to_audit(curation, reviser, first_auditor, second_auditor)
+    approve_both(curation, first_auditor, second_auditor)
     standardized = curation_services.trajectory_from_stored(
         curation_selectors.head_version(curation).data
     )
@@ -152,7 +149,7 @@ def test_it_exports_reproducibly(curation, reviser, auditor, second_auditor):
     curation_services.curation_standardize(
         curation=curation, trajectory=standardize(standardized), standardizer={"name": "t"}
     )
-    for user in (reviser, auditor, second_auditor):
+    for user in (reviser, first_auditor, second_auditor):
         curation_services.vote_cast(curation=curation, user=user, value="accept")
     first = curation_datasets.dataset_export_create(actor=reviser)
     files_a, body_a = curation_datasets.dataset_files([curation])
@@ -163,8 +160,8 @@ def test_it_exports_reproducibly(curation, reviser, auditor, second_auditor):
     assert DatasetExport.objects.count() == 1
 
 
-def test_it_refuses_a_save_on_a_stale_version(curation, reviser, auditor):
-    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+def test_it_refuses_a_save_on_a_stale_version(curation, reviser, first_auditor):
+    curation_services.curation_screen(curation=curation, user=first_auditor, keep=True)
     curation_services.curation_claim_revision(curation=curation, user=reviser)
     stale = curation.head_number
     revise(curation, reviser)
@@ -176,8 +173,8 @@ def test_it_refuses_a_save_on_a_stale_version(curation, reviser, auditor):
     assert curation.versions.count() == 2
 
 
-def test_it_forbids_auditing_your_own_revision(curation, reviser, auditor):
-    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+def test_it_forbids_auditing_your_own_revision(curation, reviser, first_auditor):
+    curation_services.curation_screen(curation=curation, user=first_auditor, keep=True)
     curation_services.curation_claim_revision(curation=curation, user=reviser)
     curation_services.curation_submit_for_audit(
         curation=curation, user=reviser, base_number=curation.head_number
@@ -187,27 +184,32 @@ def test_it_forbids_auditing_your_own_revision(curation, reviser, auditor):
 
 
 def test_it_gives_a_trajectory_only_two_auditors(
-    curation, reviser, auditor, second_auditor, outsider
+    curation, reviser, first_auditor, second_auditor, bystander
 ):
-    to_audit(curation, reviser, auditor, second_auditor)
+    to_audit(curation, reviser, first_auditor, second_auditor)
     with pytest.raises(core_errors.NotAllowed, match="two auditors"):
-        curation_services.curation_claim_audit(curation=curation, user=outsider)
+        curation_services.curation_claim_audit(curation=curation, user=bystander)
 
 
-def test_it_lets_only_the_reviser_save(curation, reviser, auditor, outsider):
-    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+def test_it_lets_only_the_reviser_save(curation, reviser, first_auditor, bystander):
+    curation_services.curation_screen(curation=curation, user=first_auditor, keep=True)
     curation_services.curation_claim_revision(curation=curation, user=reviser)
     with pytest.raises(core_errors.NotAllowed, match="only the reviser"):
-        revise(curation, outsider)
+        revise(curation, bystander)
 
 
-def test_it_hides_the_other_verdict_until_both_are_in(curation, reviser, auditor, second_auditor):
-    to_audit(curation, reviser, auditor, second_auditor)
+def test_it_hides_the_other_verdict_until_both_are_in(
+    curation, reviser, first_auditor, second_auditor
+):
+    to_audit(curation, reviser, first_auditor, second_auditor)
     curation_services.audit_submit(
-        curation=curation, user=auditor, version_number=curation.head_number, verdict="approve"
+        curation=curation,
+        user=first_auditor,
+        version_number=curation.head_number,
+        verdict="approve",
     )
     assert curation_selectors.audits_visible_to(curation=curation, user=second_auditor) == []
-    assert len(curation_selectors.audits_visible_to(curation=curation, user=auditor)) == 1
+    assert len(curation_selectors.audits_visible_to(curation=curation, user=first_auditor)) == 1
     curation_services.audit_submit(
         curation=curation,
         user=second_auditor,
@@ -217,22 +219,22 @@ def test_it_hides_the_other_verdict_until_both_are_in(curation, reviser, auditor
     assert len(curation_selectors.audits_visible_to(curation=curation, user=second_auditor)) == 2
 
 
-def test_it_needs_a_comment_to_request_changes(curation, reviser, auditor, second_auditor):
-    to_audit(curation, reviser, auditor, second_auditor)
+def test_it_needs_a_comment_to_request_changes(curation, reviser, first_auditor, second_auditor):
+    to_audit(curation, reviser, first_auditor, second_auditor)
     with pytest.raises(core_errors.WorkflowError, match="needs a comment"):
         curation_services.audit_submit(
             curation=curation,
-            user=auditor,
+            user=first_auditor,
             version_number=curation.head_number,
             verdict="request_changes",
         )
 
 
 def test_it_counts_one_vote_per_voter_and_only_from_the_three(
-    curation, reviser, auditor, second_auditor, outsider
+    curation, reviser, first_auditor, second_auditor, bystander
 ):
-    to_audit(curation, reviser, auditor, second_auditor)
-    approve_both(curation, auditor, second_auditor)
+    to_audit(curation, reviser, first_auditor, second_auditor)
+    approve_both(curation, first_auditor, second_auditor)
     trajectory = curation_services.trajectory_from_stored(
         curation_selectors.head_version(curation).data
     )
@@ -243,45 +245,45 @@ def test_it_counts_one_vote_per_voter_and_only_from_the_three(
     with pytest.raises(core_errors.WorkflowError, match="already voted"):
         curation_services.vote_cast(curation=curation, user=reviser, value="reject")
     with pytest.raises(core_errors.NotAllowed, match="only the reviser and the two auditors"):
-        curation_services.vote_cast(curation=curation, user=outsider, value="accept")
+        curation_services.vote_cast(curation=curation, user=bystander, value="accept")
 
 
-def test_it_rejects_unless_unanimous_by_default(curation, reviser, auditor, second_auditor):
-    to_audit(curation, reviser, auditor, second_auditor)
-    approve_both(curation, auditor, second_auditor)
+def test_it_rejects_unless_unanimous_by_default(curation, reviser, first_auditor, second_auditor):
+    to_audit(curation, reviser, first_auditor, second_auditor)
+    approve_both(curation, first_auditor, second_auditor)
     trajectory = curation_services.trajectory_from_stored(
         curation_selectors.head_version(curation).data
     )
     curation_services.curation_standardize(
         curation=curation, trajectory=trajectory, standardizer={}
     )
-    for user, value in ((reviser, "accept"), (auditor, "accept"), (second_auditor, "reject")):
+    for user, value in ((reviser, "accept"), (first_auditor, "accept"), (second_auditor, "reject")):
         curation_services.vote_cast(curation=curation, user=user, value=value)
     curation.refresh_from_db()
     assert curation.state == CurationState.REJECTED
 
 
 def test_it_accepts_on_majority_when_configured(
-    curation, reviser, auditor, second_auditor, settings
+    curation, reviser, first_auditor, second_auditor, settings
 ):
     settings.CURATION_ACCEPTANCE_RULE = "majority"
-    to_audit(curation, reviser, auditor, second_auditor)
-    approve_both(curation, auditor, second_auditor)
+    to_audit(curation, reviser, first_auditor, second_auditor)
+    approve_both(curation, first_auditor, second_auditor)
     trajectory = curation_services.trajectory_from_stored(
         curation_selectors.head_version(curation).data
     )
     curation_services.curation_standardize(
         curation=curation, trajectory=trajectory, standardizer={}
     )
-    for user, value in ((reviser, "accept"), (auditor, "reject"), (second_auditor, "accept")):
+    for user, value in ((reviser, "accept"), (first_auditor, "reject"), (second_auditor, "accept")):
         curation_services.vote_cast(curation=curation, user=user, value=value)
     curation.refresh_from_db()
     assert curation.state == CurationState.ACCEPTED
 
 
-def test_it_hides_votes_until_everyone_has_voted(curation, reviser, auditor, second_auditor):
-    to_audit(curation, reviser, auditor, second_auditor)
-    approve_both(curation, auditor, second_auditor)
+def test_it_hides_votes_until_everyone_has_voted(curation, reviser, first_auditor, second_auditor):
+    to_audit(curation, reviser, first_auditor, second_auditor)
+    approve_both(curation, first_auditor, second_auditor)
     trajectory = curation_services.trajectory_from_stored(
         curation_selectors.head_version(curation).data
     )
@@ -289,17 +291,17 @@ def test_it_hides_votes_until_everyone_has_voted(curation, reviser, auditor, sec
         curation=curation, trajectory=trajectory, standardizer={}
     )
     curation_services.vote_cast(curation=curation, user=reviser, value="accept")
-    assert curation_selectors.votes_visible_to(curation=curation, user=auditor) == []
-    curation_services.vote_cast(curation=curation, user=auditor, value="accept")
+    assert curation_selectors.votes_visible_to(curation=curation, user=first_auditor) == []
+    curation_services.vote_cast(curation=curation, user=first_auditor, value="accept")
     curation_services.vote_cast(curation=curation, user=second_auditor, value="accept")
-    assert len(curation_selectors.votes_visible_to(curation=curation, user=auditor)) == 3
+    assert len(curation_selectors.votes_visible_to(curation=curation, user=first_auditor)) == 3
 
 
 def test_it_refuses_a_standardization_that_moves_a_tool_call(
-    curation, reviser, auditor, second_auditor
+    curation, reviser, first_auditor, second_auditor
 ):
-    to_audit(curation, reviser, auditor, second_auditor)
-    approve_both(curation, auditor, second_auditor)
+    to_audit(curation, reviser, first_auditor, second_auditor)
+    approve_both(curation, first_auditor, second_auditor)
     base = curation_services.trajectory_from_stored(curation_selectors.head_version(curation).data)
     _, answer = edit_from_trajectory(base)
     moved = apply_edit(
@@ -314,34 +316,34 @@ def test_it_refuses_a_standardization_that_moves_a_tool_call(
     assert curation.state == CurationState.APPROVED
 
 
-def test_it_lets_only_staff_reassign(curation, reviser, auditor, staff, outsider):
-    curation_services.curation_screen(curation=curation, user=auditor, keep=True)
+def test_it_lets_only_staff_reassign(curation, reviser, first_auditor, staff, bystander):
+    curation_services.curation_screen(curation=curation, user=first_auditor, keep=True)
     curation_services.curation_claim_revision(curation=curation, user=reviser)
     with pytest.raises(core_errors.NotAllowed, match="only staff"):
         curation_services.curation_reassign(
-            curation=curation, role="reviser", user=outsider, actor=reviser
+            curation=curation, role="reviser", user=bystander, actor=reviser
         )
     curation_services.curation_reassign(
-        curation=curation, role="reviser", user=outsider, actor=staff
+        curation=curation, role="reviser", user=bystander, actor=staff
     )
     curation.refresh_from_db()
-    assert curation.reviser == outsider
+    assert curation.reviser == bystander
 
 
-def test_it_discards_with_a_reason_and_keeps_the_trajectory(curation, auditor):
+def test_it_discards_with_a_reason_and_keeps_the_trajectory(curation, first_auditor):
     with pytest.raises(core_errors.WorkflowError, match="needs a reason"):
-        curation_services.curation_screen(curation=curation, user=auditor, keep=False)
+        curation_services.curation_screen(curation=curation, user=first_auditor, keep=False)
     curation_services.curation_screen(
-        curation=curation, user=auditor, keep=False, reason="wrong window"
+        curation=curation, user=first_auditor, keep=False, reason="wrong window"
     )
     curation.refresh_from_db()
     assert curation.state == CurationState.DISCARDED
     assert curation.versions.count() == 1
 
 
-def test_it_lists_my_work_by_stage(curation, reviser, auditor, second_auditor):
+def test_it_lists_my_work_by_stage(curation, reviser, first_auditor, second_auditor):
     queues = curation_selectors.curation_queues(user=reviser)
     assert list(queues["screening"]) == [curation]
-    to_audit(curation, reviser, auditor, second_auditor)
-    assert list(curation_selectors.curation_queues(user=auditor)["audit"]) == [curation]
+    to_audit(curation, reviser, first_auditor, second_auditor)
+    assert list(curation_selectors.curation_queues(user=first_auditor)["audit"]) == [curation]
     assert list(curation_selectors.curation_queues(user=reviser)["audit"]) == []

@@ -20,7 +20,7 @@ from annotation.curation import services as curation_services
 from annotation.curation.models import Curation, CurationState, DatasetExport, RevisionDraft
 from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_curation, make_spectrum, make_trajectory
-from tests.web.test_curation_workflow import approve_both, revise, to_audit
+from tests.web.curation.test_services import approve_both, revise, to_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -31,18 +31,14 @@ def reviser(db):
 
 
 @pytest.fixture
-def auditor(db):
-    return UserFactory(username="auditor", roles=["expert", "ml_engineer"])  # exports
-
-
-@pytest.fixture
 def second_auditor(db):
     return UserFactory(username="second_auditor", roles=["expert"])
 
 
 @pytest.fixture
-def outsider(db):
-    return UserFactory(username="outsider", roles=["expert", "ml_engineer"])  # drafts, imports
+def outsider_engineer(db):
+    """No part in the curation; also an ML engineer, for drafts and imports."""
+    return UserFactory(username="outsider", roles=["expert", "ml_engineer"])
 
 
 @pytest.fixture
@@ -123,19 +119,19 @@ OTHER_PAGES = [
 
 @pytest.mark.parametrize("url_name, actor", CURATION_PAGES)
 def test_it_renders_each_curation_page_for_its_actor(
-    curation, reviser, auditor, second_auditor, outsider, url_name, actor
+    curation, reviser, auditor, second_auditor, outsider_engineer, url_name, actor
 ):
     in_vote(curation, reviser, auditor, second_auditor)
     people = {"reviser": reviser, "auditor": auditor, "second_auditor": second_auditor}
-    user = people.get(actor, outsider)
+    user = people.get(actor, outsider_engineer)
     response = client_for(user).get(reverse(url_name, args=[curation.pk]))
     assert response.status_code == 200
     assert f"Trajectory {curation.pk}".encode() in response.content
 
 
 @pytest.mark.parametrize("url_name", OTHER_PAGES)
-def test_it_renders_each_list_and_form_page(outsider, url_name):
-    response = client_for(outsider).get(reverse(url_name))
+def test_it_renders_each_list_and_form_page(outsider_engineer, url_name):
+    response = client_for(outsider_engineer).get(reverse(url_name))
     assert response.status_code == 200
     assert b"<main>" in response.content
 
@@ -176,8 +172,8 @@ def test_it_answers_the_list_filters_with_the_results_partial_for_htmx(curation,
 # --- detail, history, images -----------------------------------------------------------------
 
 
-def test_it_renders_the_head_trajectory_on_the_detail_page(curation, outsider):
-    body = client_for(outsider).get(reverse("curation_detail", args=[curation.pk])).content
+def test_it_renders_the_head_trajectory_on_the_detail_page(curation, outsider_engineer):
+    body = client_for(outsider_engineer).get(reverse("curation_detail", args=[curation.pk])).content
     text = body.decode()
     step = selectors.head_version(curation).data["steps"][0]
     assert html.escape(step["think"]) in text
@@ -206,17 +202,17 @@ def test_it_shows_an_older_version(curation, reviser, auditor):
     assert b"A rewritten analysis." not in body
 
 
-def test_it_serves_a_tool_image_of_a_readable_trajectory(curation, outsider):
+def test_it_serves_a_tool_image_of_a_readable_trajectory(curation, outsider_engineer):
     sha = selectors.head_version(curation).data["steps"][0]["tool_result"]["image"]["png_sha256"]
-    response = client_for(outsider).get(reverse("curation_image", args=[sha]))
+    response = client_for(outsider_engineer).get(reverse("curation_image", args=[sha]))
     assert response.status_code == 200
     assert response["Content-Type"] == "image/png"
     assert response.content.startswith(b"\x89PNG")
 
 
-def test_it_hides_an_image_no_trajectory_holds(curation, outsider):
+def test_it_hides_an_image_no_trajectory_holds(curation, outsider_engineer):
     stray = curation_services.image_blob_store(b"\x89PNG\r\n\x1a\nnot in any trajectory")
-    response = client_for(outsider).get(reverse("curation_image", args=[stray]))
+    response = client_for(outsider_engineer).get(reverse("curation_image", args=[stray]))
     assert response.status_code == 404
     assert ImageBlob.objects.filter(sha256=stray).exists()
 
@@ -230,7 +226,7 @@ def test_it_sends_anonymous_visitors_to_the_login_page(curation, client):
 # --- screening ---------------------------------------------------------------------------------
 
 
-def test_it_shades_every_inspected_window_on_the_screening_plot(outsider):
+def test_it_shades_every_inspected_window_on_the_screening_plot(outsider_engineer):
     task = Task.objects.get(code="CV")
     row = make_spectrum(object_id="TWO-WINDOWS", task=task, label="YES")
     from tests.factories import answer_turn, tool_call_turn
@@ -246,19 +242,19 @@ def test_it_shades_every_inspected_window_on_the_screening_plot(outsider):
     curation = curation_services.curation_create(
         spectrum=row, task=task, trajectory=trajectory, ground_truth="YES"
     )
-    response = client_for(outsider).get(reverse("curation_screen", args=[curation.pk]))
+    response = client_for(outsider_engineer).get(reverse("curation_screen", args=[curation.pk]))
     assert plot_data(response)["inspected"] == [[6500.0, 6630.0], [4800.0, 4920.0]]
 
 
 @pytest.mark.parametrize("key", ["k", "d"])
-def test_it_gives_each_screening_decision_one_key(curation, outsider, key):
-    body = client_for(outsider).get(reverse("curation_screen", args=[curation.pk])).content
+def test_it_gives_each_screening_decision_one_key(curation, outsider_engineer, key):
+    body = client_for(outsider_engineer).get(reverse("curation_screen", args=[curation.pk])).content
     assert f'data-key="{key}"'.encode() in body
 
 
-def test_it_keeps_a_draft_and_moves_on_to_the_next_one(curation, outsider):
+def test_it_keeps_a_draft_and_moves_on_to_the_next_one(curation, outsider_engineer):
     following = make_curation(object_id="CUR-2", seed=2)
-    response = client_for(outsider).post(
+    response = client_for(outsider_engineer).post(
         reverse("curation_screen", args=[curation.pk]), {"decision": "keep"}
     )
     assert response["Location"] == reverse("curation_screen", args=[following.pk])
@@ -266,8 +262,8 @@ def test_it_keeps_a_draft_and_moves_on_to_the_next_one(curation, outsider):
     assert curation.state == CurationState.IN_REVISION
 
 
-def test_it_refuses_a_discard_without_a_reason(curation, outsider):
-    response = client_for(outsider).post(
+def test_it_refuses_a_discard_without_a_reason(curation, outsider_engineer):
+    response = client_for(outsider_engineer).post(
         reverse("curation_screen", args=[curation.pk]), {"decision": "discard", "reason": " "}
     )
     assert response.status_code == 400
@@ -276,9 +272,9 @@ def test_it_refuses_a_discard_without_a_reason(curation, outsider):
     assert curation.state == CurationState.SCREENING
 
 
-def test_it_names_a_state_clash_in_plain_words(curation, reviser, auditor, outsider):
+def test_it_names_a_state_clash_in_plain_words(curation, reviser, auditor, outsider_engineer):
     in_revision(curation, reviser, auditor)  # screened by another expert in the meantime
-    response = client_for(outsider).post(
+    response = client_for(outsider_engineer).post(
         reverse("curation_screen", args=[curation.pk]),
         {"decision": "discard", "reason": "too noisy"},
     )
@@ -495,9 +491,9 @@ def test_it_puts_an_auditors_comment_on_the_final_answer_beside_the_answer(
     assert body.count("Name the He II line.") == 2  # in the list and on the answer, no step
 
 
-def test_it_tells_a_non_reviser_who_edits(curation, reviser, auditor, outsider):
+def test_it_tells_a_non_reviser_who_edits(curation, reviser, auditor, outsider_engineer):
     in_revision(curation, reviser, auditor)
-    body = client_for(outsider).get(reverse("curation_revise", args=[curation.pk])).content
+    body = client_for(outsider_engineer).get(reverse("curation_revise", args=[curation.pk])).content
     assert b"Only the reviser (reviser) edits" in body
     assert b'id="editor-form"' not in body
 
@@ -519,7 +515,11 @@ def test_it_marks_insertions_and_deletions_in_the_audit_diff(
     body = audit_page(curation, auditor).content.decode()
     assert "<del>Check</del>" in body
     assert "<ins>Zoom on</ins>" in body
-    assert "<del>line</del><ins>core</ins>" in body
+    assert '<span class="diff diff-old" title="v1">' in body  # side by side: old left, new right
+    old = body.split('class="diff diff-old"')[1].split("</span>")[0]
+    new = body.split('class="diff diff-new"')[1].split("</span>")[0]
+    assert "<del>line</del>" in old and "<ins>" not in old
+    assert "<ins>core</ins>" in new and "<del>" not in new
 
 
 def test_it_escapes_markup_typed_into_the_reasoning(curation, reviser, auditor):
@@ -670,12 +670,12 @@ def test_it_shows_each_vote_and_the_result_when_all_have_voted(
 # --- drafts ------------------------------------------------------------------------------------
 
 
-def test_it_counts_the_labelled_spectra_a_draft_job_would_take(outsider):
+def test_it_counts_the_labelled_spectra_a_draft_job_would_take(outsider_engineer):
     task = Task.objects.get(code="CV")
     make_spectrum(object_id="POS", task=task, label="YES", seed=1)
     make_spectrum(object_id="NEG", task=task, label="NO", seed=2)
     make_spectrum(object_id="UNLABELLED", task=task, seed=3)
-    response = client_for(outsider).get(
+    response = client_for(outsider_engineer).get(
         reverse("curation_draft_new"), {"task": "CV", "label": "YES"}, HTTP_HX_REQUEST="true"
     )
     body = response.content.decode()
@@ -683,8 +683,8 @@ def test_it_counts_the_labelled_spectra_a_draft_job_would_take(outsider):
     assert "1 labelled spectrum matches" in body
 
 
-def test_it_refuses_a_draft_job_when_no_spectrum_matches(outsider):
-    response = client_for(outsider).post(
+def test_it_refuses_a_draft_job_when_no_spectrum_matches(outsider_engineer):
+    response = client_for(outsider_engineer).post(
         reverse("curation_draft_new"),
         {"task": "CV", "limit": "5", "teacher": "rule-based", "max_tool_calls": "8"},
     )
@@ -692,10 +692,10 @@ def test_it_refuses_a_draft_job_when_no_spectrum_matches(outsider):
     assert b"no labelled CV spectrum matches these filters" in response.content
 
 
-def test_it_starts_a_draft_job_for_the_first_n_matches(outsider):
+def test_it_starts_a_draft_job_for_the_first_n_matches(outsider_engineer):
     task = Task.objects.get(code="CV")
     rows = [make_spectrum(object_id=f"S{i}", task=task, label="YES", seed=i) for i in range(3)]
-    response = client_for(outsider).post(
+    response = client_for(outsider_engineer).post(
         reverse("curation_draft_new"),
         {"task": "CV", "limit": "2", "teacher": "rule-based", "max_tool_calls": "4"},
     )
@@ -717,14 +717,14 @@ def upload(name: str, data: bytes):
     return SimpleUploadedFile(name, data)
 
 
-def test_it_imports_a_project_jsonl_and_reports_skipped_rows(outsider):
+def test_it_imports_a_project_jsonl_and_reports_skipped_rows(outsider_engineer):
     task = Task.objects.get(code="CV")
     row = make_spectrum(object_id="KNOWN", task=task, label="YES")
     known = make_trajectory(row)
     orphan = make_trajectory(make_spectrum(object_id="ORPHAN", seed=5))
     orphan.spectrum = type(orphan.spectrum)("NOT-LOADED", "TEST", "nowhere", 0.0)
     data = (known.to_json() + "\n" + orphan.to_json() + "\n").encode()
-    response = client_for(outsider).post(
+    response = client_for(outsider_engineer).post(
         reverse("curation_import"), {"file": upload("drafts.jsonl", data)}
     )
     assert response.status_code == 200
@@ -733,11 +733,11 @@ def test_it_imports_a_project_jsonl_and_reports_skipped_rows(outsider):
     assert Curation.objects.get().source == "import:jsonl"
 
 
-def test_it_stores_nothing_from_a_bad_jsonl(outsider):
+def test_it_stores_nothing_from_a_bad_jsonl(outsider_engineer):
     task = Task.objects.get(code="CV")
     good = make_trajectory(make_spectrum(object_id="KNOWN", task=task, label="YES"))
     data = (good.to_json() + "\n{not json\n").encode()
-    response = client_for(outsider).post(
+    response = client_for(outsider_engineer).post(
         reverse("curation_import"), {"file": upload("drafts.jsonl", data)}
     )
     assert response.status_code == 400
@@ -753,7 +753,7 @@ def zip_bytes(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def test_it_imports_a_sharegpt_zip(outsider, tmp_path):
+def test_it_imports_a_sharegpt_zip(outsider_engineer, tmp_path):
     task = Task.objects.get(code="CV")
     row = make_spectrum(object_id="SPECVI-7", task=task, label="YES")
     row.meta = {"index": 7, "task": "cv"}
@@ -766,14 +766,14 @@ def test_it_imports_a_sharegpt_zip(outsider, tmp_path):
         for path in tmp_path.rglob("*")
         if path.is_file()
     }
-    response = client_for(outsider).post(
+    response = client_for(outsider_engineer).post(
         reverse("curation_import"), {"file": upload("cold_start.zip", zip_bytes(files))}
     )
     assert b"Created 1 trajectory" in response.content
     assert Curation.objects.get().spectrum == row
 
 
-def test_it_warns_when_a_sharegpt_import_differs_from_specvets_prompt(outsider, tmp_path):
+def test_it_warns_when_a_sharegpt_import_differs_from_specvets_prompt(outsider_engineer, tmp_path):
     task = Task.objects.get(code="CV")
     row = make_spectrum(object_id="SPECVI-8", task=task, label="YES")
     row.meta = {"index": 8, "task": "cv"}
@@ -787,7 +787,7 @@ def test_it_warns_when_a_sharegpt_import_differs_from_specvets_prompt(outsider, 
         for path in tmp_path.rglob("*")
         if path.is_file()
     }
-    response = client_for(outsider).post(
+    response = client_for(outsider_engineer).post(
         reverse("curation_import"), {"file": upload("cold_start.zip", zip_bytes(files))}
     )
     assert b"Created 1 trajectory" in response.content
@@ -798,8 +798,8 @@ def test_it_warns_when_a_sharegpt_import_differs_from_specvets_prompt(outsider, 
 
 
 @pytest.mark.parametrize("member", ["../escape.json", "/abs/train.json"])
-def test_it_refuses_a_zip_with_an_unsafe_member(outsider, member):
-    response = client_for(outsider).post(
+def test_it_refuses_a_zip_with_an_unsafe_member(outsider_engineer, member):
+    response = client_for(outsider_engineer).post(
         reverse("curation_import"), {"file": upload("evil.zip", zip_bytes({member: b"[]"}))}
     )
     assert response.status_code == 400

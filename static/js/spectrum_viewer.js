@@ -1,0 +1,300 @@
+// The spectrum viewer's control bar (templates/spectra/_viewer_controls.html): line list shifted
+// by a redshift or radial velocity, air or vacuum line wavelengths, client-side smoothing, sky and
+// telluric regions, masked pixels, and (on the candidate page) the inspected windows and the
+// selected step's image. Every label comes from the server already made inert for Plotly
+// (charts.plotly_text); text put into the page goes through textContent only.
+(function () {
+  "use strict";
+
+  const C_KMS = 299792.458;
+  const KIND_COLOURS = {
+    balmer: "rgba(190, 30, 45, 0.75)",
+    emission: "rgba(0, 110, 60, 0.75)",
+    absorption: "rgba(60, 60, 170, 0.75)",
+  };
+  const SKY_FILL = "rgba(140, 80, 200, 0.14)";
+  const TELLURIC_FILL = "rgba(0, 150, 170, 0.12)";
+  const MASK_FILL = "rgba(90, 90, 90, 0.55)";
+
+  // --- smoothing over the pixels shown (nulls are gaps, never averaged in) --------------------
+
+  function kernel(kind, width) {
+    if (kind === "boxcar") {
+      const half = Math.max(0, Math.floor(width / 2));
+      return new Array(2 * half + 1).fill(1);
+    }
+    const sigma = Math.max(width, 1) / 2.3548;  // width is the Gaussian's FWHM in pixels
+    const half = Math.max(1, Math.ceil(3 * sigma));
+    const weights = [];
+    for (let k = -half; k <= half; k++) weights.push(Math.exp(-0.5 * (k / sigma) * (k / sigma)));
+    return weights;
+  }
+
+  function smooth(flux, kind, width) {
+    const weights = kernel(kind, width);
+    const half = (weights.length - 1) / 2;
+    const out = new Array(flux.length);
+    for (let i = 0; i < flux.length; i++) {
+      const centre = flux[i];
+      if (centre === null || !Number.isFinite(centre)) { out[i] = null; continue; }
+      let sum = 0, norm = 0;
+      for (let k = -half; k <= half; k++) {
+        const v = flux[i + k];
+        if (v === null || v === undefined || !Number.isFinite(v)) continue;
+        sum += v * weights[k + half];
+        norm += weights[k + half];
+      }
+      out[i] = norm > 0 ? sum / norm : null;
+    }
+    return out;
+  }
+
+  // --- the viewer of one plot -----------------------------------------------------------------
+
+  function Viewer(bar, node) {
+    this.bar = bar;
+    this.node = node;
+    this.data = node._specvetData || {};
+    this.info = this.data.viewer || { lines: [], sky: [], masked: [], frame_z: 0 };
+    this.frameZ = this.data.rest_frame ? Number(this.info.frame_z) || 0 : 0;
+    this.z = this.frameZ;
+    // Markers outside the spectrum would stretch the x-axis's autorange: only those inside it.
+    const known = (this.data.wavelength || []).filter(function (x) { return x !== null; });
+    this.span = known.length ? [known[0], known[known.length - 1]] : [-Infinity, Infinity];
+  }
+
+  Viewer.prototype.field = function (name) {
+    return this.bar.querySelector("[data-viewer=" + name + "]");
+  };
+
+  Viewer.prototype.toPlot = function (observed) { return observed / (1 + this.frameZ); };
+
+  Viewer.prototype.unit = function () {
+    const unit = this.field("z-unit");
+    return unit ? unit.value : "z";
+  };
+
+  Viewer.prototype.showZ = function (skip) {
+    const inKms = this.unit() === "kms";
+    const value = inKms ? this.z * C_KMS : this.z;
+    const slider = this.field("z-slider");
+    const number = this.field("z-number");
+    if (slider) {
+      const wide = this.frameZ > 0.5 ? Math.min(7, Math.ceil(this.frameZ * 2)) : 1;
+      slider.min = inKms ? "-3000" : "-0.01";
+      slider.max = inKms ? "3000" : String(wide);
+      slider.step = inKms ? "1" : "0.0001";
+      if (slider !== skip) slider.value = String(value);
+    }
+    if (number && number !== skip) number.value = inKms ? value.toFixed(1) : value.toFixed(5);
+    if (number) number.step = inKms ? "1" : "0.0001";
+    const shown = this.field("z-shown");
+    if (shown) {
+      shown.textContent = "z = " + this.z.toFixed(5) + " (cz = " + (this.z * C_KMS).toFixed(0) + " km/s)";
+    }
+  };
+
+  Viewer.prototype.setFrom = function (input) {
+    const value = Number(input.value);
+    if (!Number.isFinite(value)) return;
+    this.z = this.unit() === "kms" ? value / C_KMS : value;
+    this.showZ(input);
+    this.drawLines();
+  };
+
+  Viewer.prototype.drawLines = function () {
+    const on = this.field("lines");
+    const shapes = [];
+    const annotations = [];
+    if (!on || on.checked) {
+      const medium = (this.field("medium") || {}).value || "vacuum";
+      const shift = (1 + this.z) / (1 + this.frameZ);
+      const span = this.span;
+      this.info.lines.forEach(function (line) {
+        const colour = KIND_COLOURS[line.kind] || KIND_COLOURS.emission;
+        const waves = line[medium] || line.vacuum;
+        let labelled = false;
+        waves.forEach(function (rest, i) {
+          const x = rest * shift;
+          if (x < span[0] || x > span[1]) return;
+          shapes.push({
+            type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
+            line: { color: colour, width: 1, dash: "dash" }, name: "line-marker",
+          });
+          if (!labelled) {
+            labelled = true;
+            annotations.push({
+              x: x, y: 0.98, xref: "x", yref: "paper", yanchor: "top", xanchor: "right",
+              text: line.name, textangle: -90, showarrow: false,
+              font: { size: 9, color: colour }, name: "line-label",
+            });
+          }
+        });
+      });
+    }
+    window.specvetPlot.setLayer(this.node, "lines", shapes, annotations);
+    this.node.dataset.lineShift = String((1 + this.z) / (1 + this.frameZ));
+  };
+
+  Viewer.prototype.drawSky = function () {
+    const self = this;
+    const sky = this.field("sky");
+    const masked = this.field("masked");
+    const shapes = [];
+    if (!sky || sky.checked) {
+      this.info.sky.forEach(function (region) {
+        shapes.push({
+          type: "rect", xref: "x", yref: "paper", layer: "below",
+          x0: self.toPlot(region.range[0]), x1: self.toPlot(region.range[1]), y0: 0, y1: 1,
+          fillcolor: region.kind === "telluric" ? TELLURIC_FILL : SKY_FILL, line: { width: 0 },
+          name: region.kind,
+        });
+      });
+    }
+    if (!masked || masked.checked) {
+      this.info.masked.forEach(function (run) {
+        const pad = run[0] === run[1] ? 0.5 : 0;
+        shapes.push({
+          type: "rect", xref: "x", yref: "paper", x0: run[0] - pad, x1: run[1] + pad,
+          y0: 0, y1: 0.025, fillcolor: MASK_FILL, line: { width: 0 }, name: "masked",
+        });
+      });
+    }
+    window.specvetPlot.setLayer(this.node, "sky", shapes, []);
+  };
+
+  Viewer.prototype.drawSmooth = function () {
+    const kind = (this.field("smooth") || {}).value || "none";
+    const width = Math.max(1, Number((this.field("smooth-width") || {}).value) || 5);
+    const raw = this.field("raw");
+    const fluxIndex = this.node._specvetFluxIndex;
+    const smoothIndex = fluxIndex + 1;
+    const trace = this.node.data[fluxIndex];
+    const showRaw = !raw || raw.checked;
+    const rawIndices = [];
+    for (let i = 0; i <= fluxIndex; i++) rawIndices.push(i);
+    Plotly.restyle(this.node, { visible: showRaw }, rawIndices);
+    Plotly.restyle(this.node, { "line.color": kind === "none" ? "#1f2937" : "#9ca3af" }, [fluxIndex]);
+    if (kind === "none") {
+      Plotly.restyle(this.node, { visible: false, x: [[]], y: [[]] }, [smoothIndex]);
+    } else {
+      const y = smooth(Array.from(trace.y), kind, width);
+      Plotly.restyle(this.node, { visible: true, x: [Array.from(trace.x)], y: [y] }, [smoothIndex]);
+    }
+    this.node.dataset.smoothing = kind === "none" ? "none" : kind + ":" + width;
+  };
+
+  // The candidate page: the inspected windows as chips, and the selected step's image beside
+  // the plot.
+  Viewer.prototype.selectWindow = function (range) {
+    const figure = document.getElementById("step-view");
+    if (!figure) return;
+    const key = range[0] + "," + range[1];
+    let chosen = null;
+    document.querySelectorAll("#steps [data-shown-range]").forEach(function (step) {
+      const parts = step.dataset.shownRange.split(",").map(Number);
+      const same = Math.abs(parts[0] - range[0]) < 0.05 && Math.abs(parts[1] - range[1]) < 0.05;
+      step.classList.remove("selected");
+      if (same && !chosen) chosen = step;
+    });
+    const image = chosen ? chosen.querySelector("img.tool-png") : null;
+    const img = figure.querySelector("img");
+    const caption = figure.querySelector("figcaption");
+    if (chosen) chosen.classList.add("selected");
+    if (image && img) {
+      img.src = image.getAttribute("src");
+      img.alt = image.getAttribute("alt") || "";
+      if (caption) caption.textContent = "The agent's view of " + range[0].toFixed(1) + "\u2013" + range[1].toFixed(1) + " \u00c5";
+      figure.hidden = false;
+      figure.dataset.range = key;
+      this.bar.closest(".viewer").classList.add("with-step");
+    }
+  };
+
+  Viewer.prototype.drawChips = function () {
+    const self = this;
+    const holder = this.field("inspected");
+    if (!holder) return;
+    const ranges = this.data.inspected || [];
+    holder.replaceChildren();
+    ranges.forEach(function (range, i) {
+      const chip = document.createElement("button");
+      chip.type = "button";
+      chip.className = "chip inspected-chip";
+      chip.dataset.lo = String(range[0]);
+      chip.dataset.hi = String(range[1]);
+      chip.textContent = (i + 1) + ": " + range[0].toFixed(0) + "\u2013" + range[1].toFixed(0) + " \u00c5";
+      chip.addEventListener("click", function () {
+        window.specvetPlot.zoomTo(self.node, range[0], range[1]);
+        self.selectWindow(range);
+      });
+      holder.appendChild(chip);
+    });
+    const empty = this.field("inspected-empty");
+    if (empty) empty.hidden = ranges.length > 0;
+  };
+
+  Viewer.prototype.wire = function () {
+    const self = this;
+    this.bar.hidden = false;
+    const medium = this.field("medium");
+    if (medium && this.info.medium) medium.value = this.info.medium.stored === "air" ? "air" : "vacuum";
+    const unitNote = this.field("medium-note");
+    if (unitNote && this.info.medium) {
+      unitNote.textContent = "Spectrum wavelengths: " + this.info.medium.stored + " (file: " + this.info.medium.in_file + ")";
+    }
+    const decimated = this.field("decimated-note");
+    if (decimated) decimated.hidden = !this.data.decimated;
+    ["z-slider", "z-number"].forEach(function (name) {
+      const input = self.field(name);
+      if (input) input.addEventListener("input", function () { self.setFrom(input); });
+    });
+    const unit = this.field("z-unit");
+    if (unit) unit.addEventListener("change", function () { self.showZ(null); });
+    const reset = this.field("z-reset");
+    if (reset) reset.addEventListener("click", function () { self.z = self.frameZ; self.showZ(null); self.drawLines(); });
+    ["lines", "medium"].forEach(function (name) {
+      const input = self.field(name);
+      if (input) input.addEventListener("change", function () { self.drawLines(); });
+    });
+    ["sky", "masked"].forEach(function (name) {
+      const input = self.field(name);
+      if (input) input.addEventListener("change", function () { self.drawSky(); });
+    });
+    ["smooth", "smooth-width", "raw"].forEach(function (name) {
+      const input = self.field(name);
+      if (input) input.addEventListener(name === "smooth-width" ? "input" : "change", function () { self.drawSmooth(); });
+    });
+    this.node.addEventListener("specvet:data", function () {
+      if (self.node.dataset.smoothing && self.node.dataset.smoothing !== "none") self.drawSmooth();
+    });
+    this.node.addEventListener("specvet:window", function (ev) { self.selectWindow(ev.detail.range); });
+    document.addEventListener("click", function (ev) {
+      const header = ev.target.closest ? ev.target.closest("#steps .step[data-shown-range] header") : null;
+      if (!header) return;
+      const parts = header.parentElement.dataset.shownRange.split(",").map(Number);
+      if (parts.length !== 2) return;
+      window.specvetPlot.zoomTo(self.node, parts[0], parts[1]);
+      self.selectWindow(parts);
+    });
+    this.showZ(null);
+    this.drawChips();
+    this.drawSky();
+    this.drawLines();
+    this.node.dataset.viewerReady = "1";
+  };
+
+  function init() {
+    if (!window.specvetPlot || !window.Plotly) return;
+    document.querySelectorAll("[data-viewer-for]").forEach(function (bar) {
+      const node = document.getElementById(bar.dataset.viewerFor);
+      if (!node) return;
+      function start() { new Viewer(bar, node).wire(); }
+      if (node.dataset.plotReady) start();
+      else node.addEventListener("specvet:ready", start, { once: true });
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
