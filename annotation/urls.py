@@ -1,10 +1,13 @@
-"""Each domain's pages and API twins, spectra first (it holds the home page)."""
+"""The home page (each user's pending work, across domains), then each domain's pages."""
 
 from __future__ import annotations
 
 from django.urls import include, path
 
+from annotation import home
+
 urlpatterns = [
+    path("", home.home, name="home"),
     path("", include("annotation.spectra.urls")),
     path("", include("annotation.curation.urls")),
     path("", include("annotation.inspections.urls")),

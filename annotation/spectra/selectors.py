@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.urls import reverse
 
 from agent import inspection_tasks as agent_tasks
@@ -29,6 +29,33 @@ class SpectrumFilters:
     survey: str = ""
     dataset: str = ""
     q: str = ""
+    sort: str = ""  # a SPECTRUM_SORTS key, "-" first for descending; anything else: by id
+
+
+# Column key -> model field of the spectra list's sortable columns.
+SPECTRUM_SORTS = {
+    "object": "object_id",
+    "survey": "survey",
+    "dataset": "dataset",
+    "task": "task__code",
+    "label": "label",
+    "snr": "snr",
+    "z": "redshift",
+    "coverage": "wavelength_min",
+}
+
+
+def spectrum_ordering(sort: str) -> list[Any]:
+    """ORDER BY for a list sort: missing values last either way, the id breaking ties."""
+    key = sort.removeprefix("-")
+    if key not in SPECTRUM_SORTS:
+        return ["id"]
+    field = F(SPECTRUM_SORTS[key])
+    descending = sort.startswith("-")
+    return [
+        field.desc(nulls_last=True) if descending else field.asc(nulls_last=True),
+        "-id" if descending else "id",
+    ]
 
 
 def spectrum_list(*, filters: SpectrumFilters) -> QuerySet[Spectrum]:
@@ -43,7 +70,7 @@ def spectrum_list(*, filters: SpectrumFilters) -> QuerySet[Spectrum]:
         rows = rows.filter(dataset=filters.dataset)
     if filters.q:
         rows = rows.filter(object_id__icontains=filters.q)
-    return rows.order_by("id")
+    return rows.order_by(*spectrum_ordering(filters.sort))
 
 
 def spectrum_filter_choices() -> dict[str, list[str]]:

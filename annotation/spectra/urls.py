@@ -7,7 +7,6 @@ from django.urls import path
 from annotation.spectra import apis, views
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("spectra/", views.spectrum_list, name="spectrum_list"),
     path("spectra/upload/", views.spectrum_upload, name="spectrum_upload"),
     path("spectra/<int:spectrum_id>/", views.spectrum_detail, name="spectrum_detail"),

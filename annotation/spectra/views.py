@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -31,18 +30,32 @@ def _filters_from(request: HttpRequest) -> selectors.SpectrumFilters:
         survey=get.get("survey", "").strip(),
         dataset=get.get("dataset", "").strip(),
         q=get.get("q", "").strip(),
+        sort=get.get("sort", "").strip(),
     )
 
 
-@require_role(permissions.SIGNED_IN)
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
-    counts = Spectrum.objects.order_by().values("dataset", "synthetic").annotate(n=Count("id"))
-    return render(
-        request,
-        "annotation/home.html",
-        {"dataset_counts": list(counts), "task_count": Task.objects.count()},
-    )
+SORT_COLUMNS = (
+    ("object", "Object"),
+    ("survey", "Survey"),
+    ("dataset", "Data set"),
+    ("task", "Task"),
+    ("label", "Label"),
+    ("snr", "S/N"),
+    ("z", "z"),
+    ("coverage", "Coverage (Å)"),
+)
+
+
+def _sort_headers(request: HttpRequest, current: str) -> list[dict[str, str]]:
+    """Each column's header: its link (ascending first, then flipping) and aria-sort state."""
+    query = request.GET.copy()
+    query.pop("page", None)
+    headers = []
+    for key, label in SORT_COLUMNS:
+        state = "ascending" if current == key else "descending" if current == f"-{key}" else ""
+        query["sort"] = f"-{key}" if current == key else key
+        headers.append({"label": label, "url": f"?{query.urlencode()}", "aria_sort": state})
+    return headers
 
 
 @require_role(permissions.BROWSE)
@@ -65,6 +78,7 @@ def spectrum_list(request: HtmxHttpRequest) -> HttpResponse:
             "filters": filters,
             "choices": selectors.spectrum_filter_choices(),
             "query": query.urlencode(),
+            "headers": _sort_headers(request, filters.sort),
         },
     )
 
