@@ -331,6 +331,28 @@ def load_corpus(split: str | None = None) -> list[tuple[CorpusEntry, Spectrum]]:
     return [(entry, load_entry(entry)) for entry in load_manifest(split)]
 
 
+def reference_template(task: str) -> tuple[CorpusEntry, Spectrum] | None:
+    """A real library spectrum that is a positive of ``task``, to overlay on a viewer: a
+    main-sequence star of the Pickles or BPGS libraries first, then any positive; None when the
+    task has no real positive or the cache is not built (nothing is downloaded here)."""
+    positives = [
+        e for e in load_manifest() if task in e.positive_for and e.source != "shared-lamost"
+    ]
+    if not positives:
+        return None
+
+    def preference(entry: CorpusEntry) -> tuple[int, str]:
+        mk = parse_mk(entry.subclass)
+        return (0 if mk is not None and mk[2] == "V" else 1, entry.id)
+
+    entry = min(positives, key=preference)
+    try:
+        fetch(download=False, quiet=True)
+        return entry, load_entry(entry)
+    except CorpusUnavailable:
+        return None
+
+
 # --- command line -----------------------------------------------------------------------------
 
 

@@ -219,7 +219,35 @@ def spectrum_plot_data(*, row: Spectrum, task: Task | None) -> dict[str, Any]:
     if data["decimated"]:
         data["zoom_url"] = reverse("api_spectrum_plot", args=[row.pk])
     data["viewer"] = spectrum_viewer_data(row=row, wave=wave, flux=flux)
+    data["viewer"]["template"] = task_template(task.code) if task is not None else None
     return data
+
+
+TEMPLATE_MAX_POINTS = 1500
+_templates: dict[str, dict[str, Any] | None] = {}
+
+
+def task_template(code: str) -> dict[str, Any] | None:
+    """A real reference spectrum for the task's positives (agent.real_corpus), thinned for the
+    viewer's overlay; None when there is none or the real-data cache is not built. Kept per
+    process: the library spectra never change."""
+    if code not in _templates:
+        from agent.real_corpus import reference_template
+
+        found = reference_template(code)
+        if found is None:
+            _templates[code] = None
+        else:
+            entry, spectrum = found
+            step = max(1, math.ceil(len(spectrum.wavelength) / TEMPLATE_MAX_POINTS))
+            _templates[code] = {
+                "name": charts.plotly_text(f"{entry.object} ({entry.subclass})"),
+                "name_text": f"{entry.object} ({entry.subclass})",
+                "reference": entry.reference,
+                "wavelength": _plot_values(spectrum.wavelength[::step]),
+                "flux": _plot_values(spectrum.flux[::step]),
+            }
+    return _templates[code]
 
 
 # --- the viewer's overlays: line list, sky and telluric regions, masked pixels, units -----------

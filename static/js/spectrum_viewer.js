@@ -184,6 +184,36 @@
     this.node.dataset.smoothing = kind === "none" ? "none" : kind + ":" + width;
   };
 
+  // A real reference spectrum of the task's positives (agent.real_corpus), scaled so that its
+  // median over the common range matches the median flux shown.
+  Viewer.prototype.drawTemplate = function () {
+    const template = this.info.template;
+    const box = this.field("template");
+    if (!template || !box) return;
+    const flux = this.node.data[this.node._specvetFluxIndex];
+    const lo = Math.max(template.wavelength[0], flux.x[0]);
+    const hi = Math.min(template.wavelength[template.wavelength.length - 1], flux.x[flux.x.length - 1]);
+    function median(values) {
+      const known = values.filter(function (v) { return v !== null && Number.isFinite(v); }).sort(function (a, b) { return a - b; });
+      return known.length ? known[Math.floor(known.length / 2)] : null;
+    }
+    const inside = function (xs, ys) { return ys.filter(function (_, i) { return xs[i] >= lo && xs[i] <= hi; }); };
+    const ours = median(inside(Array.from(flux.x), Array.from(flux.y)));
+    const theirs = median(inside(template.wavelength, template.flux));
+    const scale = ours !== null && theirs ? ours / theirs : 1;
+    const y = template.flux.map(function (v) { return v === null ? null : v * scale; });
+    if (this.templateIndex === undefined) {
+      Plotly.addTraces(this.node, {
+        x: template.wavelength, y: y, type: "scattergl", mode: "lines", name: template.name,
+        line: { color: "rgba(217, 119, 6, 0.85)", width: 1.2 }, hoverinfo: "skip", visible: box.checked,
+      });
+      this.templateIndex = this.node.data.length - 1;
+    } else {
+      Plotly.restyle(this.node, { y: [y], visible: box.checked }, [this.templateIndex]);
+    }
+    this.node.dataset.template = box.checked ? "shown" : "hidden";
+  };
+
   // The candidate page: the inspected windows as chips, and the selected step's image beside
   // the plot.
   Viewer.prototype.selectWindow = function (range) {
@@ -277,6 +307,12 @@
       window.specvetPlot.zoomTo(self.node, parts[0], parts[1]);
       self.selectWindow(parts);
     });
+    if (this.info.template) {
+      this.field("template-control").hidden = false;
+      this.field("template-name").textContent = this.info.template.name_text;
+      this.field("template-note").hidden = true;
+      this.field("template").addEventListener("change", function () { self.drawTemplate(); });
+    }
     this.showZ(null);
     this.drawChips();
     this.drawSky();

@@ -132,3 +132,32 @@ def test_it_zooms_to_an_inspected_window_and_shows_the_steps_image(pages: Browse
         arg=[lo, hi],
     )
     pages.assert_clean()
+
+
+def test_it_overlays_a_real_template_of_the_task(pages: BrowserPages) -> None:
+    from annotation.spectra.selectors import task_template
+
+    if task_template("A") is None:
+        pytest.skip("the real-data cache is not built (make real-data)")
+    row = _spectrum()
+    page = pages.open("cannon", UserFactory(username="cannon", roles=["expert"]))
+    page.goto(f"/spectra/{row.pk}/?task=A")
+    expect(page.locator("#spectrum-plot[data-viewer-ready]")).to_be_attached()
+    control = page.locator("[data-viewer=template-control]")
+    expect(control).to_be_visible()
+    expect(control).to_contain_text("V)")  # a real A dwarf
+    expect(page.locator("[data-viewer=template-note]")).to_be_hidden()
+    traces = page.evaluate(f"{PLOT}.data.length")
+    page.locator("[data-viewer=template]").check()
+    page.wait_for_function(f"{PLOT}.dataset.template === 'shown'")
+    assert page.evaluate(f"{PLOT}.data.length") == traces + 1
+    # scaled to the spectrum: the template's median lies within a factor 3 of the data's
+    ratio = page.evaluate(
+        f"(() => {{ const n = {PLOT}; const med = a => {{ const k = a.filter(v => v !== null)"
+        ".sort((x, y) => x - y); return k[Math.floor(k.length / 2)]; };"
+        " return med(Array.from(n.data[n.data.length - 1].y)) /"
+        " med(Array.from(n.data[n._specvetFluxIndex].y)); })()"
+    )
+    assert 1 / 3 < ratio < 3
+    page.locator("[data-viewer=template]").uncheck()
+    page.wait_for_function(f"{PLOT}.dataset.template === 'hidden'")

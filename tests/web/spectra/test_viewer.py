@@ -122,3 +122,18 @@ def test_it_marks_the_masked_pixels_of_a_spectrum(expert_client):
     flux[100:110] = np.nan
     runs = selectors.masked_runs(wave, flux)
     assert runs == [[round(wave[100], 2), round(wave[109], 2)]]
+
+
+def test_it_offers_a_real_main_sequence_template_for_a_task_with_real_positives() -> None:
+    from agent.real_corpus import CorpusUnavailable, fetch
+    from annotation.spectra.selectors import task_template
+
+    try:
+        fetch(quiet=True)
+    except CorpusUnavailable as exc:
+        pytest.skip(f"the real-data cache cannot be built here: {exc}")
+    template = task_template("A")
+    assert template is not None
+    assert template["name_text"].endswith("V)")  # a dwarf of the Pickles library
+    assert len(template["wavelength"]) == len(template["flux"]) <= 1500
+    assert task_template("CV") is None  # no real cataclysmic variable in the corpus
