@@ -164,6 +164,12 @@ def _render_editor(
         "stale_autosave": stale_autosave,
         "stale_state": EditorState.from_data(stale_autosave.data) if stale_autosave else None,
     }
+    if not request.htmx:  # the whole spectrum with each step's window, above the editor
+        plot = spectra_selectors.spectrum_plot_data(row=curation.spectrum, task=curation.task)
+        plot["inspected"] = [
+            list(window) for draft in state.steps if (window := _parse_range(draft)) is not None
+        ]
+        context["plot_data"] = plot
     template = "curation/revise.html" + ("#editor" if request.htmx else "")
     return render(request, template, context, status=status)
 
