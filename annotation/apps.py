@@ -39,6 +39,7 @@ class AnnotationConfig(AppConfig):
         # imports no domain.
         from annotation.curation import jobs as curation_jobs  # noqa: F401
         from annotation.inspections import evaluations  # noqa: F401
+        from annotation.inspections import jobs as inspections_jobs  # noqa: F401
         from annotation.rating import jobs as rating_jobs  # noqa: F401
 
         post_migrate.connect(

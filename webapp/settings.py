@@ -309,6 +309,10 @@ JOB_MAX_ATTEMPTS = envint("JOB_MAX_ATTEMPTS", 4)
 JOB_RETRY_BACKOFF = envint("JOB_RETRY_BACKOFF", 30)
 # How long a second delivery of a job that a live worker still runs waits before looking again.
 JOB_LEASE_RETRY_DELAY = envint("JOB_LEASE_RETRY_DELAY", 60)
+# A run with more candidates than this sends their Celery messages from a background job
+# ("enqueue_candidates") instead of at the end of the request that created it: 170,000 messages
+# take minutes to send, longer than a web worker's request timeout.
+INSPECTION_ENQUEUE_INLINE_MAX = envint("INSPECTION_ENQUEUE_INLINE_MAX", 1000)
 CURATION_ACCEPTANCE_RULE = os.getenv("CURATION_ACCEPTANCE_RULE", "unanimous")
 
 # Optional integrations: off until configured.

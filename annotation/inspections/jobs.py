@@ -6,7 +6,9 @@ import logging
 from typing import Any
 
 from agent.policies.base import EndpointUnavailable
-from annotation.core.jobs import OutageWatch, retry_delay, waiting_reason
+from annotation.core import services as core_services
+from annotation.core.jobs import OutageWatch, retry_delay, runner, waiting_reason
+from annotation.core.models import Job
 from annotation.inspections import services
 
 logger = logging.getLogger(__name__)
@@ -134,3 +136,36 @@ def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
         logger.warning("candidate %s failed: %s", candidate_id, error)
         services.candidate_fail(candidate_id=candidate_id, error=f"{type(error).__name__}: {error}")
     return None
+
+
+# --- sending a large run's candidates -----------------------------------------------------------
+
+ENQUEUE_BATCH = 1000
+
+
+@runner(services.ENQUEUE_JOB)
+def run_enqueue_candidates(job: Job) -> dict[str, Any]:
+    """Send one Celery message per pending candidate of a large run, over one broker producer,
+    in batches that report progress and stop when the job or the run is cancelled. A redelivered
+    job sends the pending ones again: the candidate's lease and claim make a duplicate a no-op."""
+    from annotation.inspections import tasks
+    from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+    from webapp.celery import app
+
+    run_id = job.params["run_id"]
+    pending = Candidate.objects.filter(run_id=run_id, state=CandidateState.PENDING).order_by("pk")
+    ids = list(pending.values_list("pk", flat=True))
+    core_services.job_set_total(job_id=job.pk, total=len(ids))
+    sent = 0
+    with app.producer_or_acquire() as producer:
+        for start in range(0, len(ids), ENQUEUE_BATCH):
+            if core_services.job_is_cancelled(job_id=job.pk) or (
+                InspectionRun.objects.filter(pk=run_id, cancelled=True).exists()
+            ):
+                break
+            batch = ids[start : start + ENQUEUE_BATCH]
+            for pk in batch:
+                tasks.run_candidate.apply_async((pk,), producer=producer)
+            sent += len(batch)
+            core_services.job_progress(job_id=job.pk, done=len(batch))
+    return {"run_id": run_id, "sent": sent, "pending": len(ids)}

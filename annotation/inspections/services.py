@@ -18,7 +18,7 @@ from annotation.core.errors import NotAllowed, WorkflowError, WrongState
 from annotation.core.models import ModelEndpoint
 from annotation.core.permissions import check_owner_or_staff
 from annotation.core.roles import Role
-from annotation.core.services import _GAVE_UP, audit_log_record
+from annotation.core.services import _GAVE_UP, audit_log_record, job_create
 from annotation.curation.services import _hash_images, _row_value, image_blobs_store
 from annotation.inspections.models import (
     Candidate,
@@ -147,10 +147,20 @@ def inspection_run_create(
         comment=f"{len(unique_ids)} candidates, {run.policy_spec.get('kind')}"
         + (f" on endpoint {endpoint.name}" if endpoint else ""),
     )
-    if enqueue:
+    if enqueue and len(unique_ids) > settings.INSPECTION_ENQUEUE_INLINE_MAX:
+        job_create(
+            kind=ENQUEUE_JOB,
+            params={"run_id": run.pk},
+            created_by=created_by,
+            total=len(unique_ids),
+        )
+    elif enqueue:
         candidate_ids = list(run.candidates.values_list("pk", flat=True))
         transaction.on_commit(lambda: [tasks.run_candidate.delay(pk) for pk in candidate_ids])
     return run
+
+
+ENQUEUE_JOB = "enqueue_candidates"
 
 
 def _commit_without_waiting() -> None:
