@@ -405,8 +405,9 @@ class Command(BaseCommand):
 
     def _report(self, results: list[dict[str, Any]]) -> None:
         width = max(len(result["case"].name) for result in results)
+        shown = max(8, *(len(result["matches"]) for result in results))
         header = (
-            f"{'case':<{width}}  {'matches':>8}  {'list p50':>8}  {'list p95':>8}  "
+            f"{'case':<{width}}  {'matches':>{shown}}  {'list p50':>8}  {'list p95':>8}  "
             f"{'csv p50':>8}  {'csv p95':>8}  {'api p50':>8}  {'html/api':>8}   (ms)"
         )
         self.stdout.write(header)
@@ -416,7 +417,7 @@ class Command(BaseCommand):
             csv_ms = [1000 * t for t in result["csv"]]
             api_ms = [1000 * t for t in result["api"]]
             self.stdout.write(
-                f"{result['case'].name:<{width}}  {result['matches']:>8}  "
+                f"{result['case'].name:<{width}}  {result['matches']:>{shown}}  "
                 f"{statistics.median(list_ms):8.1f}  {percentile(list_ms, 0.95):8.1f}  "
                 f"{statistics.median(csv_ms):8.1f}  {percentile(csv_ms, 0.95):8.1f}  "
                 f"{statistics.median(api_ms):8.1f}  "
