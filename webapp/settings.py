@@ -114,7 +114,10 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Several in-process jobs write while pages read: wait for the lock instead of failing.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+    # IMMEDIATE: a transaction takes the write lock when it begins. A deferred one that reads
+    # first and then writes, while another process (the demo's worker) writes, gets "database
+    # is locked" at once, without waiting for the timeout (SQLite cannot upgrade its snapshot).
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

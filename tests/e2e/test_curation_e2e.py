@@ -80,6 +80,10 @@ def test_it_takes_a_draft_from_screening_to_accepted_with_three_experts(
     expect_state(reviser, "in revision")
     reviser.keyboard.press("c")
     expect(reviser).to_have_url(re.compile(rf"/curation/{curation.pk}/revise/$"))
+    # The editor's scripts (htmx among them) have run once the page's spectrum is drawn: typing
+    # before that would change a range that nothing re-renders yet.
+    reviser.wait_for_load_state("load")
+    expect_plot_drawn(reviser)
     image = reviser.locator("#step-image-0 img")
     old_src = image.get_attribute("src")
     reviser.locator("textarea[name=step-0-think]").fill("Zoom on the H-alpha core and its wings.")
