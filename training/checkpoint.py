@@ -138,13 +138,14 @@ def write_serving_files(processor: Any, output_dir: str | Path, lineage: Lineage
 def save_trained(trainer: Any, processor: Any, output_dir: str | Path, lineage: Lineage) -> Path:
     """``save_checkpoint`` for a trainer on any number of processes; every rank calls it.
 
-    Sharded weights (ZeRO-3, FSDP) are gathered by ``trainer.save_model``, a collective that
-    writes on the main process; LoRA adapters are merged (single-GPU or data-parallel runs; the
-    LoRA recipe is one GPU). The main process then writes the serving files.
+    Sharded weights (ZeRO-3, FSDP, on any number of processes, one included) are gathered by
+    ``trainer.save_model``, a collective that writes on the main process; LoRA adapters are
+    merged (single-GPU or data-parallel runs; the LoRA recipe is one GPU). The main process then
+    writes the serving files.
     """
     out = Path(output_dir)
     model = trainer.model
-    if hasattr(model, "merge_and_unload") or trainer.args.world_size == 1:
+    if hasattr(model, "merge_and_unload") or not _holds_shards(trainer):
         if trainer.args.should_save:
             save_checkpoint(model, processor, out, lineage)
     else:
@@ -153,6 +154,16 @@ def save_trained(trainer: Any, processor: Any, output_dir: str | Path, lineage: 
             write_serving_files(processor, out, lineage)
     trainer.accelerator.wait_for_everyone()
     return out
+
+
+def _holds_shards(trainer: Any) -> bool:
+    """FSDP and DeepSpeed keep the weights in shards even on one process (FSDP2's are DTensors
+    that ``save_pretrained`` cannot write: "invalid python storage" on an H200); only the
+    trainer's ``save_model`` gathers them, so the number of processes does not decide."""
+    return bool(
+        getattr(trainer, "is_fsdp_enabled", False)
+        or getattr(trainer, "is_deepspeed_enabled", False)
+    )
 
 
 def load_lineage(path: str | Path) -> Lineage:

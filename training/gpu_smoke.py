@@ -128,9 +128,19 @@ def build_checkpoint(size: str, path: Path, *, device: str = "cuda") -> Path:
 
 
 def smoke_plan(
-    size: str, checkpoint: Path, out: Path, *, steps: int, use_vllm: bool, cpu: bool = False
+    size: str,
+    checkpoint: Path,
+    out: Path,
+    *,
+    steps: int,
+    use_vllm: bool,
+    cpu: bool = False,
+    tool_turns: int = 8,
 ) -> dict[str, list[str]]:
-    """Command-line arguments of the SFT and GRPO stages (``training.sft``/``training.grpo``)."""
+    """Command-line arguments of the SFT and GRPO stages (``training.sft``/``training.grpo``).
+
+    ``tool_turns`` bounds GRPO's tool rounds: a random model never answers, so every rollout
+    runs all of them, and fewer rounds measure the same tokens/s in less device time."""
     common = [
         "--model_name_or_path",
         str(checkpoint),
@@ -179,6 +189,8 @@ def smoke_plan(
         "1",
         "--max_completion_length",
         "512",
+        "--max_tool_calling_iterations",
+        str(tool_turns),
         "--use_vllm",
         "true" if use_vllm else "false",
         "--output_dir",
@@ -240,32 +252,96 @@ def _vllm_generate(checkpoint: Path, n_prompts: int = 32, max_tokens: int = 256)
     return sum(len(output.outputs[0].token_ids) for output in outputs)
 
 
-def run_smoke(sizes: Sequence[str], out: Path, *, steps: int, cpu: bool = False) -> dict[str, Any]:
+def environment() -> dict[str, Any]:
+    """The device and the versions that produced the figures."""
+    import platform
+
+    import torch
+    import transformers
+    import trl
+
+    cuda = torch.cuda.is_available()
+    return {
+        "device": torch.cuda.get_device_name(0) if cuda else platform.processor() or "cpu",
+        "gpu_memory_gib": (
+            round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if cuda else None
+        ),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+    }
+
+
+def run_smoke(
+    sizes: Sequence[str],
+    out: Path,
+    *,
+    steps: int,
+    cpu: bool = False,
+    tool_turns: int = 8,
+    report_path: Path | None = None,
+) -> dict[str, Any]:
+    """Each size's stages in turn; the report is written after every stage (``report_path``,
+    default ``OUT/gpu_smoke.json``), so a run stopped at a time limit keeps what it measured."""
     from training import grpo, sft
 
     vllm_installed = importlib.util.find_spec("vllm") is not None and not cpu
-    report: dict[str, Any] = {"vllm_installed": vllm_installed, "sizes": {}}
+    report: dict[str, Any] = {
+        "vllm_installed": vllm_installed,
+        "environment": environment(),
+        "tool_turns": tool_turns,
+        "steps": steps,
+        "sizes": {},
+    }
+    path = report_path or out / "gpu_smoke.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
     for size in sizes:
+        results: dict[str, Any] = {}
+        report["sizes"][size] = results
+        started = time.perf_counter()
         checkpoint = build_checkpoint(size, out / size / "model", device="cpu" if cpu else "cuda")
-        plan = smoke_plan(size, checkpoint, out, steps=steps, use_vllm=vllm_installed, cpu=cpu)
-        results = {
-            "sft": _measure(partial(_train, sft, plan["sft"])),
-            "grpo": _measure(partial(_train, grpo, plan["grpo"])),
-        }
+        results["build"] = {"ok": True, "seconds": round(time.perf_counter() - started, 2)}
+        plan = smoke_plan(
+            size,
+            checkpoint,
+            out,
+            steps=steps,
+            use_vllm=vllm_installed,
+            cpu=cpu,
+            tool_turns=tool_turns,
+        )
+        save()
+        for stage, module in (("sft", sft), ("grpo", grpo)):
+            results[stage] = _measure(partial(_train, module, plan[stage]))
+            save()
         if vllm_installed:
             results["vllm_generate"] = _measure(partial(_vllm_generate, checkpoint))
-        report["sizes"][size] = results
-    (out / "gpu_smoke.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+            save()
     return report
 
 
 def format_report(report: dict[str, Any]) -> str:
+    env = report.get("environment") or {}
     lines = [
+        *(
+            [", ".join(f"{key} {value}" for key, value in env.items() if value is not None)]
+            if env
+            else []
+        ),
         f"vLLM installed: {report['vllm_installed']}",
         "size  stage          ok   seconds  tokens/s  peak GiB",
     ]
     for size, stages in report["sizes"].items():
         for stage, row in stages.items():
+            if stage == "build":
+                lines.append(f"{size:<5} {'build':<14} yes  {row['seconds']:7.1f}")
+                continue
             if not row["ok"]:
                 lines.append(f"{size:<5} {stage:<14} no   {row['error'][:100]}")
                 continue
@@ -284,6 +360,15 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps per stage")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpu-smoke"))
     parser.add_argument(
+        "--tool-turns",
+        type=int,
+        default=8,
+        help="GRPO tool rounds per rollout (the recipe's 8; fewer spend less device time)",
+    )
+    parser.add_argument(
+        "--report", type=Path, default=None, help="where the JSON report goes (OUT/gpu_smoke.json)"
+    )
+    parser.add_argument(
         "--cpu", action="store_true", help="run the plan on the CPU (use --sizes tiny)"
     )
     return parser
@@ -293,7 +378,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     options = make_parser().parse_args(argv)
     if options.steps < 1:
         raise SystemExit("--steps must be >= 1")
-    report = run_smoke(options.sizes, options.out, steps=options.steps, cpu=options.cpu)
+    if not 1 <= options.tool_turns <= 8:
+        raise SystemExit("--tool-turns must be between 1 and 8")
+    report = run_smoke(
+        options.sizes,
+        options.out,
+        steps=options.steps,
+        cpu=options.cpu,
+        tool_turns=options.tool_turns,
+        report_path=options.report,
+    )
     print(format_report(report))
     return report
 

@@ -72,3 +72,49 @@ def test_it_can_run_the_same_plan_on_the_cpu(tmp_path, tiny_model_path):
     plan = smoke_plan("tiny", tiny_model_path, tmp_path, steps=1, use_vllm=False, cpu=True)
     args = grpo.parse_args(plan["grpo"])[3]
     assert (args.use_cpu, args.bf16, args.gradient_checkpointing) == (True, False, False)
+
+
+def test_it_bounds_grpo_tool_rounds_when_asked(tmp_path, tiny_model_path):
+    plan = smoke_plan("7b", tiny_model_path, tmp_path, steps=1, use_vllm=False, tool_turns=2)
+    args = grpo.parse_args([*plan["grpo"], "--use_cpu", "true", "--bf16", "false"])[3]
+    assert args.max_tool_calling_iterations == 2
+    assert make_parser().parse_args([]).tool_turns == 8
+
+
+def test_it_refuses_tool_rounds_outside_the_recipe():
+    from training.gpu_smoke import main
+
+    with pytest.raises(SystemExit, match="--tool-turns"):
+        main(["--tool-turns", "9"])
+
+
+def test_it_writes_the_report_after_every_stage(tmp_path, tiny_model_path, monkeypatch):
+    """A run stopped at a device time limit keeps the stages it finished."""
+    import json
+
+    from training import gpu_smoke
+
+    seen: list[dict] = []
+
+    def stage(*_args):
+        seen.append(json.loads((tmp_path / "report.json").read_text()))
+        if len(seen) == 2:
+            raise RuntimeError("CUDA out of memory")
+        return 100
+
+    monkeypatch.setattr(gpu_smoke, "build_checkpoint", lambda *a, **k: tiny_model_path)
+    monkeypatch.setattr(gpu_smoke, "_train", stage)
+    report = gpu_smoke.run_smoke(
+        ["tiny"], tmp_path, steps=1, cpu=True, report_path=tmp_path / "report.json"
+    )
+    assert set(seen[0]["sizes"]["tiny"]) == {"build"}
+    assert seen[1]["sizes"]["tiny"]["sft"]["tokens"] == 100
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved == report
+    assert saved["sizes"]["tiny"]["grpo"] == {
+        "ok": False,
+        "error": "RuntimeError: CUDA out of memory",
+    }
+    assert saved["environment"]["trl"] and saved["tool_turns"] == 8
+    text = format_report(saved)
+    assert "tiny  build" in text and "CUDA out of memory" in text and "trl" in text

@@ -109,8 +109,10 @@ def _pil(png: bytes):
 class FakeTrainer:
     """What save_trained needs of a Trainer on rank ``rank`` of ``world_size`` (sharded)."""
 
-    def __init__(self, rank: int, world_size: int) -> None:
+    def __init__(self, rank: int, world_size: int, *, fsdp: bool = True) -> None:
         self.args = type("Args", (), {"world_size": world_size, "should_save": rank == 0})()
+        self.is_fsdp_enabled = fsdp
+        self.is_deepspeed_enabled = False
         self.model = torch.nn.Linear(1, 1)
         self.calls: list[str] = []
         self.accelerator = type(
@@ -134,3 +136,32 @@ def test_it_gathers_sharded_weights_on_every_rank_and_writes_serving_files_once(
     save_trained(trainer, load_processor(tiny_model_path), tmp_path / "out", lineage)
     assert trainer.calls == ["save_model", "wait"]
     assert (tmp_path / "out" / "specvet_lineage.json").is_file() is writes_files
+
+
+def test_it_gathers_fsdp_shards_on_a_single_process_too(tmp_path, tiny_model_path):
+    """One process under FSDP2 still holds DTensor shards: save_pretrained on them failed with
+    "Attempted to access the data pointer on an invalid python storage" on an H200."""
+    from training.checkpoint import new_lineage, save_trained
+
+    trainer = FakeTrainer(0, world_size=1)
+    lineage = new_lineage(
+        stage="sft", base_model=str(tiny_model_path), dataset_version="v", dataset={}, config={}
+    )
+    save_trained(trainer, load_processor(tiny_model_path), tmp_path / "out", lineage)
+    assert trainer.calls == ["save_model", "wait"]
+    assert (tmp_path / "out" / "specvet_lineage.json").is_file()
+
+
+def test_it_writes_an_unsharded_model_itself(tmp_path, tiny_model_path):
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    from training.checkpoint import new_lineage, save_trained
+
+    trainer = FakeTrainer(0, world_size=2, fsdp=False)
+    trainer.model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(tiny_model_path))
+    lineage = new_lineage(
+        stage="sft", base_model=str(tiny_model_path), dataset_version="v", dataset={}, config={}
+    )
+    save_trained(trainer, load_processor(tiny_model_path), tmp_path / "out", lineage)
+    assert trainer.calls == ["wait"]
+    assert (tmp_path / "out" / "model.safetensors").is_file()
