@@ -14,8 +14,7 @@ from rest_framework.authentication import TokenAuthentication
 
 
 class TokenExpired(exceptions.APIException):
-    # Not an AuthenticationFailed: DRF turns those into 403 when the first authentication class
-    # (the session) has no WWW-Authenticate challenge, and an expired token is a 401.
+    # Its own code, so a client can tell an expired token from a wrong one.
     status_code = 401
     default_code = "token_expired"
     auth_header = 'Token realm="api"'

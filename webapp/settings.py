@@ -191,6 +191,9 @@ SPECTRUM_MAX_SPECTRA_PER_FILE = envint("SPECTRUM_MAX_SPECTRA_PER_FILE", 5_000)
 # Spectrum plots carry at most this many points per trace (min-max thinned beyond, keeping every
 # extreme); zooming fetches the window's own pixels. Survey spectra (DESI: 7,781 px) fit whole.
 SPECTRUM_PLOT_MAX_POINTS = envint("SPECTRUM_PLOT_MAX_POINTS", 8000)
+# GET /api/spectra/<id>/?arrays=1 returns at most this many pixels per response (offset/limit
+# page through the rest): about 8 MB of JSON.
+SPECTRUM_API_MAX_ARRAY_PIXELS = envint("SPECTRUM_API_MAX_ARRAY_PIXELS", 100_000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = [
@@ -200,9 +203,11 @@ FILE_UPLOAD_HANDLERS = [
 ]
 
 REST_FRAMEWORK = {
+    # The token class first: DRF takes the first class's WWW-Authenticate challenge, so an
+    # anonymous call or a bad token gets 401 (the session class has none and would give 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "webapp.auth.ExpiringTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",

@@ -100,18 +100,37 @@ class SpectrumDetailApi(APIView):
         class Meta(SpectrumOutputSerializer.Meta):
             fields = [*SpectrumOutputSerializer.Meta.fields, "meta"]
 
-    @extend_schema(responses=OutputSerializer)
+    class ArraysSerializer(serializers.Serializer):
+        arrays = serializers.BooleanField(required=False, default=False)
+        offset = serializers.IntegerField(required=False, default=0, min_value=0)
+        # Bounded so one response stays a few MB whatever the spectrum holds; survey spectra
+        # (DESI: 7,781 pixels) come whole in one page.
+        limit = serializers.IntegerField(required=False, min_value=1)
+
+        def validate_limit(self, value: int) -> int:
+            cap = settings.SPECTRUM_API_MAX_ARRAY_PIXELS
+            if value > cap:
+                raise serializers.ValidationError(
+                    f"limit {value} is over the {cap} pixels one response carries "
+                    "(SPECTRUM_API_MAX_ARRAY_PIXELS); page with offset instead"
+                )
+            return value
+
+    @extend_schema(parameters=[ArraysSerializer], responses=OutputSerializer)
     def get(self, request: Request, spectrum_id: int) -> Response:
+        query = self.ArraysSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         row = get_object_or_404(Spectrum.objects.select_related("task"), pk=spectrum_id)
         data = self.OutputSerializer(row).data
-        if request.query_params.get("arrays") in {"1", "true"}:
-            value = selectors.spectrum_value(row)
-            data["arrays"] = {
-                "wavelength": value.wavelength.tolist(),
-                "flux": [v if v == v else None for v in value.flux.tolist()],
-                "ivar": None if value.ivar is None else value.ivar.tolist(),
-                "mask": value.mask.tolist() if value.mask is not None else None,
-            }
+        if query.validated_data["arrays"]:
+            offset = query.validated_data["offset"]
+            limit = query.validated_data.get("limit", settings.SPECTRUM_API_MAX_ARRAY_PIXELS)
+            page = selectors.spectrum_array_page(row=row, offset=offset, limit=limit)
+            if page["next_offset"] is not None:
+                page["next"] = request.build_absolute_uri(
+                    f"{request.path}?arrays=1&offset={page['next_offset']}&limit={limit}"
+                )
+            data["arrays"] = page
         return Response(data)
 
 

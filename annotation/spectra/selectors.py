@@ -121,6 +121,25 @@ class _ToolCache:
 _tools = _ToolCache()
 
 
+def spectrum_array_page(*, row: Spectrum, offset: int, limit: int) -> dict[str, Any]:
+    """Pixels [offset, offset + limit) of the stored arrays, NaN flux as None, with the total
+    and the offset of the next page (None on the last)."""
+    value = spectrum_value(row)
+    total = int(value.wavelength.size)
+    end = min(offset + limit, total)
+    part = slice(offset, end)
+    return {
+        "offset": offset,
+        "count": max(end - offset, 0),
+        "total": total,
+        "next_offset": end if end < total else None,
+        "wavelength": value.wavelength[part].tolist(),
+        "flux": [v if v == v else None for v in value.flux[part].tolist()],
+        "ivar": None if value.ivar is None else value.ivar[part].tolist(),
+        "mask": None if value.mask is None else value.mask[part].tolist(),
+    }
+
+
 def spectrum_value(row: Spectrum) -> SpectrumValue:
     value = spectrum_from_npz_bytes(bytes(row.arrays))
     value.object_id = row.object_id

@@ -64,7 +64,7 @@ def test_it_issues_a_new_token_through_the_api_and_ends_the_old_one(vera):
     assert response["Cache-Control"] == "no-store"
     body = response.json()
     assert body["key"] != old.key and body["expired"] is False
-    assert token_client(old.key).get(reverse("api_spectrum_list")).status_code == 403  # invalid
+    assert token_client(old.key).get(reverse("api_spectrum_list")).status_code == 401  # invalid
     assert token_client(body["key"]).get(reverse("api_spectrum_list")).status_code == 200
 
 
@@ -124,3 +124,22 @@ def test_it_keeps_anonymous_visitors_off_the_token_page():
     response = Client().get(reverse("api_token_page"))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
+
+
+def test_it_challenges_an_anonymous_api_call_with_a_401():
+    """It answered 403, which tells a client nothing about signing in."""
+    response = APIClient().get(reverse("api_spectrum_list"))
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+
+
+def test_it_answers_an_unknown_token_with_a_401():
+    response = token_client("0" * 40).get(reverse("api_spectrum_list"))
+    assert response.status_code == 401
+    assert "Invalid token" in response.data["detail"]
+
+
+def test_it_still_answers_a_signed_in_user_without_the_role_with_a_403():
+    client = APIClient()
+    client.force_login(UserFactory(username="nobody", roles=[]))
+    assert client.get(reverse("api_spectrum_list")).status_code == 403

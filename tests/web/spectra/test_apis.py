@@ -38,8 +38,40 @@ def test_it_rejects_an_unknown_label_filter(api_client):
 def test_it_returns_arrays_on_request(api_client):
     row = make_spectrum()
     response = api_client.get(reverse("api_spectrum_detail", args=[row.pk]), {"arrays": "1"})
-    assert len(response.data["arrays"]["wavelength"]) == row.n_pixels
-    assert response.data["arrays"]["ivar"] is not None
+    arrays = response.data["arrays"]
+    assert len(arrays["wavelength"]) == arrays["count"] == arrays["total"] == row.n_pixels
+    assert arrays["ivar"] is not None
+    assert arrays["next_offset"] is None and "next" not in arrays
+
+
+def test_it_pages_arrays_past_the_per_response_limit(api_client, settings):
+    """A 1 M-pixel upload once came back as one ~100 MB JSON body: now pages of a set size."""
+    settings.SPECTRUM_API_MAX_ARRAY_PIXELS = 1000
+    row = make_spectrum()
+    url = reverse("api_spectrum_detail", args=[row.pk])
+    first = api_client.get(url, {"arrays": "1", "limit": 10}).data["arrays"]
+    assert (first["count"], first["next_offset"]) == (10, 10)
+    pages, offset = [], 0
+    while offset is not None:
+        arrays = api_client.get(url, {"arrays": "1", "offset": offset}).data["arrays"]
+        assert arrays["count"] <= 1000
+        pages.append(arrays)
+        offset = arrays["next_offset"]
+    assert len(pages) == -(-row.n_pixels // 1000) > 1
+    assert sum(page["count"] for page in pages) == row.n_pixels == first["total"]
+    assert pages[0]["next"].endswith("?arrays=1&offset=1000&limit=1000")
+    stitched = [w for page in pages for w in page["wavelength"]]
+    assert stitched == sorted(stitched) and len(set(stitched)) == row.n_pixels
+
+
+def test_it_refuses_a_page_larger_than_the_limit(api_client, settings):
+    settings.SPECTRUM_API_MAX_ARRAY_PIXELS = 1000
+    row = make_spectrum()
+    response = api_client.get(
+        reverse("api_spectrum_detail", args=[row.pk]), {"arrays": "1", "limit": 5000}
+    )
+    assert response.status_code == 400
+    assert "SPECTRUM_API_MAX_ARRAY_PIXELS" in str(response.data["limit"])
 
 
 def test_it_renders_through_the_api(api_client):
