@@ -194,6 +194,10 @@ SPECTRUM_PLOT_MAX_POINTS = envint("SPECTRUM_PLOT_MAX_POINTS", 8000)
 # GET /api/spectra/<id>/?arrays=1 returns at most this many pixels per response (offset/limit
 # page through the rest): about 8 MB of JSON.
 SPECTRUM_API_MAX_ARRAY_PIXELS = envint("SPECTRUM_API_MAX_ARRAY_PIXELS", 100_000)
+# A curation import ZIP (ShareGPT JSON + images): all members once unpacked (written to a
+# temporary folder), and its one JSON file, which is parsed whole.
+CURATION_IMPORT_MAX_UNPACKED_BYTES = envint("CURATION_IMPORT_MAX_UNPACKED_BYTES", 512 * 1024 * 1024)
+CURATION_IMPORT_MAX_JSON_BYTES = envint("CURATION_IMPORT_MAX_JSON_BYTES", 64 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = [

@@ -27,7 +27,6 @@ from annotation.curation.services import ROLES
 from annotation.spectra.models import Label, Task
 
 MAX_EDITOR_STEPS = 20
-MAX_IMPORT_UNPACKED_BYTES = 1024 * 1024 * 1024
 MAX_IMPORT_MEMBERS = 100_000
 MAX_IMPORT_DIRECTORY_BYTES = 32 * 1024 * 1024
 ZIP_MAGIC = b"PK\x03\x04"
@@ -314,9 +313,11 @@ def _read_sharegpt_zip(data: bytes, name: str, task: str | None) -> list[Traject
     with archive, tempfile.TemporaryDirectory(prefix="specvet-import-") as tmp:
         members = [member for member in archive.infolist() if not member.is_dir()]
         paths = [_safe_member(member, name) for member in members]
-        if sum(member.file_size for member in members) > MAX_IMPORT_UNPACKED_BYTES:
+        unpacked_limit = settings.CURATION_IMPORT_MAX_UNPACKED_BYTES
+        if sum(member.file_size for member in members) > unpacked_limit:
             raise ImportFileError(
-                f"{name} unpacks to more than {MAX_IMPORT_UNPACKED_BYTES} bytes; split it"
+                f"{name} unpacks to more than {unpacked_limit} bytes "
+                "(CURATION_IMPORT_MAX_UNPACKED_BYTES); split it"
             )
         json_files = [path for path in paths if path.suffix.lower() == ".json"]
         if len(json_files) != 1:
@@ -325,8 +326,17 @@ def _read_sharegpt_zip(data: bytes, name: str, task: str | None) -> list[Traject
                 f"{name} must hold exactly one ShareGPT .json file next to its images folder; "
                 f"found {found}"
             )
+        # The JSON file is parsed whole (several times its size in memory): its own, lower limit.
+        json_limit = settings.CURATION_IMPORT_MAX_JSON_BYTES
+        json_member = members[paths.index(json_files[0])]
+        if json_member.file_size > json_limit:
+            raise ImportFileError(
+                f"{name}: {json_files[0]} is {json_member.file_size} bytes, over the "
+                f"{json_limit} bytes a ShareGPT file may have (CURATION_IMPORT_MAX_JSON_BYTES); "
+                "split the trajectories over several imports"
+            )
         root = Path(tmp)
-        budget = MAX_IMPORT_UNPACKED_BYTES
+        budget = unpacked_limit
         for member, path in zip(members, paths, strict=True):
             target = root.joinpath(*path.parts)
             target.parent.mkdir(parents=True, exist_ok=True)

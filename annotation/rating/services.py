@@ -199,9 +199,12 @@ def campaign_add_pairs(
     campaign: RatingCampaign,
     pairs: list[tuple[CampaignItem, CampaignItem]],
     raters_per_pair: int,
+    actor: User | None,
 ) -> list[PairItem]:
     """Pairwise comparisons of two items for the same spectrum; which side is which is random
-    per pair (and recorded, so outcomes map back to policies)."""
+    per pair (and recorded, so outcomes map back to policies). Audit-logged; refused once the
+    campaign is closed."""
+    campaign = _open_campaign(campaign.pk, "this campaign is closed; pairs can no longer be added")
     rng = np.random.default_rng(campaign.seed + 1 + campaign.pairs.count())
     raters = list(campaign.raters.all())
     created = []
@@ -225,6 +228,12 @@ def campaign_add_pairs(
             positions[rater.pk] = positions.get(rater.pk, -1) + 1
             judgements.append(PairJudgement(pair=pair, rater=rater, position=positions[rater.pk]))
     PairJudgement.objects.bulk_create(judgements)
+    audit_log_record(
+        actor=actor,
+        action="campaign_pairs_added",
+        obj=campaign,
+        comment=f"{len(created)} pairs x {raters_per_pair} raters",
+    )
     return created
 
 
@@ -433,6 +442,7 @@ def campaign_create_from_choices(
                 campaign=campaign,
                 pairs=[(items[f"rollout:{a.pk}"], items[f"rollout:{b.pk}"]) for a, b in paired],
                 raters_per_pair=raters_per_pair,
+                actor=campaign.created_by,
             )
     return campaign
 

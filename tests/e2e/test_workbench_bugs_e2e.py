@@ -179,6 +179,7 @@ def _pairwise_campaign(owner, rater, wanted: list[str]):
         campaign=campaign,
         pairs=[(items[2 * s], items[2 * s + 1]) for s in range(len(wanted))],
         raters_per_pair=1,
+        actor=None,
     )
     for choice, pair in zip(wanted, pairs, strict=True):
         judgement = PairJudgement.objects.get(pair=pair)

@@ -215,7 +215,7 @@ def make_campaigns(runs: list[InspectionRun], users: dict[str, Any], text: str):
         )
         first, second = campaign.items.order_by("id")
         rating_services.campaign_add_pairs(
-            campaign=campaign, pairs=[(first, second)], raters_per_pair=2
+            campaign=campaign, pairs=[(first, second)], raters_per_pair=2, actor=None
         )
         campaigns.append(campaign)
     closed, still_open = campaigns

@@ -244,7 +244,9 @@ class Command(BaseCommand):
             (items[f"rollout:{a.pk}"], items[f"rollout:{b.pk}"])
             for a, b in comparable_pairs(rollouts, others)
         ]
-        rating_services.campaign_add_pairs(campaign=campaign, pairs=pairs, raters_per_pair=2)
+        rating_services.campaign_add_pairs(
+            campaign=campaign, pairs=pairs, raters_per_pair=2, actor=None
+        )
         rng = np.random.default_rng(7)
         for assignment in RatingAssignment.objects.filter(item__campaign=campaign).select_related(
             "item", "rater"

@@ -82,9 +82,9 @@ def test_it_records_each_pair_judgement(raters, staff):
     a, b = campaign.items.order_by("source")[:2]
     b.spectrum = a.spectrum
     b.save()
-    pair = rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)[
-        0
-    ]
+    pair = rating_services.campaign_add_pairs(
+        campaign=campaign, pairs=[(a, b)], raters_per_pair=1, actor=None
+    )[0]
     judgement = PairJudgement.objects.get(pair=pair)
     rating_services.pair_judgement_submit(judgement=judgement, rater=judgement.rater, outcome="tie")
 

@@ -133,7 +133,9 @@ def build(monkeypatch, capture) -> BlindWorld:
         campaign.items.get(source=f"rollout:{r.pk}")
         for r in first_rollouts("run-alpha", "run-beta")
     )
-    services.campaign_add_pairs(campaign=campaign, pairs=[(alpha, beta)], raters_per_pair=2)
+    services.campaign_add_pairs(
+        campaign=campaign, pairs=[(alpha, beta)], raters_per_pair=2, actor=None
+    )
     other_campaign = services.campaign_create(
         name="elsewhere",
         raters=[users["otto"]],

@@ -61,7 +61,7 @@ def make_campaign(name: str, raters, creator, n: int = 2):
     )
     items = list(campaign.items.order_by("source"))
     rating_services.campaign_add_pairs(
-        campaign=campaign, pairs=[(items[0], items[1])], raters_per_pair=len(raters)
+        campaign=campaign, pairs=[(items[0], items[1])], raters_per_pair=len(raters), actor=None
     )
     return campaign
 

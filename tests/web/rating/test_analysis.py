@@ -203,6 +203,7 @@ def pairwise_campaign(raters, stella):
         campaign=campaign,
         pairs=[(items[2 * s], items[2 * s + 1]) for s in range(3)],
         raters_per_pair=1,
+        actor=None,
     )
     wanted = {0: "model-a", 1: "tie", 2: "model-b"}  # the preferred policy per spectrum
     for s, pair in enumerate(pairs):

@@ -91,7 +91,10 @@ def campaign(alice, bob, carol, stella):
     )
     items = list(campaign.items.order_by("source"))
     rating_services.campaign_add_pairs(
-        campaign=campaign, pairs=[(items[0], items[1]), (items[2], items[3])], raters_per_pair=3
+        campaign=campaign,
+        pairs=[(items[0], items[1]), (items[2], items[3])],
+        raters_per_pair=3,
+        actor=None,
     )
     for assignment in RatingAssignment.objects.filter(item__campaign=campaign, rater=bob):
         rating_services.rating_submit(

@@ -7,6 +7,7 @@ import pytest
 
 from annotation.core import errors as core_errors
 from annotation.core import services as core_services
+from annotation.core.models import AuditLog
 from annotation.curation import services as curation_services
 from annotation.rating import jobs, selectors
 from annotation.rating import services as rating_services
@@ -172,9 +173,9 @@ def test_it_maps_pairwise_outcomes_back_to_policies(raters, staff):
     a, b = CampaignItem.objects.filter(campaign=campaign).order_by("source")
     b.spectrum = a.spectrum
     b.save()
-    pair = rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=3)[
-        0
-    ]
+    pair = rating_services.campaign_add_pairs(
+        campaign=campaign, pairs=[(a, b)], raters_per_pair=3, actor=None
+    )[0]
     winner_side = "left" if pair.left.policy_name == "model-a" else "right"
     for judgement in pair.judgements.all():
         rating_services.pair_judgement_submit(
@@ -188,4 +189,35 @@ def test_it_refuses_pairs_of_different_spectra(raters, staff):
     campaign = make_campaign(raters, staff, n=2, per_item=1)
     a, b = CampaignItem.objects.filter(campaign=campaign)
     with pytest.raises(core_errors.WorkflowError, match="same spectrum"):
-        rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)
+        rating_services.campaign_add_pairs(
+            campaign=campaign, pairs=[(a, b)], raters_per_pair=1, actor=None
+        )
+
+
+def test_it_audit_logs_who_added_pairs(raters, staff):
+    campaign = make_campaign(raters, staff, n=2, per_item=1)
+    a, b = CampaignItem.objects.filter(campaign=campaign).order_by("source")
+    b.spectrum = a.spectrum
+    b.save()
+    rating_services.campaign_add_pairs(
+        campaign=campaign, pairs=[(a, b)], raters_per_pair=2, actor=staff
+    )
+    entry = AuditLog.objects.get(action="campaign_pairs_added")
+    assert (entry.actor, entry.object_pk, entry.comment) == (
+        staff,
+        str(campaign.pk),
+        "1 pairs x 2 raters",
+    )
+
+
+def test_it_refuses_pairs_for_a_closed_campaign(raters, staff):
+    campaign = make_campaign(raters, staff, n=2, per_item=1)
+    a, b = CampaignItem.objects.filter(campaign=campaign).order_by("source")
+    b.spectrum = a.spectrum
+    b.save()
+    rating_services.campaign_close(campaign=campaign, actor=staff)
+    with pytest.raises(core_errors.WrongState, match="closed"):
+        rating_services.campaign_add_pairs(
+            campaign=campaign, pairs=[(a, b)], raters_per_pair=1, actor=staff
+        )
+    assert not campaign.pairs.exists()

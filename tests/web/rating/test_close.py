@@ -54,9 +54,9 @@ def a_pair(campaign) -> PairJudgement:
     a, b = CampaignItem.objects.filter(campaign=campaign).order_by("source")[:2]
     b.spectrum = a.spectrum
     b.save()
-    pair = rating_services.campaign_add_pairs(campaign=campaign, pairs=[(a, b)], raters_per_pair=1)[
-        0
-    ]
+    pair = rating_services.campaign_add_pairs(
+        campaign=campaign, pairs=[(a, b)], raters_per_pair=1, actor=None
+    )[0]
     judgement = PairJudgement.objects.select_related("pair__campaign").get(pair=pair)
     assert judgement.pair.campaign.closed is False
     return judgement

@@ -85,6 +85,7 @@ def make_campaign(cv, raters, creator, *, n=2, per_item=1, paired=False) -> Rati
             campaign=campaign,
             pairs=[(items[i], items[i + 1]) for i in range(0, n, 2)],
             raters_per_pair=len(raters),
+            actor=None,
         )
     return campaign
 

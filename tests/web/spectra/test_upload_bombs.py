@@ -215,3 +215,32 @@ def test_it_keeps_the_arrays_of_an_excel_csv_identical_to_a_plain_one(tmp_path):
     plain.write_bytes(EXCEL_CSV[3:])
     excel.write_bytes(EXCEL_CSV)
     np.testing.assert_array_equal(load_spectra(excel)[0].flux, load_spectra(plain)[0].flux)
+
+
+def _sharegpt_zip(json_bytes: bytes, images: dict[str, bytes]) -> SimpleUploadedFile:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("train.json", json_bytes)
+        for name, content in images.items():
+            archive.writestr(f"images/{name}", content)
+    return SimpleUploadedFile("drafts.zip", buffer.getvalue())
+
+
+def test_it_refuses_a_sharegpt_file_over_its_own_limit_before_unpacking(settings):
+    """The JSON is parsed whole; it once could be as large as the whole 1 GiB unpacked limit."""
+    settings.CURATION_IMPORT_MAX_JSON_BYTES = 1000
+    upload = _sharegpt_zip(b"[" + b" " * 5000 + b"]", {})
+    with pytest.raises(ImportFileError) as refused:
+        read_import_upload(upload)
+    assert "train.json is 5002 bytes, over the 1000 bytes" in str(refused.value)
+    assert "CURATION_IMPORT_MAX_JSON_BYTES" in str(refused.value)
+
+
+def test_it_refuses_a_zip_that_unpacks_past_the_setting(settings):
+    settings.CURATION_IMPORT_MAX_UNPACKED_BYTES = 10_000
+    upload = _sharegpt_zip(b"[]", {"a.png": bytes(20_000)})
+    with pytest.raises(ImportFileError, match="CURATION_IMPORT_MAX_UNPACKED_BYTES"):
+        read_import_upload(upload)
