@@ -270,3 +270,38 @@ def test_it_estimates_the_inverse_variance_from_the_scatter() -> None:
     ivar = measure.estimate_ivar(flux, good)
     assert ivar[100] == 0.0
     assert float(np.median(ivar[good])) == pytest.approx(1.0 / 4.0, rel=0.1)
+
+
+def test_it_deblends_two_lines_closer_than_their_width_on_coarse_pixels() -> None:
+    # 5 Å pixels, FWHM 9 Å, lines 11 Å apart: a window around either takes in the other's wing
+    wave = np.arange(4440.0, 4610.0, 5.0)
+    fine = np.linspace(-2.5, 2.5, 101)[None, :] + wave[:, None]  # each pixel's span
+    sigma = 9.0 / (2.0 * math.sqrt(2.0 * math.log(2.0)))
+    continuum = 100.0 + 0.05 * (wave - 4500.0)
+    profile = sum(
+        ew * np.exp(-0.5 * ((fine - centre) / sigma) ** 2) / (sigma * math.sqrt(2.0 * math.pi))
+        for centre, ew in ((4542.9, 0.2), (4553.9, 0.6))
+    ).mean(axis=1)
+    flux = continuum * (1.0 - profile)
+    good = np.ones(wave.size, dtype=bool)
+    ivar = np.full(wave.size, 1.0 / 0.5**2)
+    fit = measure.deblend(wave, flux, good, ivar, (4448.0, 4600.0), [4542.9, 4553.9], [9.0, 9.0])
+    assert fit.ews == pytest.approx((0.2, 0.6), abs=0.005)
+    assert 0.0 < fit.error(0) < 0.1
+    window = measure.equivalent_width(
+        wave,
+        flux,
+        good,
+        (4535.5, 4550.5),
+        measure.local_continuum(wave, flux, good, (4535.5, 4550.5), [(4520.0, 4533.0)]),
+    )
+    assert window.ew > 0.24  # the window alone credits He II with a part of Si III's wing
+
+
+def test_it_refuses_to_deblend_more_lines_than_the_pixels_can_carry() -> None:
+    wave = np.arange(4500.0, 4530.0, 5.0)
+    flux = np.ones(wave.size)
+    with pytest.raises(MeasurementError):
+        measure.deblend(
+            wave, flux, np.ones(wave.size, bool), flux, (4500.0, 4530.0), [4510.0, 4520.0], [9, 9]
+        )

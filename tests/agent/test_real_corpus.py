@@ -179,3 +179,20 @@ def test_it_reaches_the_reported_validation_figures(validation_scores: list) -> 
             reported = REPORTED_VALIDATION_BALANCED_ACCURACY[task]
             assert math.isclose(result.balanced_accuracy, reported, abs_tol=TOLERANCE), task
             assert result.balanced_accuracy >= 0.8, task
+        assert result.confident_wrong == 0, task
+
+
+def test_it_tells_the_o_stars_from_the_b0_b1_stars_by_the_mk_ratio(corpus: list) -> None:
+    """He II 4687/5412 persist into B0-B0.5; He II 4542 against He I 4471 decides. The Pickles
+    B0 V of the validation part was answered O at 0.92 before this rule (issue 13)."""
+    inspector = RuleBasedInspector()
+    hot = [(e, s) for e, s in corpus if e.subclass[:1] == "O" or e.subclass[:2] in ("B0", "B1")]
+    assert {e.id for e, _ in hot} >= {"pickles-2", "pickles-60", "pickles-1", "pickles-3"}
+    for entry, spectrum in hot:
+        inspector.begin(spectrum=spectrum, task=get_task("O"), use_tool=False)
+        assert inspector.last_decision is not None
+        assert inspector.last_decision["prediction"] == entry.label("O"), entry.id
+        if entry.subclass[:1] == "B":  # and they stay B stars
+            inspector.begin(spectrum=spectrum, task=get_task("B"), use_tool=False)
+            assert inspector.last_decision is not None
+            assert inspector.last_decision["prediction"] == "YES", entry.id

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from agent import measure
 from agent.inspection_tasks import Task
 from agent.measure import Measurement
 from agent.policies.rule_based.findings import (
@@ -25,6 +27,87 @@ from agent.policies.rule_based.view import STRONG, SpectrumView, _ramp
 
 HE_II_LINES = (("He II 4542", 4542.9), ("He II 4687", 4687.0), ("He II 5412", 5413.0))
 HE_I_LINES = (("He I 4026", 4027.3), ("He I 4471", 4472.7), ("He I 4922", 4923.3))
+# The MK spectral-type criterion of the O stars, He II 4542 / He I 4471 (Morgan, Keenan &
+# Kellman 1943; log W' = log EW(4471)/EW(4542) of Conti & Alschuler 1971: 0 at O7), fitted
+# together with the lines that blend with them at low resolution: Mg II 4481 beside He I 4471
+# and the Si III 4553/4568/4575 triplet beside He II 4542 (vacuum Å). At R ~ 500 (FWHM ~9 Å)
+# they are 10-11 Å apart, so a window integrating one line takes in a wing of the other.
+MK_LINES = (
+    ("He I 4471", 4472.7),
+    ("Mg II 4481", 4482.4),
+    ("He II 4542", 4542.9),
+    ("Si III 4553", 4553.9),
+    ("Si III 4568", 4569.1),
+    ("Si III 4575", 4576.0),
+)
+MK_REGION = (4448.0, 4600.0)  # clear of the 4430 interstellar band, short of He II 4687
+# intrinsic line widths tried (rotation, Stark broadening, a coarser line-spread function than
+# the one recorded); the fit keeps the one of least chi2
+MK_INTRINSIC_KMS = (0.0, 200.0, 400.0, 600.0, 800.0, 1000.0, 1200.0)
+# He II 4542 is a third or more of He I 4471 at O9 and earlier, weak at B0 and gone by B0.5
+# (O9.7: He II 4542 only as strong as Si III 4552; Walborn & Fitzpatrick 1990, Sota et al.
+# 2011): an O type needs He II 4542 clearly above a fifth of He I 4471.
+B0_RATIO = 0.2
+MK_MIN_COLOUR = 1.2  # F(4000-4500)/F(6000-6500) below which no O or early B star is expected
+
+
+@dataclass(frozen=True)
+class MKRatio:
+    """He I 4471 and He II 4542 from one fit of the 4448-4600 Å blends (EWs in Å)."""
+
+    he1: float
+    he1_error: float
+    he2: float
+    he2_error: float
+    covariance: float  # of the two EWs
+    fwhm_kms: float  # line width of the fit (instrumental and intrinsic)
+
+    @property
+    def he1_sig(self) -> float:
+        return self.he1 / self.he1_error if self.he1_error > 0 else 0.0
+
+    @property
+    def he2_sig(self) -> float:
+        return self.he2 / self.he2_error if self.he2_error > 0 else 0.0
+
+    def excess(self, ratio: float) -> float:
+        """How many sigma He II 4542 exceeds ``ratio`` x He I 4471."""
+        variance = self.he2_error**2 + (ratio * self.he1_error) ** 2 - 2 * ratio * self.covariance
+        return (self.he2 - ratio * self.he1) / math.sqrt(max(variance, 1e-12))
+
+    def describe(self) -> str:
+        ratio = f"{self.he2 / self.he1:.2f}" if self.he1_sig >= STRONG else "undefined"
+        return (
+            f"He II 4542 EW {self.he2:+.2f} ± {self.he2_error:.2f} Å, He I 4471 EW "
+            f"{self.he1:+.2f} ± {self.he1_error:.2f} Å (fitted with Mg II 4481 and Si III "
+            f"4553-4575, line FWHM {self.fwhm_kms:.0f} km/s), ratio {ratio}"
+        )
+
+
+def _mk_ratio(view: SpectrumView) -> MKRatio | None:
+    """He I 4471 and He II 4542 deblended from their neighbours: Gaussians of the line-spread
+    FWHM widened by an intrinsic width, the width of the best fit of a few tried."""
+    if view.covered_fraction(MK_REGION) < 0.8:
+        return None
+    names = [name for name, _ in MK_LINES]
+    centres = [centre for _, centre in MK_LINES]
+    best: tuple[float, measure.Deblended, float] | None = None
+    for intrinsic in MK_INTRINSIC_KMS:
+        fwhm_kms = [math.hypot(view.instrumental_kms(c), intrinsic) for c in centres]
+        fwhm = [c * v / measure.C_KMS for c, v in zip(centres, fwhm_kms, strict=True)]
+        try:
+            fit = measure.deblend(
+                view.wave, view.flux, view.good, view.ivar, MK_REGION, centres, fwhm
+            )
+        except measure.MeasurementError:
+            continue
+        if best is None or fit.reduced_chi2 < best[0]:
+            best = (fit.reduced_chi2, fit, fwhm_kms[names.index("He II 4542")])
+    if best is None:
+        return None
+    _, fit, width = best
+    i, j = names.index("He I 4471"), names.index("He II 4542")
+    return MKRatio(fit.ews[i], fit.error(i), fit.ews[j], fit.error(j), fit.covariance[i][j], width)
 
 
 def _narrow_line(view: SpectrumView, name: str, centre: float) -> Measurement | None:
@@ -137,28 +220,87 @@ def _subdwarf_or_wd(
         )
 
 
+def _he2_4542(view: SpectrumView, mk: MKRatio | None) -> tuple[float, float, str]:
+    """EW, significance and wording of He II 4542: from the fit with its blends where it ran,
+    otherwise from its window."""
+    if mk is not None:
+        return mk.he2, mk.he2_sig, f"EW {mk.he2:+.2f} Å ({mk.he2_sig:+.1f}σ), fitted with Si III"
+    line = _narrow_line(view, *HE_II_LINES[0])
+    if line is None or line.ew is None:
+        return 0.0, 0.0, "not covered"
+    return line.ew, _sig(line), line.describe()
+
+
+def _o_type(view: SpectrumView, colour: float | None) -> tuple[float | None, str, MKRatio | None]:
+    """The MK criterion: how far He II 4542 exceeds the B0 limit of B0_RATIO x He I 4471, in
+    sigma (None: not measurable), a sentence, and the fit. Only on a continuum blue enough for
+    an OB star: in cooler stars metal lines and bands fill the region."""
+    if colour is not None and colour < MK_MIN_COLOUR:
+        return None, "He II 4542 / He I 4471 not evaluated on a continuum this red", None
+    mk = _mk_ratio(view)
+    if mk is None:
+        return None, "He II 4542 / He I 4471 not measurable (4448-4600 Å not covered)", None
+    if mk.he1_sig < STRONG:
+        if mk.he2_sig >= STRONG:
+            text = f"He II 4542 without clear He I 4471, as at O7 and earlier: {mk.describe()}"
+            return math.inf, text, mk
+        return None, f"neither He II 4542 nor He I 4471 clearly present: {mk.describe()}", mk
+    excess = mk.excess(B0_RATIO)
+    verdict = (
+        "above the B0 limit: an O type"
+        if excess >= STRONG
+        else "not clearly above the B0 limit: B0 or later, or a late O type the data cannot "
+        "tell from B0"
+    )
+    text = (
+        f"He II 4542 / He I 4471 (MK criterion; He II 4542 is weak at B0, gone by B0.5): "
+        f"{mk.describe()}; He II 4542 exceeds {B0_RATIO:g} x He I 4471 by {excess:+.1f}σ, "
+        f"{verdict}"
+    )
+    return excess, text, mk
+
+
 def score_o(view: SpectrumView, task: Task) -> Assessment:
-    """He II 4542/4687/5412 absorption with He I on a hot continuum and main-sequence Balmer
-    lines; against B stars (He I only), subdwarfs and DO white dwarfs (broad lines), A stars."""
+    """He II absorption with He II 4542 above the B0 limit of its MK ratio to He I 4471, on a hot
+    continuum with main-sequence Balmer lines; against B stars (He I only, or He II 4542 weak
+    beside He I 4471), subdwarfs and DO white dwarfs (broad lines), A stars.
+
+    He II absorption (+2.5) and the hot continuum (+0.5) against the bias (-1.5) reach +1.5
+    at most, below the 0.9 confidence of an uncalibrated or temperature-scaled score (logit 0.9
+    = 2.2), since He II 4687/5412 persist into B0-B0.5: only the MK criterion (+1.0, and the Of
+    emission it enables, +1.0) carries an O answer past it. Where it cannot be measured the
+    answer stays below 0.9."""
     result = Assessment(bias=-1.5)
     colour = view.colour()
     result.add(None, _fmt_colour(colour))
-    he2, he2_sig, he2_text = _helium(view, HE_II_LINES)
     w_he2 = window_for(task, 4542.9, prefer="He II")
+    he2, he2_sig, he2_text = _helium(view, HE_II_LINES)
     state = "present" if he2_sig >= STRONG else "not detected"
     result.add(
         w_he2,
-        f"He II absorption {state}: mean EW {he2:+.2f} Å ({he2_sig:+.1f}σ) over 4542/4687/5412 "
-        f"({he2_text})",
-        _ramp(he2_sig, 1.5, 4.0, -2.5, 3.5),
+        f"He II absorption {state} (hotter than B0.5; 4687 and 5412 persist into B0-B0.5, so "
+        f"only the ratio below tells an O type): mean EW {he2:+.2f} Å ({he2_sig:+.1f}σ) over "
+        f"4542/4687/5412 ({he2_text})",
+        _ramp(he2_sig, 1.5, 4.0, -2.5, 2.5),
+    )
+    excess, mk_text, _ = _o_type(view, colour)
+    result.add(
+        window_for(task, 4472.7, prefer="He I") or w_he2,
+        mk_text,
+        0.0 if excess is None else _ramp(excess, 1.0, STRONG, -2.5, 1.0),
+        alternative="a B star" if excess is not None and excess < STRONG else None,
     )
     he2_4686 = view.line("He II 4687 emission", 4687.0, 9.0, [(4660.0, 4672.0), (4700.0, 4715.0)])
     if _emits(he2_4686, 4.0, 0.3):
         assert he2_4686 is not None
+        # a secondary O-type feature (Of): it counts beside an O-type absorption spectrum only,
+        # B supergiants' winds fill in 4687 too
+        o_type = excess is not None and excess >= STRONG
         result.add(
             window_for(task, 4687.0),
-            f"He II 4687 in emission ({he2_4686.describe()}), as in Of stars",
-            1.0,
+            f"He II 4687 in emission ({he2_4686.describe()}), as in Of stars"
+            + ("" if o_type else ", but without the O-type He II 4542: not counted"),
+            1.0 if o_type else 0.0,
         )
     if colour is not None:
         result.add(
@@ -192,13 +334,17 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
         f"({he1_text})",
         he1_weight if he1_text != "not covered" else 0.0,
     )
-    he2, he2_sig, _ = _helium(view, HE_II_LINES)
-    if he2_sig >= 4.0 and he2 >= 0.2:
+    # He II 4687/5412 persist into B0-B0.5: only He II 4542 above the MK B0 limit marks an O star
+    excess, mk_text, mk = _o_type(view, colour)
+    he2, he2_sig, he2_text = _he2_4542(view, mk)
+    hot = colour is None or colour >= MK_MIN_COLOUR
+    if excess is None and hot and he2_sig >= 4.0 and he2 >= 0.2:
+        excess, mk_text = math.inf, f"He II 4542 ({he2_text}) without a measurable He I 4471"
+    if excess is not None and excess > 1.0:
         result.add(
             window_for(task, 4542.9, prefer="He II"),
-            f"He II absorption (mean EW {he2:+.2f} Å, {he2_sig:.1f}σ) marks an O star rather "
-            "than a B star",
-            -3.0,
+            f"{mk_text}: marks an O star rather than a B star",
+            _ramp(excess, 1.0, STRONG, 0.0, -3.0),
             alternative="an O star",
         )
     cak = _ca_k(view)
