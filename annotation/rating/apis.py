@@ -150,17 +150,29 @@ class CampaignCreateApi(APIView):
                 )
             return list(users)
 
+        # A run or curation the creator may not read (they rate in an open campaign built on
+        # it) is answered like a missing id.
+        def _visible_runs(self) -> Any:
+            from annotation.blinding import runs_visible_to
+
+            return runs_visible_to(user=self.context["request"].user)
+
         def validate_runs(self, ids: list[int]) -> list[InspectionRun]:
-            return _rows_by_id(InspectionRun.objects.all(), ids, "inspection runs")
+            return _rows_by_id(self._visible_runs(), ids, "inspection runs")
 
         def validate_curations(self, ids: list[int]) -> list[Curation]:
-            accepted = Curation.objects.filter(state=CurationState.ACCEPTED)
+            from annotation.blinding import curations_visible_to
+
+            accepted = curations_visible_to(
+                user=self.context["request"].user,
+                rows=Curation.objects.filter(state=CurationState.ACCEPTED),
+            )
             return _rows_by_id(accepted, ids, "accepted curations")
 
         def validate_pair_runs(self, ids: list[int]) -> list[InspectionRun]:
             if ids[0] == ids[1]:
                 raise serializers.ValidationError("choose two different runs to compare")
-            return _rows_by_id(InspectionRun.objects.all(), ids, "inspection runs")
+            return _rows_by_id(self._visible_runs(), ids, "inspection runs")
 
     class OutputSerializer(RatingCampaignSerializer):
         seed = serializers.IntegerField()
@@ -171,7 +183,7 @@ class CampaignCreateApi(APIView):
     def post(self, request: Request) -> Response:
         if not request.user.is_staff:
             return _forbidden("only staff can create rating campaigns")
-        params = self.InputSerializer(data=request.data)
+        params = self.InputSerializer(data=request.data, context={"request": request})
         params.is_valid(raise_exception=True)
         data = params.validated_data
         pair_runs = data.get("pair_runs")

@@ -57,6 +57,20 @@ class CampaignForm(forms.Form):
         "pairwise": ("pair_run_a", "pair_run_b", "raters_per_pair"),
     }
 
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        """Runs and curations are offered as ``user`` may read them: staff who rate in an open
+        campaign do not see the runs or curations behind its items (not even their names)."""
+        from annotation.blinding import curations_visible_to, runs_visible_to
+
+        super().__init__(*args, **kwargs)
+        runs = runs_visible_to(user=user).select_related("task")
+        self.fields["runs"].queryset = runs  # type: ignore[attr-defined]
+        self.fields["pair_run_a"].queryset = runs  # type: ignore[attr-defined]
+        self.fields["pair_run_b"].queryset = runs  # type: ignore[attr-defined]
+        self.fields["curations"].queryset = curations_visible_to(  # type: ignore[attr-defined]
+            user=user, rows=selectors.accepted_curations()
+        )
+
     def fieldset(self, name: str) -> list[forms.BoundField]:
         return [self[field] for field in self.FIELDSETS[name]]
 

@@ -88,7 +88,7 @@ def campaign_list(request: HttpRequest) -> HttpResponse:
 def campaign_create(request: HttpRequest) -> HttpResponse:
     if not request.user.is_staff:
         return _forbidden(request, "Only staff can create rating campaigns.")
-    form = CampaignForm(request.POST or None)
+    form = CampaignForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         pair_runs = (data["pair_run_a"], data["pair_run_b"]) if data["pair_run_a"] else None

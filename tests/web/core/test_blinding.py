@@ -475,3 +475,32 @@ def test_it_opens_a_closed_campaigns_item_images_to_all_its_raters(world):
         transaction.set_rollback(True)
     assert while_open in (403, 404)
     assert once_closed == 200
+
+
+def test_it_keeps_runs_behind_an_open_campaign_out_of_a_staff_raters_campaign_form(world):
+    """Staff who also rate saw every run name in the campaign-create chooser."""
+    erin = world.users["erin"]
+    erin.is_staff = True
+    erin.save(update_fields=["is_staff"])
+    client = Client()
+    client.force_login(erin)
+    page = client.get(reverse("rating_campaign_create")).content.decode()
+    assert "run-gamma" in page and "run-delta" in page
+    assert "run-alpha" not in page and "run-beta" not in page
+
+
+def test_it_answers_a_hidden_run_in_a_campaign_request_like_a_missing_one(world):
+    erin = world.users["erin"]
+    erin.is_staff = True
+    erin.save(update_fields=["is_staff"])
+    api = APIClient()
+    api.force_authenticate(erin)
+    hidden = world.runs["run-alpha"].pk
+    body = {"name": "probe", "raters": ["rita"], "runs": [hidden]}
+    response = api.post(reverse("api_rating_campaign_create"), body, format="json")
+    assert response.status_code == 400
+    assert response.data["runs"] == [f"no such inspection runs: {hidden}"]
+    body["pair_runs"] = [hidden, world.runs["run-gamma"].pk]
+    body["runs"] = []
+    response = api.post(reverse("api_rating_campaign_create"), body, format="json")
+    assert response.data["pair_runs"] == [f"no such inspection runs: {hidden}"]
