@@ -6,13 +6,18 @@ broker (webapp/settings.py); its folders are created here, by whichever process 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_ready
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+logger = logging.getLogger(__name__)
 
 app = Celery("specvet")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -40,3 +45,18 @@ def _create_broker_folders(sender: Celery, **_: Any) -> None:
     # Runs once per process when the configuration is first read (web and worker alike), so the
     # first message finds its folder.
     filesystem_broker_folders(sender.conf)
+
+
+@worker_ready.connect
+def _sweep_temp_files(**_: Any) -> None:
+    # What a killed worker or web process left in SPECVET_TEMP_DIR (annotation/core/tempfiles.py).
+    from annotation.core.tempfiles import sweep_stale_temp_files
+
+    swept = sweep_stale_temp_files()
+    if swept.removed:
+        logger.info(
+            "removed %d stale temporary entries (%d bytes) from %s",
+            swept.removed,
+            swept.freed_bytes,
+            settings.SPECVET_TEMP_DIR,
+        )

@@ -8,6 +8,7 @@ optional integrations to scale out; see README.md.
 from __future__ import annotations
 
 import os
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -200,6 +201,14 @@ CURATION_IMPORT_MAX_UNPACKED_BYTES = envint("CURATION_IMPORT_MAX_UNPACKED_BYTES"
 CURATION_IMPORT_MAX_JSON_BYTES = envint("CURATION_IMPORT_MAX_JSON_BYTES", 64 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Every temporary file and folder of the project (uploads, imports, exports) lives here, so that
+# what a killed process leaves behind can be swept without touching anyone else's (older than
+# SPECVET_TEMP_MAX_AGE_HOURS: at worker and serve_demo start, and `manage.py sweep_temp_files`).
+SPECVET_TEMP_DIR = Path(
+    os.getenv("SPECVET_TEMP_DIR", Path(tempfile.gettempdir()) / f"specvet-{os.getuid()}")
+)
+SPECVET_TEMP_MAX_AGE_HOURS = envint("SPECVET_TEMP_MAX_AGE_HOURS", 6)
+FILE_UPLOAD_TEMP_DIR = str(SPECVET_TEMP_DIR)
 FILE_UPLOAD_HANDLERS = [
     "annotation.spectra.uploads.SizeCappedUploadHandler",  # stops keeping a file past the upload limit
     "django.core.files.uploadhandler.MemoryFileUploadHandler",

@@ -20,6 +20,7 @@ from django.db.models import Func, IntegerField, Max, QuerySet
 from numpy.typing import DTypeLike
 
 from annotation.catalog.selectors import _SOURCES, CATALOG_COLUMNS, CatalogQueryError, _iso_utc
+from annotation.core.tempfiles import temp_dir
 from annotation.inspections.models import CatalogEntry
 
 EXPORT_CHUNK_ROWS = 5_000
@@ -66,7 +67,7 @@ def _row_chunks(rows: QuerySet[CatalogEntry], limit: int) -> Iterator[list[tuple
 
 def _new_file() -> IO[bytes]:
     # Always on disk: a spooled file would hold its first megabytes in memory and copy them once.
-    return tempfile.TemporaryFile(prefix="specvet-export-")
+    return tempfile.TemporaryFile(prefix="specvet-export-", dir=temp_dir())
 
 
 def _check_limit(limit: int) -> None:

@@ -19,6 +19,7 @@ from django.db import transaction
 from agent.trajectory import Trajectory
 from annotation.core.errors import WorkflowError
 from annotation.core.services import audit_log_record
+from annotation.core.tempfiles import temp_dir
 from annotation.curation.models import (
     Curation,
     DatasetExport,
@@ -119,7 +120,7 @@ def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict
     trl_lines: list[str] = []
     sharegpt_rows: list[dict[str, Any]] = []
     counts: dict[str, dict[str, int]] = {}
-    with tempfile.TemporaryDirectory(prefix="specvet-export-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="specvet-export-", dir=temp_dir()) as tmp:
         image_dir = Path(tmp) / "sharegpt_images"
         for curation in curations:
             version = curation.versions.get(number=curation.head_number)

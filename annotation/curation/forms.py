@@ -21,6 +21,7 @@ from agent.reading import UnsafeArchive, check_zip_directory, iter_zip_member
 from agent.trajectory import Trajectory, TrajectoryFormatError
 from annotation.core.errors import WorkflowError
 from annotation.core.models import ModelEndpoint
+from annotation.core.tempfiles import temp_dir
 from annotation.curation.models import AuditVerdict, CurationState, VoteValue
 from annotation.curation.selectors import draft_candidates
 from annotation.curation.services import ROLES
@@ -310,7 +311,7 @@ def _read_sharegpt_zip(data: bytes, name: str, task: str | None) -> list[Traject
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, UnsafeArchive) as error:
         raise ImportFileError(f"{name} is not a readable ZIP: {error}") from None
-    with archive, tempfile.TemporaryDirectory(prefix="specvet-import-") as tmp:
+    with archive, tempfile.TemporaryDirectory(prefix="specvet-import-", dir=temp_dir()) as tmp:
         members = [member for member in archive.infolist() if not member.is_dir()]
         paths = [_safe_member(member, name) for member in members]
         unpacked_limit = settings.CURATION_IMPORT_MAX_UNPACKED_BYTES

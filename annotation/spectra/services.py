@@ -21,6 +21,7 @@ from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from annotation.core.errors import UploadRejected
 from annotation.core.services import audit_log_record
+from annotation.core.tempfiles import temp_dir
 from annotation.spectra.models import Spectrum, Task
 from annotation.spectra.uploads import read_limits
 
@@ -213,7 +214,7 @@ def spectra_import_uploads(
                 f"{settings.SPECTRUM_UPLOAD_MAX_BYTES} bytes"
             )
     parsed: list[tuple[str, list[SpectrumValue]]] = []
-    with tempfile.TemporaryDirectory(prefix="specvet-upload-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="specvet-upload-", dir=temp_dir()) as tmp:
         for number, upload in enumerate(files):
             name = safe_file_name(upload.name or f"upload-{number}")
             # A per-file folder keeps the user's file name, so errors name what they uploaded.

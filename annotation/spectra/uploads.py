@@ -24,6 +24,7 @@ from django.core.files.uploadhandler import FileUploadHandler, TemporaryFileUplo
 from django.http import HttpRequest, HttpResponse
 
 from agent.spectra import ReadLimits
+from annotation.core.tempfiles import temp_dir
 
 _TEMPORARY_FILES = "_specvet_temporary_uploads"
 
@@ -71,6 +72,7 @@ class CleanedTemporaryFileUploadHandler(TemporaryFileUploadHandler):
     UploadTemporaryFilesMiddleware can delete it whatever became of the upload."""
 
     def new_file(self, *args: Any, **kwargs: Any) -> None:
+        temp_dir()  # FILE_UPLOAD_TEMP_DIR: Django does not create it
         super().new_file(*args, **kwargs)
         if self.request is not None:
             opened = self.request.__dict__.setdefault(_TEMPORARY_FILES, [])
