@@ -479,7 +479,8 @@ def test_it_opens_a_closed_campaigns_item_images_to_all_its_raters(world):
 
 def test_it_keeps_runs_behind_an_open_campaign_out_of_a_staff_raters_campaign_form(world):
     """Staff who also rate saw every run name in the campaign-create chooser."""
-    erin = world.users["erin"]
+    # a fresh instance: the world's one keeps the roles an earlier test read (without staff)
+    erin = type(world.users["erin"]).objects.get(pk=world.users["erin"].pk)
     erin.is_staff = True
     erin.save(update_fields=["is_staff"])
     client = Client()
@@ -490,7 +491,8 @@ def test_it_keeps_runs_behind_an_open_campaign_out_of_a_staff_raters_campaign_fo
 
 
 def test_it_answers_a_hidden_run_in_a_campaign_request_like_a_missing_one(world):
-    erin = world.users["erin"]
+    # a fresh instance: the world's one keeps the roles an earlier test read (without staff)
+    erin = type(world.users["erin"]).objects.get(pk=world.users["erin"].pk)
     erin.is_staff = True
     erin.save(update_fields=["is_staff"])
     api = APIClient()
@@ -498,7 +500,7 @@ def test_it_answers_a_hidden_run_in_a_campaign_request_like_a_missing_one(world)
     hidden = world.runs["run-alpha"].pk
     body = {"name": "probe", "raters": ["rita"], "runs": [hidden]}
     response = api.post(reverse("api_rating_campaign_create"), body, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 400, response.content
     assert response.data["runs"] == [f"no such inspection runs: {hidden}"]
     body["pair_runs"] = [hidden, world.runs["run-gamma"].pk]
     body["runs"] = []

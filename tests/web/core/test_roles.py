@@ -303,4 +303,4 @@ def test_it_assigns_campaigns_only_to_raters(staff, expert, rater):
     )
     assert response.status_code == 400
     assert "not raters: payne" in str(response.json()["raters"])
-    assert list(CampaignForm().fields["raters"].queryset) == [rater]
+    assert list(CampaignForm(user=staff).fields["raters"].queryset) == [rater]

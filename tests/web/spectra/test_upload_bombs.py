@@ -5,7 +5,6 @@ file left behind, whether the upload is refused, cut off, or its reader raises."
 from __future__ import annotations
 
 import gzip
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ def scratch(settings, tmp_path, monkeypatch) -> list[Path]:
     folders.mkdir()
     settings.FILE_UPLOAD_TEMP_DIR = str(uploads)
     settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # every uploaded file goes to a temporary file
-    monkeypatch.setattr(tempfile, "tempdir", str(folders))
+    settings.SPECVET_TEMP_DIR = folders
     return [uploads, folders]
 
 

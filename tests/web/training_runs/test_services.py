@@ -359,7 +359,7 @@ def test_it_lets_only_the_creator_or_staff_cancel_a_run(
 
 def test_it_refuses_the_api_to_an_anonymous_client(trainer, export, tiny_model_path):
     run = start_sft(trainer, export, tiny_model_path)
-    assert APIClient().get(reverse("api_training_detail", args=[run.pk])).status_code == 403
+    assert APIClient().get(reverse("api_training_detail", args=[run.pk])).status_code == 401
     assert TrainingRun.objects.count() == 1
 
 
