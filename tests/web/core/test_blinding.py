@@ -477,12 +477,21 @@ def test_it_opens_a_closed_campaigns_item_images_to_all_its_raters(world):
     assert once_closed == 200
 
 
-def test_it_keeps_runs_behind_an_open_campaign_out_of_a_staff_raters_campaign_form(world):
-    """Staff who also rate saw every run name in the campaign-create chooser."""
+@pytest.fixture
+def staff_erin(world):
+    """erin (expert, rates the open campaign) made staff too: she may create campaigns."""
     # a fresh instance: the world's one keeps the roles an earlier test read (without staff)
     erin = type(world.users["erin"]).objects.get(pk=world.users["erin"].pk)
     erin.is_staff = True
     erin.save(update_fields=["is_staff"])
+    return erin
+
+
+def test_it_keeps_runs_behind_an_open_campaign_out_of_a_staff_raters_campaign_form(
+    world, staff_erin
+):
+    """Staff who also rate saw every run name in the campaign-create chooser."""
+    erin = staff_erin
     client = Client()
     client.force_login(erin)
     page = client.get(reverse("rating_campaign_create")).content.decode()
@@ -490,13 +499,9 @@ def test_it_keeps_runs_behind_an_open_campaign_out_of_a_staff_raters_campaign_fo
     assert "run-alpha" not in page and "run-beta" not in page
 
 
-def test_it_answers_a_hidden_run_in_a_campaign_request_like_a_missing_one(world):
-    # a fresh instance: the world's one keeps the roles an earlier test read (without staff)
-    erin = type(world.users["erin"]).objects.get(pk=world.users["erin"].pk)
-    erin.is_staff = True
-    erin.save(update_fields=["is_staff"])
+def test_it_answers_a_hidden_run_in_a_campaign_request_like_a_missing_one(world, staff_erin):
     api = APIClient()
-    api.force_authenticate(erin)
+    api.force_authenticate(staff_erin)
     hidden = world.runs["run-alpha"].pk
     body = {"name": "probe", "raters": ["rita"], "runs": [hidden]}
     response = api.post(reverse("api_rating_campaign_create"), body, format="json")
