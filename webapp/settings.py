@@ -77,6 +77,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "webapp.middleware.ContentSecurityPolicyMiddleware",
+    "webapp.auth.LoginAddressThrottleMiddleware",  # 429 for an address spraying user names
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its 429 page
 ]
 
@@ -137,6 +138,9 @@ AXES_ENABLED = envbool("LOGIN_THROTTLING", "True")
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Failures from one address over all user names (spraying), counted in the cache (CACHE_URL to
+# share the count between processes) over the same cool-off: past it the address gets 429.
+LOGIN_ADDRESS_FAILURE_LIMIT = envint("LOGIN_ADDRESS_FAILURE_LIMIT", 30)
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "webapp.auth.client_ip"

@@ -1,4 +1,5 @@
-"""Login throttling (django-axes): failed logins for one username from one address lock it out."""
+"""Login throttling: failed logins for one username from one address lock it out (django-axes);
+many failures from one address under any names pause that address (webapp.auth)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from axes.models import AccessAttempt
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -22,6 +24,9 @@ def _throttling(settings):
     settings.AXES_ENABLED = True
     settings.AXES_FAILURE_LIMIT = LIMIT
     settings.AXES_COOLOFF_TIME = timedelta(minutes=15)
+    cache.clear()  # the per-address failure counts live in the cache
+    yield
+    cache.clear()
 
 
 @pytest.fixture
@@ -112,3 +117,43 @@ def test_it_leaves_force_login_alone(irene):
     client = Client(REMOTE_ADDR="198.51.100.7")
     client.force_login(irene)  # what the other tests do: no password, no throttling
     assert client.get(reverse("home")).status_code == 200
+
+
+@pytest.fixture
+def spray_limit(settings):
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 4
+    return 4
+
+
+def test_it_pauses_an_address_that_sprays_many_user_names(irene, spray_limit):
+    """One wrong password for each of many names never reached the per-name limit."""
+    for number in range(spray_limit):
+        _, response = log_in("wrong password", username=f"guess{number}")
+        assert response.status_code == 200
+    client, response = log_in(PASSWORD)  # irene's right password, from the spraying address
+    assert response.status_code == 429
+    assert "under any user names" in response.text
+    assert "_auth_user_id" not in client.session
+
+
+def test_it_keeps_other_addresses_open_while_one_is_paused(irene, spray_limit):
+    for number in range(spray_limit):
+        log_in("wrong password", username=f"guess{number}")
+    client, response = log_in(PASSWORD, address="203.0.113.9")
+    assert response.status_code == 302
+    assert client.session["_auth_user_id"] == str(irene.pk)
+
+
+def test_it_pauses_the_admin_login_of_a_spraying_address_too(irene, spray_limit):
+    for number in range(spray_limit):
+        log_in("wrong password", username=f"guess{number}", url="admin:login")
+    _, response = log_in(PASSWORD, url="login")
+    assert response.status_code == 429
+
+
+def test_it_counts_nothing_with_throttling_off(irene, spray_limit, settings):
+    settings.AXES_ENABLED = False
+    for number in range(spray_limit + 2):
+        log_in("wrong password", username=f"guess{number}")
+    _, response = log_in(PASSWORD)
+    assert response.status_code == 302
