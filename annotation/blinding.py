@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from annotation.core.models import Job
 from annotation.core.roles import Role, user_roles
 from annotation.curation.models import (
     Curation,
@@ -243,3 +244,50 @@ def image_readable(
         or image_in_curations(user=user, sha256=sha256)
         or image_in_candidates(user=user, sha256=sha256)
     )
+
+
+# The runner names (core.jobs registry) of the jobs hidden_jobs looks into; by name, as the
+# runners register them, since their modules import this one.
+BLINDED_JOB_KINDS = ("draft", "standardize", "enqueue_candidates")
+
+
+def _job_touches(kind: str, params: Any, blinding: Blinding, spectra: set[int]) -> bool:
+    values = params if isinstance(params, dict) else {}
+    if kind == "draft":
+        return bool(spectra & set(values.get("spectrum_ids") or []))
+    if kind == "standardize":
+        return bool(blinding.curation_ids & set(values.get("curation_ids") or []))
+    return values.get("run_id") in blinding.run_ids  # enqueue_candidates
+
+
+def hidden_jobs(user: Any) -> Q | None:
+    """The background jobs whose parameters or results would name the model behind an item this
+    user rates in an open campaign (the job read rule core applies; annotation.apps registers
+    it): the draft jobs of its curations and of its items' spectra (a draft job's result names
+    its teacher), the standardizer jobs of its curations, and the jobs that sent its runs'
+    candidates. Confined raters read no job page at all (role rule)."""
+    from annotation.spectra.models import Spectrum
+
+    blinding = blinding_for(user)
+    if blinding.confined or not (
+        blinding.run_ids or blinding.content_hashes or blinding.curation_ids
+    ):
+        return None
+    draft_jobs = set(
+        Curation.objects.filter(pk__in=blinding.curation_ids)
+        .exclude(draft_job=None)
+        .values_list("draft_job_id", flat=True)
+    )
+    spectra = set(
+        Spectrum.objects.filter(content_hash__in=blinding.content_hashes).values_list(
+            "pk", flat=True
+        )
+    )
+    hidden_ids = set(draft_jobs)
+    # JSON parameters are compared in Python: JSON containment lookups differ by database, and
+    # these kinds of jobs number in the hundreds, not millions
+    rows = Job.objects.filter(kind__in=BLINDED_JOB_KINDS).values_list("pk", "kind", "params")
+    hidden_ids.update(
+        pk for pk, kind, params in rows if _job_touches(kind, params, blinding, spectra)
+    )
+    return Q(pk__in=hidden_ids) if hidden_ids else None

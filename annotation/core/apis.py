@@ -349,7 +349,9 @@ class JobListApi(WorkflowApi):
 
     @extend_schema(responses=JobOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
-        rows = Job.objects.select_related("created_by").order_by("-id")
+        rows = selectors.jobs_visible_to(
+            user=request.user, rows=Job.objects.select_related("created_by").order_by("-id")
+        )
         return _paginated(request, self, rows, JobOutputSerializer)
 
 
@@ -358,7 +360,12 @@ class JobDetailApi(WorkflowApi):
 
     @extend_schema(responses=JobOutputSerializer)
     def get(self, request: Request, job_id: int) -> Response:
-        job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+        job = get_object_or_404(
+            selectors.jobs_visible_to(
+                user=request.user, rows=Job.objects.select_related("created_by")
+            ),
+            pk=job_id,
+        )
         return Response(JobOutputSerializer(job).data)
 
 
@@ -376,7 +383,7 @@ class JobCancelApi(WorkflowApi):
         },
     )
     def post(self, request: Request, job_id: int) -> Response:
-        job = get_object_or_404(Job, pk=job_id)
+        job = get_object_or_404(selectors.jobs_visible_to(user=request.user), pk=job_id)
         if not job_cancel_allowed(job, _expert(request)):
             raise PermissionDenied("only the job's creator or staff can cancel it")
         cancelled = services.job_cancel(job=job, actor=_expert(request))

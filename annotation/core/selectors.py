@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from annotation.core.models import AuditLog, Job, JobState
@@ -84,3 +85,26 @@ def job_progress(*, job: Job, now: datetime | None = None) -> dict[str, Any]:
         "eta_seconds": seconds,
         "eta": eta_text(seconds),
     }
+
+
+# --- which jobs a user may read -----------------------------------------------------------------
+
+# Rules registered by the layers above core (annotation.apps: blinding), each giving the jobs one
+# user may not read as a Q, or None; core itself imports no domain.
+JobReadRule = Callable[[Any], Q | None]
+_job_read_rules: list[JobReadRule] = []
+
+
+def register_job_read_rule(rule: JobReadRule) -> None:
+    if rule not in _job_read_rules:
+        _job_read_rules.append(rule)
+
+
+def jobs_visible_to(*, user: Any, rows: QuerySet[Job] | None = None) -> QuerySet[Job]:
+    """``rows`` (default: every job) less those a registered rule hides from ``user``."""
+    rows = Job.objects.all() if rows is None else rows
+    for rule in _job_read_rules:
+        hidden = rule(user)
+        if hidden is not None:
+            rows = rows.exclude(hidden)
+    return rows

@@ -198,7 +198,10 @@ def endpoint_toggle(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 
 
 def _get_job_for_user(request: HttpRequest, job_id: int) -> Job:
-    return get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    rows = selectors.jobs_visible_to(
+        user=request.user, rows=Job.objects.select_related("created_by")
+    )
+    return get_object_or_404(rows, pk=job_id)
 
 
 def _get_rw_job_for_user(request: HttpRequest, job_id: int) -> Job:
@@ -214,7 +217,9 @@ def _get_rw_job_for_user(request: HttpRequest, job_id: int) -> Job:
 @require_role(permissions.JOBS_READ)
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
-    rows = Job.objects.select_related("created_by").order_by("-id")
+    rows = selectors.jobs_visible_to(
+        user=request.user, rows=Job.objects.select_related("created_by").order_by("-id")
+    )
     return render(request, "jobs/list.html", {"page": _page(request, rows)})
 
 

@@ -511,3 +511,55 @@ def test_it_answers_a_hidden_run_in_a_campaign_request_like_a_missing_one(world,
     body["runs"] = []
     response = api.post(reverse("api_rating_campaign_create"), body, format="json")
     assert response.data["pair_runs"] == [f"no such inspection runs: {hidden}"]
+
+
+@pytest.fixture
+def jobs(world):
+    """Jobs that name the model behind erin's items, and two that do not."""
+    from annotation.core.models import Job
+
+    def job(kind: str, **params) -> Job:
+        return Job.objects.create(kind=kind, params=params, result={"teacher": {"name": TEACHER}})
+
+    curation = world.curation
+    made = {
+        "drafted the item": job("draft", spectrum_ids=[999999], task="CV"),
+        "drafted its spectrum": job("draft", spectrum_ids=[curation.spectrum_id], task="CV"),
+        "standardized it": job("standardize", curation_ids=[curation.pk]),
+        "sent run-alpha": job("enqueue_candidates", run_id=world.runs["run-alpha"].pk),
+        "sent run-gamma": job("enqueue_candidates", run_id=world.runs["run-gamma"].pk),
+        "drafted elsewhere": job("draft", spectrum_ids=[999998], task="CV"),
+    }
+    Curation.objects.filter(pk=curation.pk).update(draft_job=made["drafted the item"])
+    return made
+
+
+def test_it_keeps_jobs_that_name_an_items_model_from_its_rater(world, staff_erin, jobs):
+    """A rater who also reads jobs (staff, ML engineer) could read the teacher of a curation
+    item off its draft job, or a run's policy off the job that sent its candidates."""
+    from annotation.blinding import BLINDED_JOB_KINDS
+    from annotation.core.jobs import RUNNERS
+
+    assert set(BLINDED_JOB_KINDS) <= set(RUNNERS)
+    hidden = {"drafted the item", "drafted its spectrum", "standardized it", "sent run-alpha"}
+    client, api = Client(), APIClient()
+    client.force_login(staff_erin)
+    api.force_authenticate(staff_erin)
+    listed = {row["id"] for row in api.get(reverse("api_job_list")).data["results"]}
+    page = client.get(reverse("job_list")).content.decode()
+    for name, job in jobs.items():
+        detail = client.get(reverse("job_detail", args=[job.pk])).status_code
+        api_detail = api.get(reverse("api_job_detail", args=[job.pk])).status_code
+        if name in hidden:
+            assert job.pk not in listed and (detail, api_detail) == (404, 404), name
+            assert f'href="/jobs/{job.pk}/"' not in page, name
+        else:
+            assert job.pk in listed and (detail, api_detail) == (200, 200), name
+
+
+def test_it_shows_the_same_jobs_to_staff_who_rate_nothing(world, jobs):
+    stella = world.users["stella"]
+    api = APIClient()
+    api.force_authenticate(stella)
+    listed = {row["id"] for row in api.get(reverse("api_job_list")).data["results"]}
+    assert {job.pk for job in jobs.values()} <= listed
