@@ -136,7 +136,7 @@ class Workers:
                 )
             )
 
-    def send(self, candidate_ids: list[int]) -> None:
+    def send(self, batches: list[list[int]]) -> None:
         from celery.exceptions import AlwaysEagerIgnored
 
         from webapp.celery import app
@@ -147,9 +147,9 @@ class Workers:
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore", AlwaysEagerIgnored)
-            for pk in candidate_ids:
+            for batch in batches:
                 app.send_task(
-                    "annotation.inspections.tasks.run_candidate", args=[pk], connection=conn
+                    "annotation.inspections.tasks.run_candidates", args=[batch], connection=conn
                 )
 
     def stop(self) -> None:
@@ -284,56 +284,84 @@ class Command(BaseCommand):
         in_process = n / (time.perf_counter() - started)
         in_process_cpu = (time.process_time() - cpu) / n
 
-        ids = self.new_run([row for row, _ in spectra], {"kind": "rule-based"})
-        for pk in ids[:2]:
-            tasks.run_candidate.apply(args=[pk])
-        with counted_statements() as statements:
-            started, cpu = time.perf_counter(), time.process_time()
-            for pk in ids[4:]:
-                tasks.run_candidate.apply(args=[pk])
-            through_job = n / (time.perf_counter() - started)
-            through_job_cpu = (time.process_time() - cpu) / n
-        done = Candidate.objects.filter(pk__in=ids[4:], state=CandidateState.DONE).count()
-        if done != n:
-            raise CommandError(f"only {done} of {n} candidates finished through the job")
+        spec = {"kind": "rule-based"}
+        size = inspections_services.candidate_batch_size(spec)
+        single, single_statements, _ = self.through_job(spectra, spec, size=1)
+        through_job, statements, through_job_cpu = self.through_job(spectra, spec, size=size)
 
         lines = [
             f"per-candidate cost, rule-based inspector, {n} SpecVI-mini CV spectra (synthetic)",
             f"  in-process (agent.rollout.inspect, spectra in memory): {in_process:7.1f} spectra/s",
-            f"  through the job (Celery task applied, PostgreSQL):      {through_job:7.1f} spectra/s",
+            f"  through the job (Celery task applied, PostgreSQL), INSPECTION_BATCH_SIZE={size}:",
+            f"    {size:2d} candidates per message:                        {through_job:7.1f} "
+            "spectra/s",
+            f"     1 candidate per message:                         {single:7.1f} spectra/s "
+            f"({in_process / single:.2f}x, {single_statements:.1f} SQL statements per candidate)",
             f"  cost ratio job / in-process: {in_process / through_job:.2f}x",
-            f"  SQL statements per candidate: {statements[0] / n:.1f}",
+            f"  SQL statements per candidate: {statements:.1f}",
             f"  CPU of this process per candidate: in-process {1000 * in_process_cpu:.1f} ms, "
             f"through the job {1000 * through_job_cpu:.1f} ms "
             f"({through_job_cpu / in_process_cpu:.2f}x; the rest of the wall time is waiting "
             "for PostgreSQL, which shares the cores here)",
         ]
         if redis_url:
-            fresh = self.new_run([row for row, _ in spectra], {"kind": "rule-based"})
+            fresh = self.new_run([row for row, _ in spectra], spec)
             rate = self.through_workers(
-                fresh[2:4], fresh[4:], redis_url=redis_url, workers=1, threads=1
+                fresh[:4], fresh[4:], redis_url=redis_url, workers=1, threads=1, spec=spec
             )
             lines.append(
-                f"  through one real worker (Redis, solo pool):            {rate:7.1f} spectra/s "
-                f"({in_process / rate:.2f}x)"
+                f"  through one real worker (Redis, solo pool, {size} per message): {rate:7.1f} "
+                f"spectra/s ({in_process / rate:.2f}x)"
             )
         lines.append(f"  conditions: {conditions()}")
         self.stdout.write("\n".join(lines))
 
+    def through_job(
+        self, spectra: list[tuple[Spectrum, Any]], spec: dict[str, Any], *, size: int
+    ) -> tuple[float, float, float]:
+        """Spectra per second, SQL statements and CPU seconds per candidate through the task
+        applied in this process, ``size`` candidates per message (the first 4 warm up)."""
+        ids = self.new_run([row for row, _ in spectra], spec)
+        timed = ids[4:]
+        batches = [timed[start : start + size] for start in range(0, len(timed), size)]
+        tasks.run_candidates.apply(args=[ids[:4]])
+        with counted_statements() as statements:
+            started, cpu = time.perf_counter(), time.process_time()
+            for batch in batches:
+                tasks.run_candidates.apply(args=[batch])
+            rate = len(timed) / (time.perf_counter() - started)
+            cpu_each = (time.process_time() - cpu) / len(timed)
+        done = Candidate.objects.filter(pk__in=timed, state=CandidateState.DONE).count()
+        if done != len(timed):
+            raise CommandError(f"only {done} of {len(timed)} candidates finished through the job")
+        return rate, statements[0] / len(timed), cpu_each
+
     # --- real workers --------------------------------------------------------------------------
 
     def through_workers(
-        self, warm: list[int], timed: list[int], *, redis_url: str, workers: int, threads: int
+        self,
+        warm: list[int],
+        timed: list[int],
+        *,
+        redis_url: str,
+        workers: int,
+        threads: int,
+        spec: dict[str, Any],
     ) -> float:
-        """Candidates per second on real workers, after each worker process has warmed up."""
+        """Candidates per second on real workers, after each worker process has warmed up; the
+        candidates go in messages as ``services.candidate_batches`` makes them."""
+
+        def batches(ids: list[int]) -> list[list[int]]:
+            return inspections_services.candidate_batches(policy_spec=spec, candidate_ids=ids)
+
         with tempfile.TemporaryDirectory() as logs:
             pool = Workers(redis_url, Path(logs))
             try:
                 pool.start(workers, threads=threads)
-                pool.send(warm)
+                pool.send(batches(warm))
                 self.wait_done(warm, pool)
                 sent = time.time()
-                pool.send(timed)
+                pool.send(batches(timed))
                 self.wait_done(timed, pool)
                 last = Candidate.objects.filter(pk__in=timed).aggregate(last=Max("finished_at"))[
                     "last"
@@ -395,6 +423,7 @@ class Command(BaseCommand):
                         redis_url=options["redis"],
                         workers=workers,
                         threads=threads,
+                        spec=spec,
                     )
                     reference = reference or rate
                     lines.append(
@@ -419,7 +448,7 @@ class Command(BaseCommand):
             client = redis.Redis.from_url(redis_url)
             before = int(client.info("memory")["used_memory"])
             started = time.perf_counter()
-            pool.send(list(range(1, n + 1)))
+            pool.send([[pk] for pk in range(1, n + 1)])
             seconds = time.perf_counter() - started
             weight = (int(client.info("memory")["used_memory"]) - before) / n
             client.close()
