@@ -323,7 +323,13 @@ def _live_steps_insert(rows: list[LiveStep]) -> None:
 
 @transaction.atomic
 def live_steps_write(*, candidate: Candidate, rollout_index: int, steps: list[Any]) -> None:
-    """Write live steps and their images: two statements, however many steps."""
+    """Write live steps and their images: three statements, however many steps.
+
+    Their commit does not wait for the disk: the live view is all they serve. A rollout, whose
+    durable commit flushes them too, carries the same steps and images; a rollout a database
+    crash cuts short is run again from the start, its live steps cleared.
+    """
+    _commit_without_waiting()
     pngs: dict[str, bytes] = {}
     _live_steps_insert(
         _live_step_rows(candidate=candidate, rollout_index=rollout_index, steps=steps, pngs=pngs)

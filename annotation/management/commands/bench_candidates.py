@@ -84,6 +84,25 @@ def counted_statements() -> Iterator[list[int]]:
         yield count
 
 
+class Timer:
+    """Wall and CPU seconds and SQL statements summed over the blocks it times."""
+
+    def __init__(self) -> None:
+        self.seconds = self.cpu = 0.0
+        self.statements = 0
+
+    def __enter__(self) -> None:
+        self._counting = counted_statements()
+        self._count = self._counting.__enter__()
+        self._started, self._cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds += time.perf_counter() - self._started
+        self.cpu += time.process_time() - self._cpu
+        self._counting.__exit__(None, None, None)
+        self.statements += self._count[0]
+
+
 class Workers:
     """Real ``celery worker`` processes on a Redis broker under a key prefix of their own."""
 
@@ -272,69 +291,110 @@ class Command(BaseCommand):
         from agent.policies import build_policy
         from agent.rollout import inspect
 
-        n = len(spectra) - 4
-        warm, timed = spectra[:4], spectra[4:]
-        policy = build_policy({"kind": "rule-based"})
-        task = get_task("CV")
-        for _, value in warm[:2]:
-            inspect(value, task, policy)
-        started, cpu = time.perf_counter(), time.process_time()
-        for _, value in timed:
-            inspect(value, task, policy)
-        in_process = n / (time.perf_counter() - started)
-        in_process_cpu = (time.process_time() - cpu) / n
-
         spec = {"kind": "rule-based"}
         size = inspections_services.candidate_batch_size(spec)
-        single, single_statements, _ = self.through_job(spectra, spec, size=1)
-        through_job, statements, through_job_cpu = self.through_job(spectra, spec, size=size)
+        policy = build_policy(spec)
+        task = get_task("CV")
+        batched = self.new_run([row for row, _ in spectra], spec)
+        single = self.new_run([row for row, _ in spectra], spec)
+        for _, value in spectra[:2]:
+            inspect(value, task, policy)
+        tasks.run_candidates.apply(args=[batched[:4]])
+        tasks.run_candidates.apply(args=[single[:4]])
 
+        # The three ways take turns on each slice of the spectra, so a change in the load of
+        # this shared machine weighs on each alike.
+        reference, job, one = Timer(), Timer(), Timer()
+        n = len(spectra) - 4
+        step = 2 * size
+
+        def inspect_slice(start: int, end: int) -> None:
+            for _, value in spectra[start:end]:
+                inspect(value, task, policy)
+
+        for start in range(4, len(spectra), step):
+            end = min(start + step, len(spectra))
+            with reference:
+                inspect_slice(start, end)
+            with job:
+                ids = batched[start:end]
+                for first in range(0, len(ids), size):
+                    tasks.run_candidates.apply(args=[ids[first : first + size]])
+            with one:
+                for pk in single[start:end]:
+                    tasks.run_candidates.apply(args=[[pk]])
+        timed = batched[4:] + single[4:]
+        done = Candidate.objects.filter(pk__in=timed, state=CandidateState.DONE).count()
+        if done != len(timed):
+            raise CommandError(f"only {done} of {len(timed)} candidates finished through the job")
+
+        in_process = n / reference.seconds
         lines = [
-            f"per-candidate cost, rule-based inspector, {n} SpecVI-mini CV spectra (synthetic)",
+            f"per-candidate cost, rule-based inspector, {n} SpecVI-mini CV spectra (synthetic), "
+            f"the three ways taking turns on slices of {step}",
             f"  in-process (agent.rollout.inspect, spectra in memory): {in_process:7.1f} spectra/s",
-            f"  through the job (Celery task applied, PostgreSQL), INSPECTION_BATCH_SIZE={size}:",
-            f"    {size:2d} candidates per message:                        {through_job:7.1f} "
-            "spectra/s",
-            f"     1 candidate per message:                         {single:7.1f} spectra/s "
-            f"({in_process / single:.2f}x, {single_statements:.1f} SQL statements per candidate)",
-            f"  cost ratio job / in-process: {in_process / through_job:.2f}x",
-            f"  SQL statements per candidate: {statements:.1f}",
-            f"  CPU of this process per candidate: in-process {1000 * in_process_cpu:.1f} ms, "
-            f"through the job {1000 * through_job_cpu:.1f} ms "
-            f"({through_job_cpu / in_process_cpu:.2f}x; the rest of the wall time is waiting "
+            f"  through the job (Celery task applied, PostgreSQL), {size} candidates per message "
+            f"(INSPECTION_BATCH_SIZE): {n / job.seconds:7.1f} spectra/s",
+            f"  cost ratio job / in-process: {job.seconds / reference.seconds:.2f}x",
+            f"  SQL statements per candidate: {job.statements / n:.1f}",
+            f"  CPU of this process per candidate: in-process {1000 * reference.cpu / n:.1f} ms, "
+            f"through the job {1000 * job.cpu / n:.1f} ms "
+            f"({job.cpu / reference.cpu:.2f}x; the rest of the wall time is waiting "
             "for PostgreSQL, which shares the cores here)",
+            f"  one candidate per message instead: {n / one.seconds:7.1f} spectra/s "
+            f"({one.seconds / reference.seconds:.2f}x, {one.statements / n:.1f} SQL statements "
+            f"per candidate, CPU {1000 * one.cpu / n:.1f} ms)",
         ]
         if redis_url:
-            fresh = self.new_run([row for row, _ in spectra], spec)
-            rate = self.through_workers(
-                fresh[:4], fresh[4:], redis_url=redis_url, workers=1, threads=1, spec=spec
+            worker, again = self.worker_in_turns(
+                spectra, spec, redis_url=redis_url, step=step, inspect_slice=inspect_slice
             )
             lines.append(
-                f"  through one real worker (Redis, solo pool, {size} per message): {rate:7.1f} "
-                f"spectra/s ({in_process / rate:.2f}x)"
+                f"  through one real worker (Redis, solo pool, {size} per message), taking turns "
+                f"with the in-process way again ({n / again:.1f} spectra/s): {n / worker:7.1f} "
+                f"spectra/s ({worker / again:.2f}x)"
             )
         lines.append(f"  conditions: {conditions()}")
         self.stdout.write("\n".join(lines))
 
-    def through_job(
-        self, spectra: list[tuple[Spectrum, Any]], spec: dict[str, Any], *, size: int
-    ) -> tuple[float, float, float]:
-        """Spectra per second, SQL statements and CPU seconds per candidate through the task
-        applied in this process, ``size`` candidates per message (the first 4 warm up)."""
+    def worker_in_turns(
+        self,
+        spectra: list[tuple[Spectrum, Any]],
+        spec: dict[str, Any],
+        *,
+        redis_url: str,
+        step: int,
+        inspect_slice: Callable[[int, int], None],
+    ) -> tuple[float, float]:
+        """Seconds one real worker takes for the candidates (from sending each slice's messages
+        to its last candidate finished), and seconds in-process, the two taking turns."""
         ids = self.new_run([row for row, _ in spectra], spec)
-        timed = ids[4:]
-        batches = [timed[start : start + size] for start in range(0, len(timed), size)]
-        tasks.run_candidates.apply(args=[ids[:4]])
-        with counted_statements() as statements:
-            started, cpu = time.perf_counter(), time.process_time()
-            for batch in batches:
-                tasks.run_candidates.apply(args=[batch])
-            rate = len(timed) / (time.perf_counter() - started)
-            cpu_each = (time.process_time() - cpu) / len(timed)
-        done = Candidate.objects.filter(pk__in=timed, state=CandidateState.DONE).count()
-        if done != len(timed):
-            raise CommandError(f"only {done} of {len(timed)} candidates finished through the job")
-        return rate, statements[0] / len(timed), cpu_each
+        worker = in_process = 0.0
+        with tempfile.TemporaryDirectory() as logs:
+            pool = Workers(redis_url, Path(logs))
+            try:
+                pool.start(1, threads=1)
+                pool.send(
+                    inspections_services.candidate_batches(policy_spec=spec, candidate_ids=ids[:4])
+                )
+                self.wait_done(ids[:4], pool)
+                for start in range(4, len(spectra), step):
+                    end = min(start + step, len(spectra))
+                    started = time.perf_counter()
+                    inspect_slice(start, end)
+                    in_process += time.perf_counter() - started
+                    part = ids[start:end]
+                    sent = time.time()
+                    pool.send(
+                        inspections_services.candidate_batches(policy_spec=spec, candidate_ids=part)
+                    )
+                    self.wait_done(part, pool)
+                    last = Candidate.objects.filter(pk__in=part).aggregate(last=Max("finished_at"))
+                    worker += last["last"].timestamp() - sent
+            finally:
+                pool.stop()
+                pool.clear_broker()
+        return worker, in_process
 
     # --- real workers --------------------------------------------------------------------------
 
