@@ -96,6 +96,7 @@ class _Batch:
         )
         for candidate in self.candidates:  # one run object per run: its policy info is set once
             candidate.run = runs.setdefault(candidate.run_id, candidate.run)
+        self.tasks: dict[int, Any] = {}
         self.checked = time.monotonic()
         self.results: list[services.RolloutResult] = []
         self.oldest = 0.0
@@ -187,7 +188,7 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
     policy = OutageWatch(policy_for(run.policy_spec, run.sampling))
     services.inspection_run_set_policy_info(run=run, info=policy.info())
     fast = run.policy_spec.get("kind") == "rule-based"
-    task = task_value(run.task)
+    task = batch.tasks.get(run.pk) or batch.tasks.setdefault(run.pk, task_value(run.task))
     spectrum = spectrum_value(candidate.spectrum)
     # A first attempt has nothing to resume: no rollout or live step of it exists yet.
     done = [] if candidate.attempts <= 1 else list(candidate.rollouts.order_by("index"))
