@@ -20,7 +20,8 @@ from annotation.core.models import ModelEndpoint
 from annotation.core.permissions import check_owner_or_staff
 from annotation.core.roles import Role
 from annotation.core.services import _GAVE_UP, audit_log_record, job_create
-from annotation.curation.services import _hash_images, _row_value, image_blobs_store
+from annotation.core.sql import rows_insert
+from annotation.curation.services import _hash_images, image_blobs_store
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -301,7 +302,7 @@ def _live_step_rows(
     return [
         LiveStep(
             candidate=candidate,
-            rollout_index=_row_value(rollout_index),
+            rollout_index=rollout_index,
             step_index=step.index,
             data=_hash_images(step_to_dict(step), pngs),
         )
@@ -312,13 +313,11 @@ def _live_step_rows(
 def _live_steps_insert(rows: list[LiveStep]) -> None:
     """One INSERT for the steps; a step written before under the same index is replaced, as a
     redelivery would."""
-    if rows:
-        LiveStep.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["candidate", "rollout_index", "step_index"],
-            update_fields=["data"],
-        )
+    rows_insert(
+        rows,
+        on_conflict="ON CONFLICT (candidate_id, rollout_index, step_index) "
+        "DO UPDATE SET data = EXCLUDED.data",
+    )
 
 
 @transaction.atomic
@@ -403,7 +402,7 @@ def rollout_result(
     rows = _live_step_rows(candidate=candidate, rollout_index=index, steps=steps, pngs=pngs)
     rollout = Rollout(
         candidate=candidate,
-        index=_row_value(index),
+        index=index,
         data=_hash_images(trajectory.to_dict(), pngs),
         prediction=(trajectory.answer.prediction or "") if trajectory.answer else "",
         confidence=confidence,
@@ -427,7 +426,7 @@ def rollouts_record(*, results: list[RolloutResult]) -> None:
     _live_steps_insert([row for result in results for row in result.steps])
     image_blobs_store(pngs)
     # The lease keeps a second worker out; a rollout already stored under an index is kept.
-    Rollout.objects.bulk_create([result.rollout for result in results], ignore_conflicts=True)
+    rows_insert([result.rollout for result in results], on_conflict="ON CONFLICT DO NOTHING")
     _candidates_finish(
         finished=[
             (result.rollout.candidate, [*result.finish_with, result.rollout])
@@ -485,8 +484,8 @@ def candidate_verdict(rollouts: list[Rollout]) -> tuple[str, float | None, float
     return verdict, share, share
 
 
-_CATALOG_FIELDS = [
-    "run",
+_CATALOG_COLUMNS = [
+    "run_id",
     "object_id",
     "survey",
     "ra",
@@ -522,7 +521,7 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
             CatalogEntry(
                 candidate=candidate,
                 run=run,
-                object_id=_row_value(spectrum.object_id),
+                object_id=spectrum.object_id,
                 survey=spectrum.survey,
                 ra=spectrum.ra,
                 dec=spectrum.dec,
@@ -535,11 +534,13 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
             )
         )
     _candidates_update(candidates=[candidate for candidate, _ in finished], fields=_FINAL_FIELDS)
-    CatalogEntry.objects.bulk_create(
+    # An expert decision already recorded on the entry is kept.
+    rows_insert(
         entries,
-        update_conflicts=True,
-        unique_fields=["candidate"],
-        update_fields=_CATALOG_FIELDS,
+        on_conflict="ON CONFLICT (candidate_id) DO UPDATE SET "
+        + ", ".join(
+            f"{name} = EXCLUDED.{name}" for name in map(connection.ops.quote_name, _CATALOG_COLUMNS)
+        ),
     )
 
 
