@@ -90,6 +90,7 @@ class Timer:
     def __init__(self) -> None:
         self.seconds = self.cpu = 0.0
         self.statements = 0
+        self.blocks: list[float] = []
 
     def __enter__(self) -> None:
         self._counting = counted_statements()
@@ -97,7 +98,8 @@ class Timer:
         self._started, self._cpu = time.perf_counter(), time.process_time()
 
     def __exit__(self, *exc: object) -> None:
-        self.seconds += time.perf_counter() - self._started
+        self.blocks.append(time.perf_counter() - self._started)
+        self.seconds += self.blocks[-1]
         self.cpu += time.process_time() - self._cpu
         self._counting.__exit__(None, None, None)
         self.statements += self._count[0]
@@ -155,7 +157,9 @@ class Workers:
                 )
             )
 
-    def send(self, batches: list[list[int]]) -> None:
+    def send(self, batches: list[list[int]]) -> float:
+        """Send the messages; returns the time just before the first one went out (after the
+        broker connection is set up, which a producer keeps open in a deployment)."""
         from celery.exceptions import AlwaysEagerIgnored
 
         from webapp.celery import app
@@ -165,11 +169,14 @@ class Workers:
             app.connection_for_write(self.redis_url, transport_options=options) as conn,
             warnings.catch_warnings(),
         ):
+            conn.ensure_connection()
             warnings.simplefilter("ignore", AlwaysEagerIgnored)
+            sent = time.time()
             for batch in batches:
                 app.send_task(
                     "annotation.inspections.tasks.run_candidates", args=[batch], connection=conn
                 )
+        return sent
 
     def stop(self) -> None:
         for process in self.processes:
@@ -329,13 +336,15 @@ class Command(BaseCommand):
             raise CommandError(f"only {done} of {len(timed)} candidates finished through the job")
 
         in_process = n / reference.seconds
+        slices = [b / a for a, b in zip(reference.blocks, job.blocks, strict=True)]
         lines = [
             f"per-candidate cost, rule-based inspector, {n} SpecVI-mini CV spectra (synthetic), "
             f"the three ways taking turns on slices of {step}",
             f"  in-process (agent.rollout.inspect, spectra in memory): {in_process:7.1f} spectra/s",
             f"  through the job (Celery task applied, PostgreSQL), {size} candidates per message "
             f"(INSPECTION_BATCH_SIZE): {n / job.seconds:7.1f} spectra/s",
-            f"  cost ratio job / in-process: {job.seconds / reference.seconds:.2f}x",
+            f"  cost ratio job / in-process: {job.seconds / reference.seconds:.2f}x "
+            f"(slice by slice: median {_median(slices):.2f}x, {min(slices):.2f}-{max(slices):.2f}x)",
             f"  SQL statements per candidate: {job.statements / n:.1f}",
             f"  CPU of this process per candidate: in-process {1000 * reference.cpu / n:.1f} ms, "
             f"through the job {1000 * job.cpu / n:.1f} ms "
@@ -384,8 +393,7 @@ class Command(BaseCommand):
                     inspect_slice(start, end)
                     in_process += time.perf_counter() - started
                     part = ids[start:end]
-                    sent = time.time()
-                    pool.send(
+                    sent = pool.send(
                         inspections_services.candidate_batches(policy_spec=spec, candidate_ids=part)
                     )
                     self.wait_done(part, pool)
@@ -420,8 +428,7 @@ class Command(BaseCommand):
                 pool.start(workers, threads=threads)
                 pool.send(batches(warm))
                 self.wait_done(warm, pool)
-                sent = time.time()
-                pool.send(batches(timed))
+                sent = pool.send(batches(timed))
                 self.wait_done(timed, pool)
                 last = Candidate.objects.filter(pk__in=timed).aggregate(last=Max("finished_at"))[
                     "last"
@@ -517,6 +524,12 @@ class Command(BaseCommand):
             f"  enqueue: {n / seconds:.0f} candidate messages/s from one process, about "
             f"{weight:.0f} bytes each in Redis"
         )
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)
 
 
 def _scale_candidates(options: dict[str, Any], in_flight: int) -> int:
