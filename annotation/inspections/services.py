@@ -184,9 +184,10 @@ def candidate_batch_size(policy_spec: dict[str, Any]) -> int:
     """Candidates per Celery message for a run with this policy.
 
     INSPECTION_BATCH_SIZE for the rule-based inspector, which never waits on a model: a batch
-    shares one lease statement, one claim, one read and one durable commit, about half of what a
-    candidate costs through the stack alone. One for a model: its seconds per candidate dwarf the
-    message's cost, and a queued batch would claim candidates long before they start.
+    shares its message, lease and release statements, claim, read and durable commit, which cost
+    a lone candidate more than its own rows do (``bench_candidates`` shows both). One for a
+    model: its seconds per candidate dwarf the message's cost, and a queued batch would claim
+    candidates long before they start.
     """
     if policy_spec.get("kind") == "rule-based":
         return max(1, int(settings.INSPECTION_BATCH_SIZE))
