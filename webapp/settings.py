@@ -326,6 +326,7 @@ CELERY_TASK_QUEUES = [
 ]
 CELERY_TASK_ROUTES = {
     "annotation.inspections.tasks.run_candidate": {"queue": "inspection"},
+    "annotation.inspections.tasks.run_candidates": {"queue": "inspection"},
     "annotation.training_runs.tasks.run_training": {"queue": "gpu"},
 }
 # A job or candidate is tried at most this often, whatever ends an attempt (a lost worker, an
@@ -338,6 +339,10 @@ JOB_LEASE_RETRY_DELAY = envint("JOB_LEASE_RETRY_DELAY", 60)
 # ("enqueue_candidates") instead of at the end of the request that created it: 170,000 messages
 # take minutes to send, longer than a web worker's request timeout.
 INSPECTION_ENQUEUE_INLINE_MAX = envint("INSPECTION_ENQUEUE_INLINE_MAX", 1000)
+# Candidates per Celery message for the rule-based inspector (a run with a model sends one per
+# message): a batch shares its lease, claim, read and durable commit; a killed worker's batch is
+# redelivered and its finished candidates are skipped.
+INSPECTION_BATCH_SIZE = envint("INSPECTION_BATCH_SIZE", 16)
 CURATION_ACCEPTANCE_RULE = os.getenv("CURATION_ACCEPTANCE_RULE", "unanimous")
 
 # Optional integrations: off until configured.

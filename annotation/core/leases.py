@@ -43,3 +43,30 @@ def lease(kind: str, pk: int) -> Iterator[bool]:
             except DatabaseError:
                 # A broken connection has already dropped the lock with its session.
                 pass
+
+
+@contextmanager
+def leases(kind: str, pks: list[int]) -> Iterator[set[int]]:
+    """Hold the leases on (kind, pk) for each pk that no other worker holds, while the block
+    runs; yield the set of those pks. One statement takes them and one gives them back."""
+    if connection.vendor != "postgresql":
+        yield set(pks)
+        return
+    keys = {lease_key(kind, pk): pk for pk in dict.fromkeys(pks)}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key FROM unnest(%s::bigint[]) AS key WHERE pg_try_advisory_lock(key)",
+            [list(keys)],
+        )
+        held = [row[0] for row in cursor.fetchall()]
+    try:
+        yield {keys[key] for key in held}
+    finally:
+        if held:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_advisory_unlock(key) FROM unnest(%s::bigint[]) AS key", [held]
+                    )
+            except DatabaseError:
+                pass

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from agent.policies.base import EndpointUnavailable
@@ -61,111 +63,215 @@ def _policy_confidence(policy: Any) -> float | None:
     return None
 
 
-def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
-    """Run the claimed candidate's remaining rollouts, then record its verdict.
+@dataclass
+class Waiting:
+    """Candidates of a batch to try again after ``delay`` seconds (a model endpoint outage)."""
 
-    Resumable: finished rollouts are kept; an unfinished one is started over with its live steps
-    cleared, so a worker killed mid-episode leaves no duplicate or half-written step behind.
-    Returns the seconds to wait before retrying after a model endpoint outage (see ``run``).
+    candidate_ids: list[int]
+    delay: int
+
+
+# The rest of a batch stops when its run is cancelled. The run is read with the batch; after
+# that it is looked up again before a candidate or rollout once this long has passed, so a
+# batch of fast candidates costs one query, not one per candidate.
+CANCEL_CHECK_SECONDS = 0.5
+
+# A batch of fast candidates is written when it ends, or earlier once its oldest unwritten
+# result is this old: a killed worker loses at most this much work.
+BATCH_WRITE_SECONDS = 2.0
+
+
+class _Batch:
+    """The claimed candidates of one message, their run read once, and the results of a fast
+    policy on their way to the database in one transaction."""
+
+    def __init__(self, candidate_ids: list[int]) -> None:
+        from annotation.inspections.models import Candidate
+
+        runs: dict[int, Any] = {}
+        self.candidates = list(
+            Candidate.objects.select_related("run__task", "spectrum")
+            .filter(pk__in=candidate_ids)
+            .order_by("pk")
+        )
+        for candidate in self.candidates:  # one run object per run: its policy info is set once
+            candidate.run = runs.setdefault(candidate.run_id, candidate.run)
+        self.tasks: dict[int, Any] = {}
+        self.checked = time.monotonic()
+        self.results: list[services.RolloutResult] = []
+        self.oldest = 0.0
+
+    def cancelled(self, run: Any) -> bool:
+        from annotation.inspections.models import InspectionRun
+
+        if not run.cancelled and time.monotonic() - self.checked >= CANCEL_CHECK_SECONDS:
+            run.cancelled = InspectionRun.objects.filter(pk=run.pk, cancelled=True).exists()
+            self.checked = time.monotonic()
+        return bool(run.cancelled)
+
+    def add(self, result: services.RolloutResult) -> None:
+        if not self.results:
+            self.oldest = time.monotonic()
+        self.results.append(result)
+        if time.monotonic() - self.oldest >= BATCH_WRITE_SECONDS:
+            self.write()
+
+    def write(self) -> None:
+        """Write the held results in one transaction; if that fails, each candidate's in its
+        own, so one bad candidate fails alone."""
+        results, self.results = self.results, []
+        if not results:
+            return
+        try:
+            services.rollouts_record(results=results)
+        except Exception:
+            by_candidate: dict[int, list[services.RolloutResult]] = {}
+            for result in results:
+                by_candidate.setdefault(result.rollout.candidate_id, []).append(result)
+            for candidate_id, own in by_candidate.items():
+                try:
+                    services.rollouts_record(results=own)
+                except Exception as error:
+                    logger.warning("candidate %s failed: %s", candidate_id, error)
+                    services.candidate_fail(
+                        candidate_id=candidate_id, error=f"{type(error).__name__}: {error}"
+                    )
+
+
+def run_candidates(candidate_ids: list[int], *, can_wait: bool = False) -> Waiting | None:
+    """Run the claimed candidates of a batch, one after the other, then record their verdicts.
+
+    A candidate that raises fails alone; a cancelled run stops the rest of the batch (they
+    become cancelled). Each candidate is resumable: finished rollouts are kept; an unfinished
+    one is started over with its live steps cleared, so a worker killed mid-episode leaves no
+    duplicate or half-written step behind. The results of a policy that never waits (the
+    rule-based inspector) are written together; a model's as each rollout ends. Returns the
+    candidates to try again, and when, after a model endpoint outage.
     """
-    import time
+    batch = _Batch(candidate_ids)
+    for position, candidate in enumerate(batch.candidates):
+        if batch.cancelled(candidate.run):
+            batch.write()
+            services.candidates_cancel(candidate_ids=[c.pk for c in batch.candidates[position:]])
+            return None
+        try:
+            _run_one(candidate, batch)
+        except EndpointUnavailable as error:
+            batch.write()
+            delay = retry_delay(candidate.attempts) if can_wait else None
+            if delay is not None and services.candidate_wait(
+                candidate_id=candidate.pk,
+                error=waiting_reason(error, delay=delay, attempt=candidate.attempts),
+            ):
+                # The endpoint is down for the rest of the batch too: they wait unstarted.
+                rest = [c.pk for c in batch.candidates[position + 1 :]]
+                services.candidates_release(candidate_ids=rest)
+                return Waiting(candidate_ids=[candidate.pk, *rest], delay=delay)
+            services.candidate_fail(
+                candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"
+            )
+        except Exception as error:  # the reason is shown on the run page; retry is one click
+            logger.warning("candidate %s failed: %s", candidate.pk, error)
+            services.candidate_fail(
+                candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"
+            )
+    batch.write()
+    return None
 
+
+def _run_one(candidate: Any, batch: _Batch) -> None:
+    """Run one candidate's remaining rollouts; a fast policy's results go to the batch."""
     from agent.rollout import inspect
-    from annotation.inspections.models import Candidate, CandidateState, InspectionRun
     from annotation.spectra.selectors import spectrum_value, task_value
 
-    candidate = Candidate.objects.select_related("run__task", "spectrum").get(pk=candidate_id)
     run = candidate.run
-    try:
-        policy = OutageWatch(policy_for(run.policy_spec, run.sampling))
-        services.inspection_run_set_policy_info(run=run, info=policy.info())
-        task = task_value(run.task)
-        spectrum = spectrum_value(candidate.spectrum)
-        # A first attempt has nothing to resume: no rollout or live step of it exists yet.
-        done = [] if candidate.attempts <= 1 else list(candidate.rollouts.order_by("index"))
-        to_run = [index for index in range(run.rollouts) if index not in {r.index for r in done}]
-        for index in to_run:
-            # The run was read with the candidate just before the first one: no query for it.
-            if (
-                run.cancelled
-                if index == to_run[0]
-                else InspectionRun.objects.filter(pk=run.pk, cancelled=True).exists()
-            ):
-                Candidate.objects.filter(pk=candidate.pk).update(state=CandidateState.CANCELLED)
-                return None
-            if candidate.attempts > 1:
-                services.live_steps_reset(candidate=candidate, rollout_index=index)
-            live = services.LiveStepBuffer(
-                candidate=candidate,
-                rollout_index=index,
-                batch=run.policy_spec.get("kind") == "rule-based",
-            )
-            started = time.perf_counter()
-            trajectory = inspect(
-                spectrum,
-                task,
-                policy,
-                max_tool_calls=run.max_tool_calls,
-                on_step=live.add,
-                meta={"run": run.pk, "candidate": candidate.pk, "rollout": index},
-            )
-            if trajectory.stop_reason == "policy_error":
-                live.flush()
-                raise policy.outage or RuntimeError("; ".join(trajectory.errors))
-            rollout = services.rollout_record(
-                candidate=candidate,
-                index=index,
-                trajectory=trajectory,
-                confidence=_policy_confidence(policy),
-                seconds=time.perf_counter() - started,
-                live=live,
-                finish_with=done if index == to_run[-1] else None,
-            )
-            done.append(rollout)
-        if not to_run:
-            services.candidate_finish(candidate=candidate, rollouts=done)
-    except EndpointUnavailable as error:
-        delay = retry_delay(candidate.attempts) if can_wait else None
-        if delay is not None and services.candidate_wait(
-            candidate_id=candidate_id,
-            error=waiting_reason(error, delay=delay, attempt=candidate.attempts),
-        ):
-            return delay
-        services.candidate_fail(candidate_id=candidate_id, error=f"{type(error).__name__}: {error}")
-    except Exception as error:  # the reason is shown on the run page; retry is one click
-        logger.warning("candidate %s failed: %s", candidate_id, error)
-        services.candidate_fail(candidate_id=candidate_id, error=f"{type(error).__name__}: {error}")
-    return None
+    policy = OutageWatch(policy_for(run.policy_spec, run.sampling))
+    services.inspection_run_set_policy_info(run=run, info=policy.info())
+    fast = run.policy_spec.get("kind") == "rule-based"
+    task = batch.tasks.get(run.pk) or batch.tasks.setdefault(run.pk, task_value(run.task))
+    spectrum = spectrum_value(candidate.spectrum)
+    # A first attempt has nothing to resume: no rollout or live step of it exists yet.
+    done = [] if candidate.attempts <= 1 else list(candidate.rollouts.order_by("index"))
+    to_run = [index for index in range(run.rollouts) if index not in {r.index for r in done}]
+    for index in to_run:
+        if index != to_run[0] and batch.cancelled(run):
+            batch.write()
+            services.candidates_cancel(candidate_ids=[candidate.pk])
+            return
+        if candidate.attempts > 1:
+            services.live_steps_reset(candidate=candidate, rollout_index=index)
+        live = services.LiveStepBuffer(candidate=candidate, rollout_index=index, batch=fast)
+        started = time.perf_counter()
+        trajectory = inspect(
+            spectrum,
+            task,
+            policy,
+            max_tool_calls=run.max_tool_calls,
+            on_step=live.add,
+            meta={"run": run.pk, "candidate": candidate.pk, "rollout": index},
+        )
+        if trajectory.stop_reason == "policy_error":
+            live.flush()
+            raise policy.outage or RuntimeError("; ".join(trajectory.errors))
+        result = services.rollout_result(
+            candidate=candidate,
+            index=index,
+            trajectory=trajectory,
+            confidence=_policy_confidence(policy),
+            seconds=time.perf_counter() - started,
+            steps=live.pending,
+            finish_with=list(done) if index == to_run[-1] else None,
+        )
+        live.pending = []
+        if fast:
+            batch.add(result)
+        else:
+            services.rollouts_record(results=[result])
+        done.append(result.rollout)
+    if not to_run:
+        services.candidate_finish(candidate=candidate, rollouts=done)
+
+
+def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
+    """``run_candidates`` for one claimed candidate; returns the seconds to wait before
+    retrying after a model endpoint outage."""
+    waiting = run_candidates([candidate_id], can_wait=can_wait)
+    return waiting.delay if waiting is not None else None
 
 
 # --- sending a large run's candidates -----------------------------------------------------------
 
-ENQUEUE_BATCH = 1000
+ENQUEUE_BATCH = 1000  # candidates between two progress reports and cancel checks
 
 
 @runner(services.ENQUEUE_JOB)
 def run_enqueue_candidates(job: Job) -> dict[str, Any]:
-    """Send one Celery message per pending candidate of a large run, over one broker producer,
-    in batches that report progress and stop when the job or the run is cancelled. A redelivered
-    job sends the pending ones again: the candidate's lease and claim make a duplicate a no-op."""
+    """Send the pending candidates of a large run in Celery messages of
+    ``services.candidate_batches``, over one broker producer, in rounds that report progress and
+    stop when the job or the run is cancelled. A redelivered job sends the pending ones again:
+    the candidates' leases and claims make a duplicate a no-op."""
     from annotation.inspections import tasks
     from annotation.inspections.models import Candidate, CandidateState, InspectionRun
     from webapp.celery import app
 
     run_id = job.params["run_id"]
+    spec = InspectionRun.objects.values_list("policy_spec", flat=True).get(pk=run_id)
     pending = Candidate.objects.filter(run_id=run_id, state=CandidateState.PENDING).order_by("pk")
     ids = list(pending.values_list("pk", flat=True))
     core_services.job_set_total(job_id=job.pk, total=len(ids))
+    batches = services.candidate_batches(policy_spec=spec, candidate_ids=ids)
+    per_round = max(1, ENQUEUE_BATCH // max(1, services.candidate_batch_size(spec)))
     sent = 0
     with app.producer_or_acquire() as producer:
-        for start in range(0, len(ids), ENQUEUE_BATCH):
+        for start in range(0, len(batches), per_round):
             if core_services.job_is_cancelled(job_id=job.pk) or (
                 InspectionRun.objects.filter(pk=run_id, cancelled=True).exists()
             ):
                 break
-            batch = ids[start : start + ENQUEUE_BATCH]
-            for pk in batch:
-                tasks.run_candidate.apply_async((pk,), producer=producer)
-            sent += len(batch)
-            core_services.job_progress(job_id=job.pk, done=len(batch))
+            round_ = batches[start : start + per_round]
+            for batch in round_:
+                tasks.run_candidates.apply_async((batch,), producer=producer)
+            count = sum(len(batch) for batch in round_)
+            sent += count
+            core_services.job_progress(job_id=job.pk, done=count)
     return {"run_id": run_id, "sent": sent, "pending": len(ids)}

@@ -4,6 +4,7 @@ and experts' decisions on candidates."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -19,7 +20,8 @@ from annotation.core.models import ModelEndpoint
 from annotation.core.permissions import check_owner_or_staff
 from annotation.core.roles import Role
 from annotation.core.services import _GAVE_UP, audit_log_record, job_create
-from annotation.curation.services import _hash_images, _row_value, image_blobs_store
+from annotation.core.sql import rows_insert
+from annotation.curation.services import _hash_images, image_blobs_store
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -155,8 +157,11 @@ def inspection_run_create(
             total=len(unique_ids),
         )
     elif enqueue:
-        candidate_ids = list(run.candidates.values_list("pk", flat=True))
-        transaction.on_commit(lambda: [tasks.run_candidate.delay(pk) for pk in candidate_ids])
+        batches = candidate_batches(
+            policy_spec=run.policy_spec,
+            candidate_ids=list(run.candidates.order_by("pk").values_list("pk", flat=True)),
+        )
+        transaction.on_commit(lambda: [tasks.run_candidates.delay(batch) for batch in batches])
     return run
 
 
@@ -175,35 +180,95 @@ def _commit_without_waiting() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-@transaction.atomic
-def candidate_claim(*, candidate_id: int) -> bool:
-    """pending -> running (or running again after a worker died: acks_late redelivery).
+def candidate_batch_size(policy_spec: dict[str, Any]) -> int:
+    """Candidates per Celery message for a run with this policy.
 
-    Call it holding the candidate's lease (annotation/core/leases.py). A candidate whose
-    JOB_MAX_ATTEMPTS are used up fails instead of running again. A claim lost in a database
-    crash leaves the candidate as it was before, no worse than a crash a moment earlier.
+    INSPECTION_BATCH_SIZE for the rule-based inspector, which never waits on a model: a batch
+    shares its message, lease and release statements, claim, read and durable commit, which cost
+    a lone candidate more than its own rows do (``bench_candidates`` shows both). One for a
+    model: its seconds per candidate dwarf the message's cost, and a queued batch would claim
+    candidates long before they start.
     """
+    if policy_spec.get("kind") == "rule-based":
+        return max(1, int(settings.INSPECTION_BATCH_SIZE))
+    return 1
+
+
+def candidate_batches(*, policy_spec: dict[str, Any], candidate_ids: list[int]) -> list[list[int]]:
+    size = candidate_batch_size(policy_spec)
+    return [candidate_ids[start : start + size] for start in range(0, len(candidate_ids), size)]
+
+
+def _in_marks(values: list[Any]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+@transaction.atomic
+def candidates_claim(*, candidate_ids: list[int]) -> list[int]:
+    """pending -> running (or running again after a worker died: acks_late redelivery) for
+    each runnable candidate of a batch, in one statement; returns the ids claimed.
+
+    Call it holding their leases (annotation/core/leases.py). A finished or cancelled candidate,
+    or one of a cancelled run, is skipped; one whose JOB_MAX_ATTEMPTS are used up fails instead
+    of running again. A claim lost in a database crash leaves the candidates as they were
+    before, no worse than a crash a moment earlier.
+    """
+    if not candidate_ids:
+        return []
     _commit_without_waiting()
-    now = timezone.now()
-    runnable = Candidate.objects.filter(
-        pk=candidate_id,
-        state__in=[CandidateState.PENDING, CandidateState.RUNNING],
-        run__cancelled=False,
+    ops = connection.ops
+    now = ops.adapt_datetimefield_value(timezone.now())
+    ids = list(dict.fromkeys(candidate_ids))
+    table, runs = Candidate._meta.db_table, InspectionRun._meta.db_table
+    # RETURNING tells which were claimed, so a redelivered batch skips the ones it finished.
+    runnable = (
+        f"id IN ({_in_marks(ids)}) AND state IN (%s, %s) "
+        f"AND run_id IN (SELECT id FROM {runs} WHERE NOT cancelled)"
     )
-    claimed = runnable.filter(attempts__lt=settings.JOB_MAX_ATTEMPTS).update(
-        state=CandidateState.RUNNING,
-        attempts=F("attempts") + 1,
-        started_at=now,
-        error="",
-    )
-    if claimed == 1:
-        return True
-    runnable.update(
-        state=CandidateState.FAILED,
-        error=_GAVE_UP.format(attempts=settings.JOB_MAX_ATTEMPTS),
-        finished_at=now,
-    )
-    return False
+    states = [CandidateState.PENDING.value, CandidateState.RUNNING.value]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET state = %s, attempts = attempts + 1, started_at = %s, "
+            f"error = '' WHERE {runnable} AND attempts < %s RETURNING id",
+            [CandidateState.RUNNING.value, now, *ids, *states, settings.JOB_MAX_ATTEMPTS],
+        )
+        claimed = sorted(row[0] for row in cursor.fetchall())
+        if len(claimed) < len(ids):
+            cursor.execute(
+                f"UPDATE {table} SET state = %s, error = %s, finished_at = %s "
+                f"WHERE {runnable} AND attempts >= %s",
+                [
+                    CandidateState.FAILED.value,
+                    _GAVE_UP.format(attempts=settings.JOB_MAX_ATTEMPTS),
+                    now,
+                    *ids,
+                    *states,
+                    settings.JOB_MAX_ATTEMPTS,
+                ],
+            )
+    return claimed
+
+
+def candidate_claim(*, candidate_id: int) -> bool:
+    """``candidates_claim`` for one candidate."""
+    return bool(candidates_claim(candidate_ids=[candidate_id]))
+
+
+def candidates_release(*, candidate_ids: list[int]) -> None:
+    """running -> pending, undoing the claim of a batch's candidates that were never started
+    (the batch waits for a model endpoint): their attempt did not happen."""
+    if candidate_ids:
+        Candidate.objects.filter(pk__in=candidate_ids, state=CandidateState.RUNNING).update(
+            state=CandidateState.PENDING, attempts=F("attempts") - 1
+        )
+
+
+def candidates_cancel(*, candidate_ids: list[int]) -> None:
+    """running -> cancelled: the rest of a batch whose run was cancelled while it ran."""
+    if candidate_ids:
+        Candidate.objects.filter(pk__in=candidate_ids, state=CandidateState.RUNNING).update(
+            state=CandidateState.CANCELLED, finished_at=timezone.now()
+        )
 
 
 def candidate_wait(*, candidate_id: int, error: str) -> bool:
@@ -229,36 +294,46 @@ def live_steps_reset(*, candidate: Candidate, rollout_index: int) -> None:
         LiveStep.objects.filter(candidate=candidate, rollout_index=rollout_index).delete()
 
 
-def _live_steps_insert(
+def _live_step_rows(
     *, candidate: Candidate, rollout_index: int, steps: list[Any], pngs: dict[str, bytes]
-) -> None:
-    """One INSERT for the steps (their PNGs are only collected in ``pngs``, stored by the
-    caller); a step written before under the same index is replaced, as a redelivery would."""
+) -> list[LiveStep]:
+    """The rows of live steps; their PNGs are only collected in ``pngs``."""
     from agent.trajectory import step_to_dict
 
-    if not steps:
-        return
-    LiveStep.objects.bulk_create(
-        [
-            LiveStep(
-                candidate=candidate,
-                rollout_index=_row_value(rollout_index),
-                step_index=step.index,
-                data=_hash_images(step_to_dict(step), pngs),
-            )
-            for step in steps
-        ],
-        update_conflicts=True,
-        unique_fields=["candidate", "rollout_index", "step_index"],
-        update_fields=["data"],
+    return [
+        LiveStep(
+            candidate=candidate,
+            rollout_index=rollout_index,
+            step_index=step.index,
+            data=_hash_images(step_to_dict(step), pngs),
+        )
+        for step in steps
+    ]
+
+
+def _live_steps_insert(rows: list[LiveStep]) -> None:
+    """One INSERT for the steps; a step written before under the same index is replaced, as a
+    redelivery would."""
+    rows_insert(
+        rows,
+        on_conflict="ON CONFLICT (candidate_id, rollout_index, step_index) "
+        "DO UPDATE SET data = EXCLUDED.data",
     )
 
 
 @transaction.atomic
 def live_steps_write(*, candidate: Candidate, rollout_index: int, steps: list[Any]) -> None:
-    """Write live steps and their images: three statements at most, however many steps."""
+    """Write live steps and their images: three statements, however many steps.
+
+    Their commit does not wait for the disk: the live view is all they serve. A rollout, whose
+    durable commit flushes them too, carries the same steps and images; a rollout a database
+    crash cuts short is run again from the start, its live steps cleared.
+    """
+    _commit_without_waiting()
     pngs: dict[str, bytes] = {}
-    _live_steps_insert(candidate=candidate, rollout_index=rollout_index, steps=steps, pngs=pngs)
+    _live_steps_insert(
+        _live_step_rows(candidate=candidate, rollout_index=rollout_index, steps=steps, pngs=pngs)
+    )
     image_blobs_store(pngs)
 
 
@@ -301,28 +376,31 @@ class LiveStepBuffer:
         self._last_write = time.monotonic()
 
 
-@transaction.atomic
-def rollout_record(
+@dataclass
+class RolloutResult:
+    """A finished episode's rows on their way to the database: the rollout, its live steps not
+    written yet and their PNGs. With ``finish_with`` (the candidate's earlier rollouts) it is
+    the candidate's last rollout: its verdict and catalog entry go with it."""
+
+    rollout: Rollout
+    steps: list[LiveStep]
+    pngs: dict[str, bytes]
+    finish_with: list[Rollout] | None = None
+
+
+def rollout_result(
     *,
     candidate: Candidate,
     index: int,
     trajectory: Trajectory,
     confidence: float | None,
     seconds: float,
-    live: LiveStepBuffer | None = None,
+    steps: list[Any],
     finish_with: list[Rollout] | None = None,
-) -> Rollout:
-    """Store a finished rollout with its unwritten live steps, in one transaction.
-
-    With ``finish_with`` (the candidate's earlier rollouts) this is the candidate's last rollout:
-    its verdict and catalog entry are written in the same transaction. For a one-rollout
-    candidate that is seven statements: two for the images, one each for the live steps, the
-    rollout, the candidate and the catalog entry (see ``candidate_finish``).
-    """
+) -> RolloutResult:
+    """The rows of a finished rollout and its unwritten live ``steps`` (writes nothing)."""
     pngs: dict[str, bytes] = {}
-    if live is not None:
-        _live_steps_insert(candidate=candidate, rollout_index=index, steps=live.pending, pngs=pngs)
-        live.pending = []
+    rows = _live_step_rows(candidate=candidate, rollout_index=index, steps=steps, pngs=pngs)
     rollout = Rollout(
         candidate=candidate,
         index=index,
@@ -334,12 +412,55 @@ def rollout_record(
         stop_reason=trajectory.stop_reason or "",
         seconds=seconds,
     )
+    return RolloutResult(rollout=rollout, steps=rows, pngs=pngs, finish_with=finish_with)
+
+
+@transaction.atomic
+def rollouts_record(*, results: list[RolloutResult]) -> None:
+    """Store finished rollouts with their live steps and images, and finish the candidates whose
+    last rollout is among them, in one transaction of at most five statements however many:
+    one each for the live steps, the images, the rollouts, the finished candidates and their
+    catalog entries (see ``_candidates_finish``)."""
+    pngs: dict[str, bytes] = {}
+    for result in results:
+        pngs.update(result.pngs)
+    _live_steps_insert([row for result in results for row in result.steps])
     image_blobs_store(pngs)
-    # The lease keeps a second worker out; a rollout already stored under this index is kept.
-    Rollout.objects.bulk_create([rollout], ignore_conflicts=True)
-    if finish_with is not None:
-        _candidate_finish(candidate=candidate, rollouts=[*finish_with, rollout])
-    return rollout
+    # The lease keeps a second worker out; a rollout already stored under an index is kept.
+    rows_insert([result.rollout for result in results], on_conflict="ON CONFLICT DO NOTHING")
+    _candidates_finish(
+        finished=[
+            (result.rollout.candidate, [*result.finish_with, result.rollout])
+            for result in results
+            if result.finish_with is not None
+        ]
+    )
+
+
+def rollout_record(
+    *,
+    candidate: Candidate,
+    index: int,
+    trajectory: Trajectory,
+    confidence: float | None,
+    seconds: float,
+    live: LiveStepBuffer | None = None,
+    finish_with: list[Rollout] | None = None,
+) -> Rollout:
+    """Store one finished rollout with the live steps ``live`` still holds (``rollouts_record``)."""
+    result = rollout_result(
+        candidate=candidate,
+        index=index,
+        trajectory=trajectory,
+        confidence=confidence,
+        seconds=seconds,
+        steps=live.pending if live is not None else [],
+        finish_with=finish_with,
+    )
+    rollouts_record(results=[result])
+    if live is not None:
+        live.pending = []
+    return result.rollout
 
 
 def candidate_verdict(rollouts: list[Rollout]) -> tuple[str, float | None, float]:
@@ -364,8 +485,8 @@ def candidate_verdict(rollouts: list[Rollout]) -> tuple[str, float | None, float
     return verdict, share, share
 
 
-_CATALOG_FIELDS = [
-    "run",
+_CATALOG_COLUMNS = [
+    "run_id",
     "object_id",
     "survey",
     "ra",
@@ -379,27 +500,25 @@ _CATALOG_FIELDS = [
 ]
 
 
-def _candidate_finish(*, candidate: Candidate, rollouts: list[Rollout]) -> None:
-    """Two statements: the candidate's final state, then its catalog entry (an upsert that keeps
-    an expert decision already recorded). Reads nothing: the run, task and spectrum come loaded
-    with the candidate."""
-    run = candidate.run
-    verdict, confidence, share = candidate_verdict(rollouts)
-    needs_expert = not verdict or (confidence or 0.0) < run.confidence_threshold
-    final = {
-        "state": CandidateState.DONE,
-        "verdict": verdict,
-        "confidence": confidence,
-        "vote_share": share,
-        "needs_expert": needs_expert,
-        "finished_at": timezone.now(),
-    }
-    Candidate.objects.filter(pk=candidate.pk).update(**final)
-    for name, value in final.items():
-        setattr(candidate, name, value)
-    spectrum = candidate.spectrum
-    CatalogEntry.objects.bulk_create(
-        [
+def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> None:
+    """Two statements for any number of candidates: their final states, then their catalog
+    entries (an upsert that keeps an expert decision already recorded). Reads nothing: the run,
+    task and spectrum come loaded with each candidate."""
+    if not finished:
+        return
+    now = timezone.now()
+    entries = []
+    for candidate, rollouts in finished:
+        run = candidate.run
+        verdict, confidence, share = candidate_verdict(rollouts)
+        candidate.state = CandidateState.DONE
+        candidate.verdict = verdict
+        candidate.confidence = confidence
+        candidate.vote_share = share
+        candidate.needs_expert = not verdict or (confidence or 0.0) < run.confidence_threshold
+        candidate.finished_at = now
+        spectrum = candidate.spectrum
+        entries.append(
             CatalogEntry(
                 candidate=candidate,
                 run=run,
@@ -414,11 +533,58 @@ def _candidate_finish(*, candidate: Candidate, rollouts: list[Rollout]) -> None:
                 policy_name=str(run.policy_info.get("name") or run.policy_spec.get("kind"))[:120],
                 synthetic=spectrum.synthetic,
             )
-        ],
-        update_conflicts=True,
-        unique_fields=["candidate"],
-        update_fields=_CATALOG_FIELDS,
+        )
+    _candidates_update(candidates=[candidate for candidate, _ in finished], fields=_FINAL_FIELDS)
+    # An expert decision already recorded on the entry is kept.
+    rows_insert(
+        entries,
+        on_conflict="ON CONFLICT (candidate_id) DO UPDATE SET "
+        + ", ".join(
+            f"{name} = EXCLUDED.{name}" for name in map(connection.ops.quote_name, _CATALOG_COLUMNS)
+        ),
     )
+
+
+_FINAL_FIELDS = ["state", "verdict", "confidence", "vote_share", "needs_expert", "finished_at"]
+
+
+def _candidates_update(*, candidates: list[Candidate], fields: list[str]) -> None:
+    """One UPDATE setting each candidate's own values of ``fields``. On PostgreSQL from a VALUES
+    list: Django's bulk_update builds a CASE per field and row, which costs more CPU here than
+    the whole write costs the server."""
+    if len(candidates) == 1:
+        (candidate,) = candidates
+        Candidate.objects.filter(pk=candidate.pk).update(
+            **{name: getattr(candidate, name) for name in fields}
+        )
+        return
+    if connection.vendor != "postgresql":
+        Candidate.objects.bulk_update(candidates, fields)
+        return
+    concrete = {column.name: column for column in Candidate._meta.concrete_fields}
+    columns = [concrete[name] for name in fields]
+    casts = [column.db_type(connection) for column in columns]
+    row = "(%s::bigint, " + ", ".join(f"%s::{cast}" for cast in casts) + ")"
+    params: list[Any] = []
+    for candidate in candidates:
+        params.append(candidate.pk)
+        params.extend(
+            column.get_db_prep_save(getattr(candidate, column.attname), connection)
+            for column in columns
+        )
+    names = [connection.ops.quote_name(column.column) for column in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Candidate._meta.db_table} AS c SET "
+            + ", ".join(f"{name} = v.{name}" for name in names)
+            + f" FROM (VALUES {', '.join([row] * len(candidates))}) AS v(id, {', '.join(names)})"
+            " WHERE c.id = v.id",
+            params,
+        )
+
+
+def _candidate_finish(*, candidate: Candidate, rollouts: list[Rollout]) -> None:
+    _candidates_finish(finished=[(candidate, rollouts)])
 
 
 @transaction.atomic
@@ -450,7 +616,7 @@ def candidate_retry(*, candidate: Candidate, actor: User) -> Candidate:
         raise WrongState("only failed or cancelled candidates can be retried")
     InspectionRun.objects.filter(pk=candidate.run_id).update(cancelled=False)
     audit_log_record(actor=actor, action="candidate_retried", obj=candidate)
-    transaction.on_commit(lambda: tasks.run_candidate.delay(candidate.pk))
+    transaction.on_commit(lambda: tasks.run_candidates.delay([candidate.pk]))
     candidate.refresh_from_db()
     return candidate
 

@@ -84,6 +84,27 @@ def counted_statements() -> Iterator[list[int]]:
         yield count
 
 
+class Timer:
+    """Wall and CPU seconds and SQL statements summed over the blocks it times."""
+
+    def __init__(self) -> None:
+        self.seconds = self.cpu = 0.0
+        self.statements = 0
+        self.blocks: list[float] = []
+
+    def __enter__(self) -> None:
+        self._counting = counted_statements()
+        self._count = self._counting.__enter__()
+        self._started, self._cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc: object) -> None:
+        self.blocks.append(time.perf_counter() - self._started)
+        self.seconds += self.blocks[-1]
+        self.cpu += time.process_time() - self._cpu
+        self._counting.__exit__(None, None, None)
+        self.statements += self._count[0]
+
+
 class Workers:
     """Real ``celery worker`` processes on a Redis broker under a key prefix of their own."""
 
@@ -136,7 +157,9 @@ class Workers:
                 )
             )
 
-    def send(self, candidate_ids: list[int]) -> None:
+    def send(self, batches: list[list[int]]) -> float:
+        """Send the messages; returns the time just before the first one went out (after the
+        broker connection is set up, which a producer keeps open in a deployment)."""
         from celery.exceptions import AlwaysEagerIgnored
 
         from webapp.celery import app
@@ -146,11 +169,14 @@ class Workers:
             app.connection_for_write(self.redis_url, transport_options=options) as conn,
             warnings.catch_warnings(),
         ):
+            conn.ensure_connection()
             warnings.simplefilter("ignore", AlwaysEagerIgnored)
-            for pk in candidate_ids:
+            sent = time.time()
+            for batch in batches:
                 app.send_task(
-                    "annotation.inspections.tasks.run_candidate", args=[pk], connection=conn
+                    "annotation.inspections.tasks.run_candidates", args=[batch], connection=conn
                 )
+        return sent
 
     def stop(self) -> None:
         for process in self.processes:
@@ -272,68 +298,137 @@ class Command(BaseCommand):
         from agent.policies import build_policy
         from agent.rollout import inspect
 
-        n = len(spectra) - 4
-        warm, timed = spectra[:4], spectra[4:]
-        policy = build_policy({"kind": "rule-based"})
+        spec = {"kind": "rule-based"}
+        size = inspections_services.candidate_batch_size(spec)
+        policy = build_policy(spec)
         task = get_task("CV")
-        for _, value in warm[:2]:
+        batched = self.new_run([row for row, _ in spectra], spec)
+        single = self.new_run([row for row, _ in spectra], spec)
+        for _, value in spectra[:2]:
             inspect(value, task, policy)
-        started, cpu = time.perf_counter(), time.process_time()
-        for _, value in timed:
-            inspect(value, task, policy)
-        in_process = n / (time.perf_counter() - started)
-        in_process_cpu = (time.process_time() - cpu) / n
+        tasks.run_candidates.apply(args=[batched[:4]])
+        tasks.run_candidates.apply(args=[single[:4]])
 
-        ids = self.new_run([row for row, _ in spectra], {"kind": "rule-based"})
-        for pk in ids[:2]:
-            tasks.run_candidate.apply(args=[pk])
-        with counted_statements() as statements:
-            started, cpu = time.perf_counter(), time.process_time()
-            for pk in ids[4:]:
-                tasks.run_candidate.apply(args=[pk])
-            through_job = n / (time.perf_counter() - started)
-            through_job_cpu = (time.process_time() - cpu) / n
-        done = Candidate.objects.filter(pk__in=ids[4:], state=CandidateState.DONE).count()
-        if done != n:
-            raise CommandError(f"only {done} of {n} candidates finished through the job")
+        # The three ways take turns on each slice of the spectra, so a change in the load of
+        # this shared machine weighs on each alike.
+        reference, job, one = Timer(), Timer(), Timer()
+        n = len(spectra) - 4
+        step = 2 * size
 
+        def inspect_slice(start: int, end: int) -> None:
+            for _, value in spectra[start:end]:
+                inspect(value, task, policy)
+
+        for start in range(4, len(spectra), step):
+            end = min(start + step, len(spectra))
+            with reference:
+                inspect_slice(start, end)
+            with job:
+                ids = batched[start:end]
+                for first in range(0, len(ids), size):
+                    tasks.run_candidates.apply(args=[ids[first : first + size]])
+            with one:
+                for pk in single[start:end]:
+                    tasks.run_candidates.apply(args=[[pk]])
+        timed = batched[4:] + single[4:]
+        done = Candidate.objects.filter(pk__in=timed, state=CandidateState.DONE).count()
+        if done != len(timed):
+            raise CommandError(f"only {done} of {len(timed)} candidates finished through the job")
+
+        in_process = n / reference.seconds
+        slices = [b / a for a, b in zip(reference.blocks, job.blocks, strict=True)]
         lines = [
-            f"per-candidate cost, rule-based inspector, {n} SpecVI-mini CV spectra (synthetic)",
+            f"per-candidate cost, rule-based inspector, {n} SpecVI-mini CV spectra (synthetic), "
+            f"the three ways taking turns on slices of {step}",
             f"  in-process (agent.rollout.inspect, spectra in memory): {in_process:7.1f} spectra/s",
-            f"  through the job (Celery task applied, PostgreSQL):      {through_job:7.1f} spectra/s",
-            f"  cost ratio job / in-process: {in_process / through_job:.2f}x",
-            f"  SQL statements per candidate: {statements[0] / n:.1f}",
-            f"  CPU of this process per candidate: in-process {1000 * in_process_cpu:.1f} ms, "
-            f"through the job {1000 * through_job_cpu:.1f} ms "
-            f"({through_job_cpu / in_process_cpu:.2f}x; the rest of the wall time is waiting "
+            f"  through the job (Celery task applied, PostgreSQL), {size} candidates per message "
+            f"(INSPECTION_BATCH_SIZE): {n / job.seconds:7.1f} spectra/s",
+            f"  cost ratio job / in-process: {job.seconds / reference.seconds:.2f}x "
+            f"(slice by slice: median {_median(slices):.2f}x, {min(slices):.2f}-{max(slices):.2f}x)",
+            f"  SQL statements per candidate: {job.statements / n:.1f}",
+            f"  CPU of this process per candidate: in-process {1000 * reference.cpu / n:.1f} ms, "
+            f"through the job {1000 * job.cpu / n:.1f} ms "
+            f"({job.cpu / reference.cpu:.2f}x; the rest of the wall time is waiting "
             "for PostgreSQL, which shares the cores here)",
+            f"  one candidate per message instead: {n / one.seconds:7.1f} spectra/s "
+            f"({one.seconds / reference.seconds:.2f}x, {one.statements / n:.1f} SQL statements "
+            f"per candidate, CPU {1000 * one.cpu / n:.1f} ms)",
         ]
         if redis_url:
-            fresh = self.new_run([row for row, _ in spectra], {"kind": "rule-based"})
-            rate = self.through_workers(
-                fresh[2:4], fresh[4:], redis_url=redis_url, workers=1, threads=1
+            worker, again = self.worker_in_turns(
+                spectra, spec, redis_url=redis_url, step=step, inspect_slice=inspect_slice
             )
             lines.append(
-                f"  through one real worker (Redis, solo pool):            {rate:7.1f} spectra/s "
-                f"({in_process / rate:.2f}x)"
+                f"  through one real worker (Redis, solo pool, {size} per message), taking turns "
+                f"with the in-process way again ({n / again:.1f} spectra/s): {n / worker:7.1f} "
+                f"spectra/s ({worker / again:.2f}x)"
             )
         lines.append(f"  conditions: {conditions()}")
         self.stdout.write("\n".join(lines))
 
+    def worker_in_turns(
+        self,
+        spectra: list[tuple[Spectrum, Any]],
+        spec: dict[str, Any],
+        *,
+        redis_url: str,
+        step: int,
+        inspect_slice: Callable[[int, int], None],
+    ) -> tuple[float, float]:
+        """Seconds one real worker takes for the candidates (from sending each slice's messages
+        to its last candidate finished), and seconds in-process, the two taking turns."""
+        ids = self.new_run([row for row, _ in spectra], spec)
+        worker = in_process = 0.0
+        with tempfile.TemporaryDirectory() as logs:
+            pool = Workers(redis_url, Path(logs))
+            try:
+                pool.start(1, threads=1)
+                pool.send(
+                    inspections_services.candidate_batches(policy_spec=spec, candidate_ids=ids[:4])
+                )
+                self.wait_done(ids[:4], pool)
+                for start in range(4, len(spectra), step):
+                    end = min(start + step, len(spectra))
+                    started = time.perf_counter()
+                    inspect_slice(start, end)
+                    in_process += time.perf_counter() - started
+                    part = ids[start:end]
+                    sent = pool.send(
+                        inspections_services.candidate_batches(policy_spec=spec, candidate_ids=part)
+                    )
+                    self.wait_done(part, pool)
+                    last = Candidate.objects.filter(pk__in=part).aggregate(last=Max("finished_at"))
+                    worker += last["last"].timestamp() - sent
+            finally:
+                pool.stop()
+                pool.clear_broker()
+        return worker, in_process
+
     # --- real workers --------------------------------------------------------------------------
 
     def through_workers(
-        self, warm: list[int], timed: list[int], *, redis_url: str, workers: int, threads: int
+        self,
+        warm: list[int],
+        timed: list[int],
+        *,
+        redis_url: str,
+        workers: int,
+        threads: int,
+        spec: dict[str, Any],
     ) -> float:
-        """Candidates per second on real workers, after each worker process has warmed up."""
+        """Candidates per second on real workers, after each worker process has warmed up; the
+        candidates go in messages as ``services.candidate_batches`` makes them."""
+
+        def batches(ids: list[int]) -> list[list[int]]:
+            return inspections_services.candidate_batches(policy_spec=spec, candidate_ids=ids)
+
         with tempfile.TemporaryDirectory() as logs:
             pool = Workers(redis_url, Path(logs))
             try:
                 pool.start(workers, threads=threads)
-                pool.send(warm)
+                pool.send(batches(warm))
                 self.wait_done(warm, pool)
-                sent = time.time()
-                pool.send(timed)
+                sent = pool.send(batches(timed))
                 self.wait_done(timed, pool)
                 last = Candidate.objects.filter(pk__in=timed).aggregate(last=Max("finished_at"))[
                     "last"
@@ -395,6 +490,7 @@ class Command(BaseCommand):
                         redis_url=options["redis"],
                         workers=workers,
                         threads=threads,
+                        spec=spec,
                     )
                     reference = reference or rate
                     lines.append(
@@ -419,7 +515,7 @@ class Command(BaseCommand):
             client = redis.Redis.from_url(redis_url)
             before = int(client.info("memory")["used_memory"])
             started = time.perf_counter()
-            pool.send(list(range(1, n + 1)))
+            pool.send([[pk] for pk in range(1, n + 1)])
             seconds = time.perf_counter() - started
             weight = (int(client.info("memory")["used_memory"]) - before) / n
             client.close()
@@ -428,6 +524,12 @@ class Command(BaseCommand):
             f"  enqueue: {n / seconds:.0f} candidate messages/s from one process, about "
             f"{weight:.0f} bytes each in Redis"
         )
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)
 
 
 def _scale_candidates(options: dict[str, Any], in_flight: int) -> int:
