@@ -23,8 +23,7 @@ from annotation.inspections.models import (
     Rollout,
 )
 from annotation.spectra import selectors as spectra_selectors
-from annotation.spectra.models import Task
-from tests.factories import UserFactory, make_endpoint, make_spectrum
+from tests.factories import make_endpoint, make_spectrum
 
 pytestmark = pytest.mark.django_db
 
@@ -33,29 +32,19 @@ needs_postgres = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def cv(db):
-    return Task.objects.get(code="CV")
-
-
-@pytest.fixture
-def engineer(db):
-    return UserFactory(username="engineer", roles=["ml_engineer"])
-
-
 @pytest.fixture(autouse=True)
 def fast_steps(monkeypatch):
     # However loaded the machine, a rule-based episode's steps go in with its rollout.
     monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
 
 
-def start_run(cv, engineer, n, spec=None, rollouts=1):
+def start_run(cv, ml_engineer, n, spec=None, rollouts=1):
     spectra = [make_spectrum(object_id=f"B{i}", seed=i) for i in range(n)]
     run = inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[s.pk for s in spectra],
         policy_spec=spec or {"kind": "rule-based"},
-        created_by=engineer,
+        created_by=ml_engineer,
         rollouts=rollouts,
         enqueue=False,
     )
@@ -95,7 +84,7 @@ def test_it_sends_a_rule_based_run_in_batches_and_a_model_run_one_by_one(setting
 
 
 def test_it_enqueues_a_new_run_in_batches(
-    monkeypatch, settings, cv, engineer, django_capture_on_commit_callbacks
+    monkeypatch, settings, cv, ml_engineer, django_capture_on_commit_callbacks
 ):
     settings.INSPECTION_BATCH_SIZE = 2
     sent = []
@@ -106,14 +95,14 @@ def test_it_enqueues_a_new_run_in_batches(
             task=cv,
             spectrum_ids=[s.pk for s in spectra],
             policy_spec={"kind": "rule-based"},
-            created_by=engineer,
+            created_by=ml_engineer,
         )
     ids = list(run.candidates.order_by("pk").values_list("pk", flat=True))
     assert sent == [ids[:2], ids[2:]]
 
 
-def test_it_claims_a_batch_in_one_statement_and_skips_what_is_not_runnable(cv, engineer):
-    _, ids = start_run(cv, engineer, 4)
+def test_it_claims_a_batch_in_one_statement_and_skips_what_is_not_runnable(cv, ml_engineer):
+    _, ids = start_run(cv, ml_engineer, 4)
     Candidate.objects.filter(pk=ids[1]).update(state=CandidateState.DONE)
     Candidate.objects.filter(pk=ids[2]).update(state=CandidateState.CANCELLED)
     with CaptureQueriesContext(connection) as queries:
@@ -134,15 +123,15 @@ def test_it_claims_a_batch_in_one_statement_and_skips_what_is_not_runnable(cv, e
     assert len(updates) == 1  # all claimed: nothing to give up
 
 
-def test_it_claims_nothing_of_a_cancelled_run(cv, engineer):
-    run, ids = start_run(cv, engineer, 2)
+def test_it_claims_nothing_of_a_cancelled_run(cv, ml_engineer):
+    run, ids = start_run(cv, ml_engineer, 2)
     InspectionRun.objects.filter(pk=run.pk).update(cancelled=True)
     assert inspections_services.candidates_claim(candidate_ids=ids) == []
     assert states(ids) == [CandidateState.PENDING] * 2
 
 
-def test_it_runs_a_batch_in_about_one_statement_per_candidate(cv, engineer):
-    _, ids = start_run(cv, engineer, 9)
+def test_it_runs_a_batch_in_about_one_statement_per_candidate(cv, ml_engineer):
+    _, ids = start_run(cv, ml_engineer, 9)
     inspections_tasks.run_candidates.apply(args=[ids[:1]])  # loads the policy, records its info
     with CaptureQueriesContext(connection) as queries:
         inspections_tasks.run_candidates.apply(args=[ids[1:]])
@@ -163,8 +152,8 @@ def test_it_runs_a_batch_in_about_one_statement_per_candidate(cv, engineer):
     assert candidate.vote_share == 1.0 and candidate.finished_at is not None
 
 
-def test_it_fails_only_the_candidate_that_raises(monkeypatch, cv, engineer):
-    _, ids = start_run(cv, engineer, 3)
+def test_it_fails_only_the_candidate_that_raises(monkeypatch, cv, ml_engineer):
+    _, ids = start_run(cv, ml_engineer, 3)
 
     def corrupt():
         raise ValueError("corrupt arrays")
@@ -178,8 +167,8 @@ def test_it_fails_only_the_candidate_that_raises(monkeypatch, cv, engineer):
     assert CatalogEntry.objects.filter(candidate_id__in=ids).count() == 2
 
 
-def test_it_fails_only_the_candidate_whose_results_cannot_be_written(monkeypatch, cv, engineer):
-    _, ids = start_run(cv, engineer, 3)
+def test_it_fails_only_the_candidate_whose_results_cannot_be_written(monkeypatch, cv, ml_engineer):
+    _, ids = start_run(cv, ml_engineer, 3)
     record = inspections_services.rollouts_record
 
     def rollouts_record(*, results):
@@ -194,12 +183,12 @@ def test_it_fails_only_the_candidate_whose_results_cannot_be_written(monkeypatch
     assert Rollout.objects.filter(candidate_id__in=ids).count() == 2
 
 
-def test_it_stops_the_rest_of_a_batch_when_the_run_is_cancelled(monkeypatch, cv, engineer):
+def test_it_stops_the_rest_of_a_batch_when_the_run_is_cancelled(monkeypatch, cv, ml_engineer):
     monkeypatch.setattr(jobs, "CANCEL_CHECK_SECONDS", 0.0)
-    run, ids = start_run(cv, engineer, 4)
+    run, ids = start_run(cv, ml_engineer, 4)
 
     def cancel():
-        inspections_services.inspection_run_cancel(run=run, actor=engineer)
+        inspections_services.inspection_run_cancel(run=run, actor=ml_engineer)
 
     on_spectrum(monkeypatch, "B1", cancel)
     inspections_tasks.run_candidates.apply(args=[ids])
@@ -219,11 +208,11 @@ class WorkerKilled(BaseException):
 
 
 def test_it_finishes_a_redelivered_batch_without_running_finished_candidates_again(
-    monkeypatch, cv, engineer
+    monkeypatch, cv, ml_engineer
 ):
     # Each result is written as soon as it is made, so the kill lands after two are stored.
     monkeypatch.setattr(jobs, "BATCH_WRITE_SECONDS", 0.0)
-    _, ids = start_run(cv, engineer, 4)
+    _, ids = start_run(cv, ml_engineer, 4)
     read = spectra_selectors.spectrum_value
     kill = {"B2"}
 
@@ -251,22 +240,22 @@ def test_it_finishes_a_redelivered_batch_without_running_finished_candidates_aga
     assert CatalogEntry.objects.filter(candidate_id__in=ids).count() == 4
 
 
-def test_it_runs_every_rollout_of_each_candidate_in_a_batch(cv, engineer):
-    _, ids = start_run(cv, engineer, 2, rollouts=2)
+def test_it_runs_every_rollout_of_each_candidate_in_a_batch(cv, ml_engineer):
+    _, ids = start_run(cv, ml_engineer, 2, rollouts=2)
     inspections_tasks.run_candidates.apply(args=[ids])
     assert states(ids) == [CandidateState.DONE] * 2
     assert Rollout.objects.filter(candidate_id__in=ids).count() == 4
     assert Candidate.objects.get(pk=ids[0]).vote_share == 1.0
 
 
-def test_it_puts_the_rest_of_a_batch_back_when_the_endpoint_is_down(cv, engineer, settings):
+def test_it_puts_the_rest_of_a_batch_back_when_the_endpoint_is_down(cv, ml_engineer, settings):
     # A model run sends one candidate per message, but a batch of them must still behave.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
     endpoint = make_endpoint(name="closed", base_url=closed_url)
     spec = {"kind": "openai", "endpoint": endpoint.name, "max_retries": 1, "backoff": 0.0}
-    _, ids = start_run(cv, engineer, 3, spec=spec)
+    _, ids = start_run(cv, ml_engineer, 3, spec=spec)
     assert inspections_services.candidates_claim(candidate_ids=ids) == ids
     waiting = jobs.run_candidates(ids, can_wait=True)
     assert waiting is not None
@@ -300,8 +289,8 @@ def test_it_takes_and_frees_a_batch_of_leases_in_one_statement_each():
 
 
 @needs_postgres
-def test_it_leaves_a_candidate_another_worker_holds_for_later(cv, engineer, settings):
-    _, ids = start_run(cv, engineer, 3)
+def test_it_leaves_a_candidate_another_worker_holds_for_later(cv, ml_engineer, settings):
+    _, ids = start_run(cv, ml_engineer, 3)
     holding, finish = threading.Event(), threading.Event()
 
     def other_worker():

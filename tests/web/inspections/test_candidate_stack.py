@@ -25,11 +25,10 @@ from annotation.inspections.models import (
     LiveStep,
     Rollout,
 )
-from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.models import Spectrum
 from annotation.training_runs import tasks as training_runs_tasks
 from tests.factories import (
     ScriptedPolicy,
-    UserFactory,
     answer_turn,
     make_endpoint,
     make_spectrum,
@@ -39,23 +38,13 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def cv(db):
-    return Task.objects.get(code="CV")
-
-
-@pytest.fixture
-def engineer(db):
-    return UserFactory(username="engineer", roles=["ml_engineer"])
-
-
-def start_run(cv, engineer, n, **kwargs):
+def start_run(cv, ml_engineer, n, **kwargs):
     spectra = [make_spectrum(object_id=f"S{i}", seed=i) for i in range(n)]
     return inspections_services.inspection_run_create(
         task=cv,
         spectrum_ids=[s.pk for s in spectra],
         policy_spec={"kind": "rule-based"},
-        created_by=engineer,
+        created_by=ml_engineer,
         **kwargs,
     )
 
@@ -70,10 +59,10 @@ def stored_hashes(node):
     return set()
 
 
-def test_it_runs_a_rule_based_candidate_in_at_most_ten_statements(monkeypatch, cv, engineer):
+def test_it_runs_a_rule_based_candidate_in_at_most_ten_statements(monkeypatch, cv, ml_engineer):
     # However loaded the machine, the episode counts as fast: its steps go in with the rollout.
     monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
-    run = start_run(cv, engineer, 2)
+    run = start_run(cv, ml_engineer, 2)
     first, second = run.candidates.order_by("pk")
     inspections_tasks.run_candidate.apply(
         args=[first.pk]
@@ -111,10 +100,10 @@ class WatchingPolicy(ScriptedPolicy):
         return super().generate(messages)
 
 
-def run_watched(monkeypatch, cv, engineer, turns, spec):
+def run_watched(monkeypatch, cv, ml_engineer, turns, spec):
     spectrum = make_spectrum()
     run = inspections_services.inspection_run_create(
-        task=cv, spectrum_ids=[spectrum.pk], policy_spec=spec, created_by=engineer, enqueue=False
+        task=cv, spectrum_ids=[spectrum.pk], policy_spec=spec, created_by=ml_engineer, enqueue=False
     )
     candidate = run.candidates.get()
     policy = WatchingPolicy(turns, candidate.pk)
@@ -124,34 +113,36 @@ def run_watched(monkeypatch, cv, engineer, turns, spec):
     return policy, candidate
 
 
-def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, engineer):
+def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, ml_engineer):
     # However fast this scripted model answers, a model's steps are never held back.
     monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     make_endpoint(name="gpu-1")
     turns = [tool_call_turn(6500, 6630, "H-alpha"), tool_call_turn(4800, 4920, "H-beta")]
     spec = {"kind": "openai", "endpoint": "gpu-1"}
-    policy, candidate = run_watched(monkeypatch, cv, engineer, [*turns, answer_turn("YES")], spec)
+    policy, candidate = run_watched(
+        monkeypatch, cv, ml_engineer, [*turns, answer_turn("YES")], spec
+    )
     assert policy.seen == [0, 1, 2]
     assert LiveStep.objects.filter(candidate=candidate).count() == 3
 
 
-def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, engineer):
+def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, ml_engineer):
     monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
-    policy, candidate = run_watched(monkeypatch, cv, engineer, turns, {"kind": "rule-based"})
+    policy, candidate = run_watched(monkeypatch, cv, ml_engineer, turns, {"kind": "rule-based"})
     assert policy.seen == [0, 0]
     assert LiveStep.objects.filter(candidate=candidate).count() == 2
     assert Candidate.objects.get(pk=candidate.pk).state == CandidateState.DONE
 
 
-def test_it_writes_a_slow_rule_based_step_at_once(monkeypatch, cv, engineer):
+def test_it_writes_a_slow_rule_based_step_at_once(monkeypatch, cv, ml_engineer):
     monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 0.0)
     turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
-    policy, _ = run_watched(monkeypatch, cv, engineer, turns, {"kind": "rule-based"})
+    policy, _ = run_watched(monkeypatch, cv, ml_engineer, turns, {"kind": "rule-based"})
     assert policy.seen == [0, 1]
 
 
-def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, engineer):
+def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, ml_engineer):
     monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
 
     class FailsSecond(ScriptedPolicy):
@@ -160,7 +151,7 @@ def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, engineer):
                 raise RuntimeError("model server went away")
             return super().generate(messages)
 
-    run = start_run(cv, engineer, 1)
+    run = start_run(cv, ml_engineer, 1)
     candidate = run.candidates.get()
     policy = FailsSecond([tool_call_turn(6500, 6630, "H-alpha")])
     monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: policy)
