@@ -15,6 +15,8 @@ from pathlib import Path
 import dj_database_url
 from kombu import Exchange, Queue
 
+from webapp.tempdir import private_temp_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -208,8 +210,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Every temporary file and folder of the project (uploads, imports, exports) lives here, so that
 # what a killed process leaves behind can be swept without touching anyone else's (older than
 # SPECVET_TEMP_MAX_AGE_HOURS: at worker and serve_demo start, and `manage.py sweep_temp_files`).
-SPECVET_TEMP_DIR = Path(
-    os.getenv("SPECVET_TEMP_DIR", Path(tempfile.gettempdir()) / f"specvet-{os.getuid()}")
+SPECVET_TEMP_DIR = private_temp_dir(
+    Path(os.getenv("SPECVET_TEMP_DIR", Path(tempfile.gettempdir()) / f"specvet-{os.getuid()}"))
 )
 SPECVET_TEMP_MAX_AGE_HOURS = envint("SPECVET_TEMP_MAX_AGE_HOURS", 6)
 FILE_UPLOAD_TEMP_DIR = str(SPECVET_TEMP_DIR)

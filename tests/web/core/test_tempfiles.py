@@ -94,3 +94,56 @@ def test_it_puts_an_upload_under_the_project_folder(temp_root, expert_client):
     finally:
         os.open = original
     assert any(path.startswith(str(temp_root)) and ".upload" in path for path in seen)
+
+
+def test_it_makes_the_temp_folder_before_djangos_checks_look_for_it(tmp_path):
+    """A fresh machine has no SPECVET_TEMP_DIR yet: `manage.py migrate` failed its upload-folder
+    check (files.E001) until settings made it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    folder = tmp_path / "fresh" / "specvet-temp"
+    env = {
+        **os.environ,
+        "SPECVET_TEMP_DIR": str(folder),
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+    }
+    checked = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert folder.is_dir()
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_it_closes_an_existing_temp_folder_to_other_users(tmp_path):
+    from webapp.tempdir import private_temp_dir
+
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    private_temp_dir(folder)
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_it_refuses_a_temp_folder_that_is_a_link(tmp_path):
+    from webapp.tempdir import UnsafeTempDir, private_temp_dir
+
+    target = tmp_path / "somebody-elses"
+    target.mkdir()
+    planted = tmp_path / "specvet-0"
+    planted.symlink_to(target)
+    with pytest.raises(UnsafeTempDir, match="link"):
+        private_temp_dir(planted)
+
+
+def test_it_refuses_a_temp_folder_owned_by_another_user(tmp_path, monkeypatch):
+    from webapp import tempdir
+
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setattr(tempdir.os, "getuid", lambda: folder.stat().st_uid + 1)
+    with pytest.raises(tempdir.UnsafeTempDir, match="belongs to user id"):
+        tempdir.private_temp_dir(folder)
