@@ -17,7 +17,7 @@ import base64
 import json
 import math
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,8 +251,12 @@ class Trajectory:
 
     # --- serialization ---------------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (PNG as base64); ``from_dict`` restores an equal trajectory."""
+    def to_dict(self, *, png: PngEncoder | None = None) -> dict[str, Any]:
+        """A JSON-safe dict (PNG as base64); ``from_dict`` restores an equal trajectory.
+
+        ``png`` writes each image's PNG some other way (the web app stores a hash instead).
+        """
+        png = png or png_as_base64
         for position, step in enumerate(self.steps):
             if step.index != position:
                 raise TrajectoryFormatError(
@@ -265,8 +269,8 @@ class Trajectory:
             "spectrum": _spectrum_to_dict(self.spectrum),
             "system_prompt": self.system_prompt,
             "user_prompt": self.user_prompt,
-            "initial_image": _image_to_dict(self.initial_image),
-            "steps": [_step_to_dict(step) for step in self.steps],
+            "initial_image": _image_to_dict(self.initial_image, png),
+            "steps": [_step_to_dict(step, png) for step in self.steps],
             "answer": None
             if self.answer is None
             else {"prediction": self.answer.prediction, "justification": self.answer.justification},
@@ -447,9 +451,18 @@ def _spectrum_from_dict(data: dict[str, Any]) -> SpectrumRef:
     return ref
 
 
-def _image_to_dict(image: ImageRef) -> dict[str, Any]:
+# The key and value that stand for an image's PNG in a trajectory's dict.
+PngEncoder = Callable[[bytes], tuple[str, str]]
+
+
+def png_as_base64(png: bytes) -> tuple[str, str]:
+    return "png_base64", base64.b64encode(png).decode("ascii")
+
+
+def _image_to_dict(image: ImageRef, png: PngEncoder) -> dict[str, Any]:
+    key, value = png(image.png)
     return {
-        "png_base64": base64.b64encode(image.png).decode("ascii"),
+        key: value,
         "wavelength_range": _pair_to_list(image.wavelength_range),
         "label": image.label,
     }
@@ -498,7 +511,7 @@ def _tool_call_from_dict(data: dict[str, Any], where: str) -> ToolCall:
     return call
 
 
-def _step_to_dict(step: Step) -> dict[str, Any]:
+def _step_to_dict(step: Step, png: PngEncoder) -> dict[str, Any]:
     result = step.tool_result
     return {
         "index": step.index,
@@ -510,7 +523,7 @@ def _step_to_dict(step: Step) -> dict[str, Any]:
         else {
             "ok": result.ok,
             "text": result.text,
-            "image": None if result.image is None else _image_to_dict(result.image),
+            "image": None if result.image is None else _image_to_dict(result.image, png),
         },
         "generate_s": step.generate_s,
         "tool_s": step.tool_s,
@@ -590,9 +603,9 @@ class _Reader:
             raise TrajectoryFormatError(f"{self.where} has unknown keys {unknown}")
 
 
-def step_to_dict(step: Step) -> dict[str, Any]:
+def step_to_dict(step: Step, *, png: PngEncoder | None = None) -> dict[str, Any]:
     """One step as a JSON-safe dict (the live view stores steps as they happen)."""
-    return _step_to_dict(step)
+    return _step_to_dict(step, png or png_as_base64)
 
 
 def step_from_dict(data: dict[str, Any]) -> Step:

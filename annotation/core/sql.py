@@ -2,15 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection
 from django.db.models import Model
 
+# PostgreSQL's wire protocol numbers a statement's parameters in 16 bits.
+MAX_BOUND_PARAMETERS = 65535
+
+
+@contextmanager
+def bound_cursor() -> Iterator[Any]:
+    """A cursor that sends its parameters apart from the SQL text (server-side binding) on
+    PostgreSQL, Django's own cursor elsewhere.
+
+    Django's psycopg cursors merge parameters into the text on the client, so a PNG travels as a
+    hex literal twice its size that the server then parses back, and every JSON string is
+    escaped first. Bound parameters go as they are (bytes in binary). The cursor is wrapped as
+    Django wraps its own, so execute wrappers and query capture still see each statement.
+    """
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    import psycopg
+
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    # django-stubs type these as taking a wrapper; Django passes them the driver's cursor.
+    driver_cursor: Any = raw
+    wrapped = (
+        connection.make_debug_cursor(driver_cursor)
+        if connection.queries_logged
+        else connection.make_cursor(driver_cursor)
+    )
+    try:
+        yield wrapped
+    finally:
+        raw.close()
+
 
 def rows_insert(objs: Sequence[Model], *, on_conflict: str = "") -> None:
-    """INSERT model instances (all of one model) in one statement of VALUES rows, followed by
-    ``on_conflict`` as given (``ON CONFLICT ...``; PostgreSQL and SQLite).
+    """INSERT model instances (all of one model) in one statement of VALUES rows (more only
+    past MAX_BOUND_PARAMETERS values), followed by ``on_conflict`` as given
+    (``ON CONFLICT ...``; PostgreSQL and SQLite).
 
     Each value is prepared as ``bulk_create`` prepares it (``pre_save`` fills ``auto_now_add``),
     without its compiler, which spends more CPU on a candidate's rows than the server takes to
@@ -23,15 +60,15 @@ def rows_insert(objs: Sequence[Model], *, on_conflict: str = "") -> None:
     auto = meta.auto_field
     fields = [field for field in meta.concrete_fields if field is not auto]
     quote = connection.ops.quote_name
-    params = [
-        field.get_db_prep_save(field.pre_save(obj, True), connection)
-        for obj in objs
-        for field in fields
-    ]
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"VALUES {', '.join([row] * len(objs))} {on_conflict}",
-            params,
-        )
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+    per_statement = max(1, MAX_BOUND_PARAMETERS // len(fields))
+    with bound_cursor() as cursor:
+        for start in range(0, len(objs), per_statement):
+            part = objs[start : start + per_statement]
+            params = [
+                field.get_db_prep_save(field.pre_save(obj, True), connection)
+                for obj in part
+                for field in fields
+            ]
+            cursor.execute(f"{head}VALUES {', '.join([row] * len(part))} {on_conflict}", params)

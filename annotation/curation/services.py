@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import Iterable
@@ -11,9 +10,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import (
-    Value,
-)
 from django.utils import timezone
 
 from agent.editing import check_same_tool_actions
@@ -21,6 +17,7 @@ from agent.trajectory import Trajectory
 from annotation.core.errors import NotAllowed, VersionConflict, WorkflowError, WrongState
 from annotation.core.models import ImageBlob, Job
 from annotation.core.services import audit_log_record, job_create
+from annotation.core.sql import rows_insert
 from annotation.curation.models import (
     Audit,
     AuditVerdict,
@@ -49,44 +46,38 @@ def image_blobs_store(pngs: dict[str, bytes]) -> None:
     the key before it stores anything: a duplicate costs only its bytes on the wire, less than a
     query to find the known ones first.
     """
-    if pngs:
-        ImageBlob.objects.bulk_create(
-            [ImageBlob(sha256=digest, png=_row_value(png)) for digest, png in pngs.items()],
-            ignore_conflicts=True,
-        )
+    rows_insert(
+        [ImageBlob(sha256=digest, png=png) for digest, png in pngs.items()],
+        on_conflict="ON CONFLICT (sha256) DO NOTHING",
+    )
 
 
-def _row_value(value: Any) -> Any:
-    """A value that makes a bulk insert on PostgreSQL use VALUES rows instead of arrays
-    (UNNEST): psycopg escapes array elements in Python, about 4 ms per candidate for the images
-    and live steps of one rule-based episode, ten times the cost of the rows."""
-    return Value(value)
+class PngsByHash:
+    """A ``Trajectory.to_dict`` PNG encoder that puts each PNG's sha256 in the dict and keeps the
+    PNG for ``image_blobs_store`` (no database access here); a PNG met again (a rollout and its
+    live steps share their images) is hashed once."""
 
+    def __init__(self) -> None:
+        self.pngs: dict[str, bytes] = {}
+        # Keyed by id: each PNG is held here, so its id cannot be reused while this lives.
+        self._seen: dict[int, tuple[bytes, str]] = {}
 
-def _hash_images(node: Any, pngs: dict[str, bytes]) -> Any:
-    """A trajectory or step dict with inline base64 PNGs replaced by their sha256; the PNGs are
-    collected in ``pngs`` for ``image_blobs_store`` (no database access here)."""
-    if isinstance(node, dict):
-        out = {}
-        for key, value in node.items():
-            if key == "png_base64":
-                png = base64.b64decode(value)
-                digest = hashlib.sha256(png).hexdigest()
-                pngs[digest] = png
-                out["png_sha256"] = digest
-            else:
-                out[key] = _hash_images(value, pngs)
-        return out
-    if isinstance(node, list):
-        return [_hash_images(item, pngs) for item in node]
-    return node
+    def __call__(self, png: bytes) -> tuple[str, str]:
+        seen = self._seen.get(id(png))
+        if seen is None:
+            digest = hashlib.sha256(png).hexdigest()
+            self._seen[id(png)] = (png, digest)
+            self.pngs[digest] = png
+        else:
+            digest = seen[1]
+        return "png_sha256", digest
 
 
 def trajectory_to_stored(trajectory: Trajectory) -> dict[str, Any]:
-    pngs: dict[str, bytes] = {}
-    hashed = _hash_images(trajectory.to_dict(), pngs)
-    image_blobs_store(pngs)
-    return hashed
+    pngs = PngsByHash()
+    stored = trajectory.to_dict(png=pngs)
+    image_blobs_store(pngs.pngs)
+    return stored
 
 
 def _add_version(

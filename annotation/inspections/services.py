@@ -21,7 +21,7 @@ from annotation.core.permissions import check_owner_or_staff
 from annotation.core.roles import Role
 from annotation.core.services import _GAVE_UP, audit_log_record, job_create
 from annotation.core.sql import rows_insert
-from annotation.curation.services import _hash_images, image_blobs_store
+from annotation.curation.services import PngsByHash, image_blobs_store
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -295,7 +295,7 @@ def live_steps_reset(*, candidate: Candidate, rollout_index: int) -> None:
 
 
 def _live_step_rows(
-    *, candidate: Candidate, rollout_index: int, steps: list[Any], pngs: dict[str, bytes]
+    *, candidate: Candidate, rollout_index: int, steps: list[Any], pngs: PngsByHash
 ) -> list[LiveStep]:
     """The rows of live steps; their PNGs are only collected in ``pngs``."""
     from agent.trajectory import step_to_dict
@@ -305,7 +305,7 @@ def _live_step_rows(
             candidate=candidate,
             rollout_index=rollout_index,
             step_index=step.index,
-            data=_hash_images(step_to_dict(step), pngs),
+            data=step_to_dict(step, png=pngs),
         )
         for step in steps
     ]
@@ -330,11 +330,11 @@ def live_steps_write(*, candidate: Candidate, rollout_index: int, steps: list[An
     crash cuts short is run again from the start, its live steps cleared.
     """
     _commit_without_waiting()
-    pngs: dict[str, bytes] = {}
+    pngs = PngsByHash()
     _live_steps_insert(
         _live_step_rows(candidate=candidate, rollout_index=rollout_index, steps=steps, pngs=pngs)
     )
-    image_blobs_store(pngs)
+    image_blobs_store(pngs.pngs)
 
 
 class LiveStepBuffer:
@@ -399,12 +399,12 @@ def rollout_result(
     finish_with: list[Rollout] | None = None,
 ) -> RolloutResult:
     """The rows of a finished rollout and its unwritten live ``steps`` (writes nothing)."""
-    pngs: dict[str, bytes] = {}
+    pngs = PngsByHash()
     rows = _live_step_rows(candidate=candidate, rollout_index=index, steps=steps, pngs=pngs)
     rollout = Rollout(
         candidate=candidate,
         index=index,
-        data=_hash_images(trajectory.to_dict(), pngs),
+        data=trajectory.to_dict(png=pngs),
         prediction=(trajectory.answer.prediction or "") if trajectory.answer else "",
         confidence=confidence,
         n_tool_calls=trajectory.n_tool_calls,
@@ -412,7 +412,7 @@ def rollout_result(
         stop_reason=trajectory.stop_reason or "",
         seconds=seconds,
     )
-    return RolloutResult(rollout=rollout, steps=rows, pngs=pngs, finish_with=finish_with)
+    return RolloutResult(rollout=rollout, steps=rows, pngs=pngs.pngs, finish_with=finish_with)
 
 
 @transaction.atomic

@@ -23,6 +23,7 @@ from agent.trajectory import (
     ToolResponse,
     Trajectory,
     TrajectoryFormatError,
+    step_to_dict,
     to_messages,
 )
 
@@ -137,6 +138,27 @@ def test_it_keeps_every_step_field_through_json() -> None:
 def test_it_stores_png_as_base64_in_json() -> None:
     data = json.loads(make_trajectory().to_json())
     assert data["initial_image"]["png_base64"].startswith("iVBORw0KGgo")  # b"\x89PNG\r\n\x1a\n"
+
+
+def test_it_writes_each_png_with_the_encoder_it_is_given() -> None:
+    trajectory = make_trajectory()
+    seen: list[bytes] = []
+
+    def by_length(png: bytes) -> tuple[str, str]:
+        seen.append(png)
+        return "png_length", str(len(png))
+
+    data = trajectory.to_dict(png=by_length)
+    assert data["initial_image"] == {
+        "png_length": str(len(trajectory.initial_image.png)),
+        "wavelength_range": list(trajectory.initial_image.wavelength_range),
+        "label": trajectory.initial_image.label,
+    }
+    assert data["steps"][0]["tool_result"]["image"]["png_length"] == str(len(HALPHA_PNG))
+    assert HALPHA_PNG in seen
+    step = trajectory.steps[0]
+    assert step_to_dict(step, png=by_length) == data["steps"][0]
+    assert "png_base64" in step_to_dict(step)["tool_result"]["image"]
 
 
 @pytest.mark.parametrize(
