@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
+SEED = 7
+# preprocessor_config.json of Qwen2.5-VL-3B/7B-Instruct: a tool image keeps its own size.
+QWEN25_VL_MAX_PIXELS = 12845056
 
 _VISION_BASE = {
     "depth": 32,
@@ -252,6 +255,115 @@ def _vllm_generate(checkpoint: Path, n_prompts: int = 32, max_tokens: int = 256)
     return sum(len(output.outputs[0].token_ids) for output in outputs)
 
 
+def _first_turn_messages(spectrum: Any, task: Any, policy: Any) -> list[dict[str, Any]]:
+    """The conversation the policy sees on an episode's first turn (system, prompt, image I0)."""
+    from agent.rollout import episode
+
+    return next(episode(spectrum, task, policy, max_tool_calls=1))
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def inspect_serving(
+    checkpoint: Path,
+    *,
+    cpu: bool = False,
+    episodes: int = 4,
+    new_tokens: int = 256,
+    batch_sizes: Sequence[int] = (1, 8, 32),
+    max_pixels: int = QWEN25_VL_MAX_PIXELS,
+) -> dict[str, Any]:
+    """What one inspection turn costs on this device with the agent's ``TransformersPolicy``.
+
+    First ``episodes`` real first turns through ``agent.rollout.inspect`` (the policy loads the
+    checkpoint as a worker would; the prompt is the system prompt, the task prompt and the
+    tool's full-spectrum image of a SpecVI-mini CV spectrum), then the same turn's inputs
+    generated for ``batch_sizes`` conversations at once with ``generate`` (HF batching, no
+    paged attention: a floor for what vLLM does on the same GPU). A random model never emits
+    the end-of-turn token on purpose, so every turn generates exactly ``new_tokens``.
+    """
+    import torch
+
+    from agent import synthetic
+    from agent.inspection_tasks import get_task
+    from agent.policies.transformers_policy import TransformersPolicy
+    from agent.rollout import inspect
+
+    device = "cpu" if cpu else "cuda"
+    policy = TransformersPolicy(
+        checkpoint,
+        device=device,
+        dtype=None if cpu else "bfloat16",
+        sampling={"max_new_tokens": new_tokens},
+        max_pixels=max_pixels,
+    )
+    task = get_task("CV")
+    samples = synthetic.generate_split("CV", "test", n_pos=1, n_neg=max(1, episodes), seed=SEED)
+    inspect(samples[0].spectrum, task, policy, max_tool_calls=1)  # warm-up: kernels, caches
+    turns = []
+    for sample in samples[1 : episodes + 1]:
+        trajectory = inspect(sample.spectrum, task, policy, max_tool_calls=1)
+        turns.extend(step for step in trajectory.steps if step.completion_tokens)
+    if not turns:
+        raise RuntimeError("no turn generated any token")
+    result: dict[str, Any] = {
+        "ok": True,
+        "new_tokens": new_tokens,
+        "prompt_tokens": max(step.prompt_tokens or 0 for step in turns),
+        "image_tokens": policy.last_usage.get("image_tokens"),
+        "turn_seconds": [round(step.generate_s or 0.0, 3) for step in turns],
+        "turn_tokens_per_s": round(
+            sum(step.completion_tokens or 0 for step in turns)
+            / sum(step.generate_s or 0.0 for step in turns),
+            1,
+        ),
+        "batched": [],
+    }
+    inputs = policy.prepare_inputs(_first_turn_messages(samples[1].spectrum, task, policy))
+    for batch in batch_sizes:
+        batched = {
+            "input_ids": inputs["input_ids"].repeat(batch, 1),
+            "attention_mask": inputs["attention_mask"].repeat(batch, 1),
+            "pixel_values": inputs["pixel_values"].repeat(batch, 1),
+            "image_grid_thw": inputs["image_grid_thw"].repeat(batch, 1),
+        }
+        batched = {key: value.to(device) for key, value in batched.items()}
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        _synchronize()
+        started = time.perf_counter()
+        with torch.inference_mode():
+            output = policy.model.generate(  # type: ignore[operator]
+                **batched,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=policy.processor.tokenizer.pad_token_id,
+            )
+        _synchronize()
+        seconds = time.perf_counter() - started
+        generated = int(output.shape[1] - batched["input_ids"].shape[1]) * batch
+        result["batched"].append(
+            {
+                "batch": batch,
+                "seconds": round(seconds, 3),
+                "tokens_per_s": round(generated / seconds, 1),
+                "peak_gib": (
+                    round(torch.cuda.max_memory_allocated() / 2**30, 2)
+                    if torch.cuda.is_available()
+                    else None
+                ),
+            }
+        )
+    del policy
+    return result
+
+
 def environment() -> dict[str, Any]:
     """The device and the versions that produced the figures."""
     import platform
@@ -282,6 +394,7 @@ def run_smoke(
     cpu: bool = False,
     tool_turns: int = 8,
     report_path: Path | None = None,
+    stages: Sequence[str] = ("sft", "grpo"),
 ) -> dict[str, Any]:
     """Each size's stages in turn; the report is written after every stage (``report_path``,
     default ``OUT/gpu_smoke.json``), so a run stopped at a time limit keeps what it measured."""
@@ -318,7 +431,14 @@ def run_smoke(
         )
         save()
         for stage, module in (("sft", sft), ("grpo", grpo)):
-            results[stage] = _measure(partial(_train, module, plan[stage]))
+            if stage in stages:
+                results[stage] = _measure(partial(_train, module, plan[stage]))
+                save()
+        if "inspect" in stages:
+            try:
+                results["inspect"] = inspect_serving(checkpoint, cpu=cpu)
+            except Exception as error:  # a smoke report names what failed and goes on
+                results["inspect"] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
             save()
         if vllm_installed:
             results["vllm_generate"] = _measure(partial(_vllm_generate, checkpoint))
@@ -345,11 +465,35 @@ def format_report(report: dict[str, Any]) -> str:
             if not row["ok"]:
                 lines.append(f"{size:<5} {stage:<14} no   {row['error'][:100]}")
                 continue
+            if stage == "inspect":
+                lines.append(_format_inspect(size, row))
+                continue
             lines.append(
                 f"{size:<5} {stage:<14} yes  {row['seconds']:7.1f}  {row['tokens_per_s'] or 0:8.1f}  "
                 f"{row['peak_gib'] if row['peak_gib'] is not None else '-':>8}"
             )
     return "\n".join(lines)
+
+
+def _format_inspect(size: str, row: dict[str, Any]) -> str:
+    turns = row["turn_seconds"]
+    lines = [
+        f"{size:<5} inspect        yes  one turn ({row['prompt_tokens']} prompt tokens, "
+        f"{row['image_tokens']} of them image, {row['new_tokens']} new): "
+        f"median {_median(turns):.2f} s, {row['turn_tokens_per_s']:.1f} tokens/s"
+    ]
+    for batched in row["batched"]:
+        lines.append(
+            f"{'':<5} {'':<14}      {batched['batch']:>3} turns at once: {batched['seconds']:.2f} s, "
+            f"{batched['tokens_per_s']:.1f} tokens/s, peak {batched['peak_gib']} GiB"
+        )
+    return "\n".join(lines)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -371,6 +515,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cpu", action="store_true", help="run the plan on the CPU (use --sizes tiny)"
     )
+    parser.add_argument(
+        "--stages",
+        nargs="+",
+        default=["sft", "grpo"],
+        choices=["sft", "grpo", "inspect"],
+        help="inspect: one inspection turn with the agent's TransformersPolicy, then 1/8/32 at once",
+    )
     return parser
 
 
@@ -387,6 +538,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         cpu=options.cpu,
         tool_turns=options.tool_turns,
         report_path=options.report,
+        stages=options.stages,
     )
     print(format_report(report))
     return report

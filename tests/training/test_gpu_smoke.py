@@ -118,3 +118,31 @@ def test_it_writes_the_report_after_every_stage(tmp_path, tiny_model_path, monke
     assert saved["environment"]["trl"] and saved["tool_turns"] == 8
     text = format_report(saved)
     assert "tiny  build" in text and "CUDA out of memory" in text and "trl" in text
+
+
+def test_it_times_an_inspection_turn_with_the_agents_policy(tmp_path, tiny_model_path):
+    """The serving stage on the tiny model: real first turns through agent.rollout.inspect,
+    then the same turn for several conversations at once, each generating exactly N tokens."""
+    from training import gpu_smoke
+
+    row = gpu_smoke.inspect_serving(
+        tiny_model_path, cpu=True, episodes=2, new_tokens=8, batch_sizes=(1, 3)
+    )
+    assert row["ok"] and row["new_tokens"] == 8
+    assert len(row["turn_seconds"]) >= 2 and row["turn_tokens_per_s"] > 0
+    assert row["prompt_tokens"] > row["image_tokens"] > 0
+    assert [b["batch"] for b in row["batched"]] == [1, 3]
+    assert all(b["tokens_per_s"] > 0 for b in row["batched"])
+    text = gpu_smoke.format_report({"vllm_installed": False, "sizes": {"tiny": {"inspect": row}}})
+    assert "3 turns at once" in text and "image" in text
+
+
+def test_it_runs_only_the_stages_asked_for(tmp_path, tiny_model_path, monkeypatch):
+    from training import gpu_smoke
+
+    monkeypatch.setattr(gpu_smoke, "build_checkpoint", lambda *a, **k: tiny_model_path)
+    monkeypatch.setattr(gpu_smoke, "_train", lambda *a: pytest.fail("training was not asked for"))
+    monkeypatch.setattr(gpu_smoke, "inspect_serving", lambda *a, **k: {"ok": False, "error": "x"})
+    report = gpu_smoke.run_smoke(["tiny"], tmp_path, steps=1, cpu=True, stages=["inspect"])
+    assert set(report["sizes"]["tiny"]) == {"build", "inspect"}
+    assert gpu_smoke.make_parser().parse_args(["--stages", "inspect"]).stages == ["inspect"]
