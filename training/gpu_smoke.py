@@ -305,7 +305,7 @@ def inspect_serving(
     task = get_task("CV")
     samples = synthetic.generate_split("CV", "test", n_pos=1, n_neg=max(1, episodes), seed=SEED)
     inspect(samples[0].spectrum, task, policy, max_tool_calls=1)  # warm-up: kernels, caches
-    turns = []
+    turns: list[Any] = []
     for sample in samples[1 : episodes + 1]:
         trajectory = inspect(sample.spectrum, task, policy, max_tool_calls=1)
         turns.extend(step for step in trajectory.steps if step.completion_tokens)
@@ -318,8 +318,8 @@ def inspect_serving(
         "image_tokens": policy.last_usage.get("image_tokens"),
         "turn_seconds": [round(step.generate_s or 0.0, 3) for step in turns],
         "turn_tokens_per_s": round(
-            sum(step.completion_tokens or 0 for step in turns)
-            / sum(step.generate_s or 0.0 for step in turns),
+            sum(int(step.completion_tokens or 0) for step in turns)
+            / sum(float(step.generate_s or 0.0) for step in turns),
             1,
         ),
         "batched": [],
@@ -338,7 +338,8 @@ def inspect_serving(
         _synchronize()
         started = time.perf_counter()
         with torch.inference_mode():
-            output = policy.model.generate(  # type: ignore[operator]
+            model: Any = policy.model
+            output = model.generate(
                 **batched,
                 max_new_tokens=new_tokens,
                 min_new_tokens=new_tokens,
