@@ -269,6 +269,26 @@ def _synchronize() -> None:
         torch.cuda.synchronize()
 
 
+def _timed_generate(policy: Any, inputs: dict[str, Any], tokens: int) -> tuple[float, int]:
+    """Seconds to generate exactly ``tokens`` for each conversation of ``inputs``, and the
+    tokens generated in all."""
+    import torch
+
+    _synchronize()
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = policy.model.generate(
+            **inputs,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
+            do_sample=False,
+            pad_token_id=policy.processor.tokenizer.pad_token_id,
+        )
+    _synchronize()
+    batch, prompt_length = inputs["input_ids"].shape
+    return time.perf_counter() - started, int(output.shape[1] - prompt_length) * int(batch)
+
+
 def inspect_serving(
     checkpoint: Path,
     *,
@@ -333,27 +353,20 @@ def inspect_serving(
             "image_grid_thw": inputs["image_grid_thw"].repeat(batch, 1),
         }
         batched = {key: value.to(device) for key, value in batched.items()}
+        _timed_generate(policy, batched, 1)  # warm-up at this batch size (kernels, allocator)
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
-        _synchronize()
-        started = time.perf_counter()
-        with torch.inference_mode():
-            model: Any = policy.model
-            output = model.generate(
-                **batched,
-                max_new_tokens=new_tokens,
-                min_new_tokens=new_tokens,
-                do_sample=False,
-                pad_token_id=policy.processor.tokenizer.pad_token_id,
-            )
-        _synchronize()
-        seconds = time.perf_counter() - started
-        generated = int(output.shape[1] - batched["input_ids"].shape[1]) * batch
+        first_token, _ = _timed_generate(policy, batched, 1)  # prefill, image encoder included
+        seconds, generated = _timed_generate(policy, batched, new_tokens)
         result["batched"].append(
             {
                 "batch": batch,
                 "seconds": round(seconds, 3),
+                "prefill_seconds": round(first_token, 3),
                 "tokens_per_s": round(generated / seconds, 1),
+                "decode_tokens_per_s": round(
+                    (generated - batch) / max(seconds - first_token, 1e-9), 1
+                ),
                 "peak_gib": (
                     round(torch.cuda.max_memory_allocated() / 2**30, 2)
                     if torch.cuda.is_available()
@@ -396,6 +409,7 @@ def run_smoke(
     tool_turns: int = 8,
     report_path: Path | None = None,
     stages: Sequence[str] = ("sft", "grpo"),
+    serve_batches: Sequence[int] = (1, 8, 32),
 ) -> dict[str, Any]:
     """Each size's stages in turn; the report is written after every stage (``report_path``,
     default ``OUT/gpu_smoke.json``), so a run stopped at a time limit keeps what it measured."""
@@ -437,7 +451,7 @@ def run_smoke(
                 save()
         if "inspect" in stages:
             try:
-                results["inspect"] = inspect_serving(checkpoint, cpu=cpu)
+                results["inspect"] = inspect_serving(checkpoint, cpu=cpu, batch_sizes=serve_batches)
             except Exception as error:  # a smoke report names what failed and goes on
                 results["inspect"] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
             save()
@@ -485,8 +499,9 @@ def _format_inspect(size: str, row: dict[str, Any]) -> str:
     ]
     for batched in row["batched"]:
         lines.append(
-            f"{'':<5} {'':<14}      {batched['batch']:>3} turns at once: {batched['seconds']:.2f} s, "
-            f"{batched['tokens_per_s']:.1f} tokens/s, peak {batched['peak_gib']} GiB"
+            f"{'':<5} {'':<14}      {batched['batch']:>3} turns at once: {batched['seconds']:.2f} s "
+            f"(prefill {batched['prefill_seconds']:.2f} s), {batched['tokens_per_s']:.1f} tokens/s "
+            f"({batched['decode_tokens_per_s']:.1f} decoding), peak {batched['peak_gib']} GiB"
         )
     return "\n".join(lines)
 
@@ -521,7 +536,14 @@ def make_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=["sft", "grpo"],
         choices=["sft", "grpo", "inspect"],
-        help="inspect: one inspection turn with the agent's TransformersPolicy, then 1/8/32 at once",
+        help="inspect: one inspection turn with the agent's TransformersPolicy, then several at once",
+    )
+    parser.add_argument(
+        "--serve-batches",
+        type=int,
+        nargs="+",
+        default=[1, 8, 32],
+        help="conversations generated at once in the inspect stage",
     )
     return parser
 
@@ -540,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         tool_turns=options.tool_turns,
         report_path=options.report,
         stages=options.stages,
+        serve_batches=options.serve_batches,
     )
     print(format_report(report))
     return report

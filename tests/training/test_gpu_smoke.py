@@ -132,9 +132,9 @@ def test_it_times_an_inspection_turn_with_the_agents_policy(tmp_path, tiny_model
     assert len(row["turn_seconds"]) >= 2 and row["turn_tokens_per_s"] > 0
     assert row["prompt_tokens"] > row["image_tokens"] > 0
     assert [b["batch"] for b in row["batched"]] == [1, 3]
-    assert all(b["tokens_per_s"] > 0 for b in row["batched"])
+    assert all(b["tokens_per_s"] > 0 and 0 < b["prefill_seconds"] for b in row["batched"])
     text = gpu_smoke.format_report({"vllm_installed": False, "sizes": {"tiny": {"inspect": row}}})
-    assert "3 turns at once" in text and "image" in text
+    assert "3 turns at once" in text and "image" in text and "prefill" in text
 
 
 def test_it_runs_only_the_stages_asked_for(tmp_path, tiny_model_path, monkeypatch):
@@ -145,4 +145,7 @@ def test_it_runs_only_the_stages_asked_for(tmp_path, tiny_model_path, monkeypatc
     monkeypatch.setattr(gpu_smoke, "inspect_serving", lambda *a, **k: {"ok": False, "error": "x"})
     report = gpu_smoke.run_smoke(["tiny"], tmp_path, steps=1, cpu=True, stages=["inspect"])
     assert set(report["sizes"]["tiny"]) == {"build", "inspect"}
-    assert gpu_smoke.make_parser().parse_args(["--stages", "inspect"]).stages == ["inspect"]
+    parsed = gpu_smoke.make_parser().parse_args(
+        ["--stages", "inspect", "--serve-batches", "1", "64"]
+    )
+    assert parsed.stages == ["inspect"] and parsed.serve_batches == [1, 64]
