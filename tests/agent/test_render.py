@@ -222,19 +222,25 @@ def test_it_imports_the_renderer_and_tool_without_matplotlib():
 def test_it_reports_the_benchmark_structure_on_a_tiny_config(tmp_path):
     summary = run_render_benchmark(windows_per_spectrum=2, save_dir=tmp_path)
     assert summary["windows"] == 2 * (2 if "real LAMOST" in summary["spectra"] else 2)
-    for name in ("ours", "tuned", "paper"):
+    for name in ("ours", "tuned", "tuned-isal", "paper"):
         assert set(summary[name]) >= {"median_ms", "p95_ms", "calls", "png_bytes_median"}
         assert summary[name]["calls"] == summary["windows"]
     assert summary["ours"]["image_sizes"] == [SIZE]
     assert summary["tuned"]["image_sizes"] == [SIZE]  # the tuned reference draws the same pixels
+    assert summary["tuned-isal"]["image_sizes"] == [SIZE]
     assert summary["ours"]["colours_median"] <= 16
     assert {Path(path).name for path in summary["saved"]} == {
         "render-ours.png",
         "render-tuned.png",
+        "render-tuned-isal.png",
         "render-paper.png",
     }
+    tuned, tuned_isal = (tmp_path / f"render-{name}.png" for name in ("tuned", "tuned-isal"))
+    with Image.open(tuned) as first, Image.open(tuned_isal) as second:  # same pixels, other encoder
+        assert np.array_equal(np.asarray(first.convert("RGB")), np.asarray(second.convert("RGB")))
     report = format_render_report(summary)
     assert "the tuned matplotlib renderer" in report and "paper-style" in report
+    assert "with our PNG encoder" in report
 
 
 def dense_spectrum_for_windows() -> Spectrum:
@@ -319,3 +325,88 @@ def test_it_records_the_renderer_in_every_trajectory():
         "version": RENDERER_VERSION,
         "image_size": list(SIZE),
     }
+
+
+# --- the fast paths give Pillow's pixels ---------------------------------------------------------
+
+
+def test_it_counts_supersample_blocks_as_pillows_reduce_averages_them():
+    from agent.render import _count_blocks
+
+    rng = np.random.default_rng(5)
+    strokes = (rng.random((64, 90)) < 0.3).astype(np.uint8)
+    counts = _count_blocks(strokes)
+    assert np.array_equal(counts, np.asarray(Image.fromarray(strokes * 4).reduce(2)))
+    assert counts.max() <= 4 and counts.shape == (32, 45)
+
+
+def test_it_draws_grid_and_ticks_on_the_pixels_pillow_lines_would_cover():
+    from PIL import ImageDraw
+
+    from agent.render import GRID_INDEX, INK, MINOR_TICK_LENGTH, TICK_LENGTH, axis_ticks
+    from agent.render import _draw_grid_and_ticks as draw_grid_and_ticks
+
+    area = plot_area(SIZE)
+    plot = SpectrumPlot(
+        wavelength=np.array([4000.0]),
+        flux=np.array([1.0]),
+        good=np.array([True]),
+        x_range=(4012.3, 4987.6),
+        y_range=(-0.137, 2.71),
+        title="",
+        x_label="",
+        y_label="",
+    )
+    ticks = axis_ticks(plot, area)
+    fast = np.full((SIZE[1], SIZE[0]), 11, dtype=np.uint8)
+    draw_grid_and_ticks(fast, ticks, area)
+    canvas = Image.new("L", SIZE, 11)
+    draw = ImageDraw.Draw(canvas)
+    for px in ticks.x_positions:
+        draw.line([(px, area.top), (px, area.bottom)], fill=GRID_INDEX)
+    for py in ticks.y_positions:
+        draw.line([(area.left, py), (area.right, py)], fill=GRID_INDEX)
+    for px in ticks.x_minor:
+        draw.line([(px, area.bottom), (px, area.bottom + MINOR_TICK_LENGTH)], fill=INK)
+    for py in ticks.y_minor:
+        draw.line([(area.left - MINOR_TICK_LENGTH, py), (area.left, py)], fill=INK)
+    for px in ticks.x_positions:
+        draw.line([(px, area.bottom), (px, area.bottom + TICK_LENGTH)], fill=INK)
+    for py in ticks.y_positions:
+        draw.line([(area.left - TICK_LENGTH, py), (area.left, py)], fill=INK)
+    assert np.array_equal(fast, np.asarray(canvas))
+
+
+@pytest.mark.parametrize("text", ["4150", "-0.025", "Tower  4100.0–4350.0 Å", "Flux (×1e-17)"])
+def test_it_sets_text_from_glyphs_as_freetype_sets_the_whole_string(text):
+    from agent.render import _set_from_glyphs, _text_mask
+
+    whole = np.asarray(_text_mask.__wrapped__(text, 14)[0]).astype(int)
+    glyphs = _set_from_glyphs(text, 14).astype(int)
+    assert glyphs.shape[0] == whole.shape[0]
+    assert abs(glyphs.shape[1] - whole.shape[1]) <= 1  # pen positions rounded to whole pixels
+    assert abs(glyphs.sum() - whole.sum()) <= 0.03 * whole.sum()
+
+
+def test_it_applies_the_fonts_kerning_when_setting_from_glyphs():
+    from agent.render import _set_from_glyphs
+
+    kerned = _set_from_glyphs("To", 14).shape[1]
+    apart = _set_from_glyphs("T", 14).shape[1] + _set_from_glyphs("o", 14).shape[1]
+    assert kerned < apart
+
+
+def test_it_sets_other_scripts_with_freetype():
+    from agent.render import _text_mask, _text_patch
+
+    title = "Hα zoom  6540.0–6590.0 Å"
+    assert _text_patch(title, 14).shape == np.asarray(_text_mask(title, 14)[0]).shape
+
+
+def test_it_compresses_pngs_that_zlib_inflates_to_the_same_rows():
+    import zlib
+
+    from agent.render import deflate
+
+    rows = bytes(np.random.default_rng(3).integers(0, 16, 5000, dtype=np.uint8))
+    assert zlib.decompress(deflate.compress(rows, 1)) == rows
