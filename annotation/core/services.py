@@ -154,6 +154,28 @@ def job_create(
     return job
 
 
+def unfinished_jobs_resend(*, exclude_kinds: Iterable[str] = ()) -> int:
+    """Send every queued or running job again; returns how many.
+
+    For a broker that cannot redeliver (the demo's filesystem broker hands a message over once,
+    so a worker killed outright loses it): call it before any worker starts. A job whose first
+    message is still queued gets a second one, which its lease and claim make a no-op; a job
+    left running is claimed again as a redelivery would (JOB_MAX_ATTEMPTS still applies). Kinds
+    with their own task (training runs) are excluded here and sent by their domain.
+    """
+    from annotation.core import tasks
+
+    ids = list(
+        Job.objects.filter(state__in=[JobState.QUEUED, JobState.RUNNING])
+        .exclude(kind__in=list(exclude_kinds))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for job_id in ids:
+        tasks.run_job.delay(job_id)
+    return len(ids)
+
+
 def job_claim(*, job_id: int) -> bool:
     """Move a queued job to running. Returns False when it is not runnable (finished, cancelled).
 

@@ -199,6 +199,32 @@ def candidate_batches(*, policy_spec: dict[str, Any], candidate_ids: list[int]) 
     return [candidate_ids[start : start + size] for start in range(0, len(candidate_ids), size)]
 
 
+def unfinished_candidates_resend() -> int:
+    """Send every pending or running candidate of a run not cancelled again, in its run's
+    batches; returns how many candidates.
+
+    For a broker that cannot redeliver (``core.services.unfinished_jobs_resend`` says why): a
+    candidate whose message is still queued gets a second one, which its lease and claim make a
+    no-op; one left running is claimed again as a redelivery would.
+    """
+    from annotation.inspections import tasks
+
+    by_run: dict[int, list[int]] = {}
+    for run_id, candidate_id in (
+        Candidate.objects.filter(
+            state__in=[CandidateState.PENDING, CandidateState.RUNNING], run__cancelled=False
+        )
+        .order_by("run_id", "pk")
+        .values_list("run_id", "pk")
+    ):
+        by_run.setdefault(run_id, []).append(candidate_id)
+    specs = dict(InspectionRun.objects.filter(pk__in=by_run).values_list("pk", "policy_spec"))
+    for run_id, ids in by_run.items():
+        for batch in candidate_batches(policy_spec=specs[run_id], candidate_ids=ids):
+            tasks.run_candidates.delay(batch)
+    return sum(len(ids) for ids in by_run.values())
+
+
 def _in_marks(values: list[Any]) -> str:
     return ", ".join(["%s"] * len(values))
 

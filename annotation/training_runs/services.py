@@ -208,6 +208,21 @@ def training_run_create(
 
 
 @transaction.atomic
+def unfinished_training_runs_resend() -> int:
+    """Send every queued or running training run again (``core.services.unfinished_jobs_resend``
+    for their jobs); returns how many."""
+    from annotation.training_runs import tasks
+
+    ids = list(
+        TrainingRun.objects.filter(job__state__in=[JobState.QUEUED, JobState.RUNNING])
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for run_id in ids:
+        tasks.run_training.delay(run_id)
+    return len(ids)
+
+
 def training_run_claim(*, run_id: int) -> bool:
     """Claim the run's job for this worker (see job_claim). A redelivered run starts over, so
     the metrics of the interrupted attempt are dropped."""

@@ -191,3 +191,36 @@ def test_it_cancels_a_run_while_the_worker_runs_it(site):
     states = site.states(created["run"])
     assert states["cancelled"] >= cancelled
     assert states.get("done", 0) + states["cancelled"] == 150
+
+
+def _count(site: Site, run: int, state: str) -> int:
+    """Read the scratch SQLite file directly: a `manage.py shell` takes seconds to start."""
+    import sqlite3
+
+    with sqlite3.connect(site.env["DATABASE_URL"].removeprefix("sqlite:///"), timeout=30) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM annotation_candidate WHERE run_id = ? AND state = ?",
+            (run, state),
+        ).fetchone()
+    return int(count)
+
+
+def test_it_finishes_a_run_whose_worker_was_killed_outright(site):
+    """The filesystem broker has no visibility timeout: the batches a SIGKILLed worker held
+    stayed "running" forever until serve_demo sent unfinished work again before its worker."""
+    created = site.shell(CREATE.format(prefix="k", seed=300, n=240))
+    run = created["run"]
+    site.start_worker()
+    site.wait_until(lambda: _count(site, run, "done") > 0, "the first candidates to finish")
+    assert site.worker is not None
+    os.killpg(site.worker.pid, signal.SIGKILL)
+    site.worker.wait(timeout=30)
+    site.worker = None
+    left = 240 - _count(site, run, "done")
+    assert left > 0, "the worker finished everything before it was killed"
+
+    printed = site.manage("resend_unfinished")
+    assert "candidates" in printed
+    site.start_worker()
+    site.wait_until(lambda: _count(site, run, "done") == 240, "the rest of the run to finish")
+    assert site.states(run) == {"done": 240}

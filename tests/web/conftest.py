@@ -6,6 +6,14 @@ from rest_framework.test import APIClient
 
 
 @pytest.fixture
+def cv(db):
+    """Task CV (cataclysmic variables), seeded by the migrations."""
+    from annotation.spectra.models import Task
+
+    return Task.objects.get(code="CV")
+
+
+@pytest.fixture
 def ml_client(ml_engineer) -> Client:
     client = Client()
     client.force_login(ml_engineer)

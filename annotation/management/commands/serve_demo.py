@@ -110,6 +110,13 @@ class Command(BaseCommand):
             pruned = prune_processed()
             if pruned:
                 self.stdout.write(f"removed {pruned} taken broker messages from earlier sessions")
+            # Before the worker starts: what a killed worker held is lost on this broker.
+            subprocess.run(
+                [sys.executable, "manage.py", "resend_unfinished"],
+                cwd=settings.BASE_DIR,
+                env=env,
+                check=True,
+            )
         if connection.vendor == "sqlite":
             # The server and the worker write the same file: with a write-ahead log, readers
             # never block the writer (the mode is stored in the database file).

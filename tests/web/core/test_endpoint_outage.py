@@ -16,7 +16,6 @@ from annotation.curation.models import Curation
 from annotation.inspections import jobs as inspections_jobs
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import Candidate, CandidateState
-from annotation.spectra.models import Task
 from tests.factories import give_roles, make_endpoint, make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -28,11 +27,6 @@ def closed_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
-
-
-@pytest.fixture
-def cv(db) -> Task:
-    return Task.objects.get(code="CV")
 
 
 def unreachable(url: str) -> str:

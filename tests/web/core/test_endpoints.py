@@ -34,7 +34,6 @@ from annotation.inspections.models import InspectionRun
 from annotation.rating import jobs as rating_jobs
 from annotation.rating import services as rating_services
 from annotation.rating.models import Judge
-from annotation.spectra.models import Task
 from tests.factories import (
     UserFactory,
     answer_turn,
@@ -144,11 +143,6 @@ def default_endpoint(settings, keys, server_a):
 @pytest.fixture
 def ml(db):
     return UserFactory(username="mina", roles=["ml_engineer"])
-
-
-@pytest.fixture
-def cv(db) -> Task:
-    return Task.objects.get(code="CV")
 
 
 def api(user) -> APIClient:

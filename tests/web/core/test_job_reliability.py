@@ -20,7 +20,6 @@ from annotation.curation.models import Curation
 from annotation.inspections import jobs as inspections_jobs
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import CandidateState
-from annotation.spectra.models import Task
 from tests.factories import make_spectrum
 
 pytestmark = pytest.mark.django_db
@@ -28,11 +27,6 @@ pytestmark = pytest.mark.django_db
 needs_postgres = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="leases are PostgreSQL advisory locks (DATABASE_URL)"
 )
-
-
-@pytest.fixture
-def cv(db) -> Task:
-    return Task.objects.get(code="CV")
 
 
 def draft_job(cv, expert) -> Job:

@@ -6,7 +6,6 @@ from annotation.core import errors as core_errors
 from annotation.inspections import jobs
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, LiveStep, Rollout
-from annotation.spectra.models import Task
 from tests.factories import ScriptedPolicy, UserFactory, answer_turn, make_spectrum, tool_call_turn
 
 pytestmark = pytest.mark.django_db
@@ -24,11 +23,6 @@ class ConfidentPolicy(ScriptedPolicy):
 def vetter(db):
     """Starts the runs and vets; no roles, as the services do not check them."""
     return UserFactory(username="vetter")
-
-
-@pytest.fixture
-def cv(db):
-    return Task.objects.get(code="CV")
 
 
 def use_policy(monkeypatch, factory):

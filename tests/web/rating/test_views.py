@@ -17,7 +17,6 @@ from annotation.inspections.models import Candidate, CandidateState, InspectionR
 from annotation.rating import services as rating_services
 from annotation.rating.forms import CampaignForm
 from annotation.rating.models import Judge, PairJudgement, RatingAssignment, RatingCampaign
-from annotation.spectra.models import Task
 from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -38,11 +37,6 @@ def bob(db):
 @pytest.fixture
 def stella(db):
     return UserFactory(username="stella", is_staff=True)
-
-
-@pytest.fixture
-def cv(db):
-    return Task.objects.get(code="CV")
 
 
 def logged_in(user) -> Client:
