@@ -410,3 +410,20 @@ def test_it_compresses_pngs_that_zlib_inflates_to_the_same_rows():
 
     rows = bytes(np.random.default_rng(3).integers(0, 16, 5000, dtype=np.uint8))
     assert zlib.decompress(deflate.compress(rows, 1)) == rows
+
+
+def test_it_clips_a_title_wider_than_the_image():
+    plot = SpectrumPlot(
+        wavelength=np.linspace(4000.0, 5000.0, 50),
+        flux=np.ones(50),
+        good=np.ones(50, dtype=bool),
+        x_range=(4000.0, 5000.0),
+        y_range=(0.0, 2.0),
+        title="W" * 60,
+        x_label="Wavelength (Å)",
+        y_label="Flux",
+    )
+    with Image.open(io.BytesIO(render_png(plot, SIZE))) as image:
+        assert image.size == SIZE
+        top_band = np.asarray(image.convert("L"))[:25]
+    assert top_band[:, 0].min() < 128 and top_band[:, -1].min() < 128  # ink up to both edges
