@@ -17,6 +17,7 @@ from annotation.core.models import Job
 from annotation.core.roles import Role, user_roles
 from annotation.curation.models import (
     Curation,
+    DatasetExport,
     TrajectoryVersion,
 )
 from annotation.inspections.models import (
@@ -159,6 +160,28 @@ def curations_visible_to(
     if blinding.confined:
         return rows.none()
     return rows.exclude(pk__in=blinding.curation_ids) if blinding.curation_ids else rows
+
+
+def dataset_exports_visible_to(
+    *, user: Any, rows: QuerySet[DatasetExport] | None = None
+) -> QuerySet[DatasetExport]:
+    """``rows`` (default: every SFT dataset export) less those holding a curation this user may
+    not read: an export names its curations and holds their trajectories. One made before its
+    curations were recorded counts as holding any."""
+    blinding = blinding_for(user)
+    rows = DatasetExport.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    if not blinding.curation_ids:
+        return rows
+    # Compared in Python: JSON containment lookups differ by database, and exports are versions
+    # of one dataset (tens, not millions).
+    hidden = [
+        pk
+        for pk, curation_ids in rows.values_list("pk", "curation_ids")
+        if curation_ids is None or blinding.curation_ids & set(curation_ids)
+    ]
+    return rows.exclude(pk__in=hidden) if hidden else rows
 
 
 def campaign_items_visible_to(*, user: Any) -> QuerySet[CampaignItem]:

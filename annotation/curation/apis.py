@@ -34,7 +34,6 @@ from annotation.curation.models import (
     AuditVerdict,
     Curation,
     CurationState,
-    DatasetExport,
     TrajectoryVersion,
     VoteValue,
 )
@@ -599,7 +598,9 @@ class DatasetListApi(CurationApi):
 
     @extend_schema(responses=ExportOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
-        response = _paginated(request, self, selectors.dataset_exports(), ExportOutputSerializer)
+        response = _paginated(
+            request, self, selectors.dataset_exports(user=request.user), ExportOutputSerializer
+        )
         response.data["accepted"] = accepted_counts()
         return response
 
@@ -623,9 +624,11 @@ class DatasetExportCreateApi(CurationApi):
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        latest = selectors.dataset_exports().first()
+        latest = selectors.dataset_exports(user=request.user).first()
         export = datasets.dataset_export_create(
-            actor=_expert(request), task=params.validated_data["task"]
+            actor=_expert(request),
+            task=params.validated_data["task"],
+            withheld_from_actor=blinding.blinding_for(request.user).curation_ids,
         )
         new = latest is None or export.pk != latest.pk
         body = {**ExportOutputSerializer(export).data, "new": new}
@@ -637,7 +640,7 @@ class DatasetDownloadApi(CurationApi):
 
     @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="the zip")})
     def get(self, request: Request, export_id: int) -> FileResponse:
-        export = get_object_or_404(DatasetExport, pk=export_id)
+        export = get_object_or_404(selectors.dataset_exports(user=request.user), pk=export_id)
         return FileResponse(
             export.archive.open("rb"),
             as_attachment=True,

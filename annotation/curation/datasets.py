@@ -17,7 +17,7 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 
 from agent.trajectory import Trajectory
-from annotation.core.errors import WorkflowError
+from annotation.core.errors import NotAllowed, WorkflowError
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
 from annotation.curation.models import (
@@ -181,13 +181,26 @@ def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict
 
 
 @transaction.atomic
-def dataset_export_create(*, actor: User | None, task: str = "") -> DatasetExport:
-    """Export the accepted trajectories as the next dataset version (or the latest, if equal)."""
+def dataset_export_create(
+    *, actor: User | None, task: str = "", withheld_from_actor: frozenset[int] = frozenset()
+) -> DatasetExport:
+    """Export the accepted trajectories as the next dataset version (or the latest, if equal).
+
+    ``withheld_from_actor``: curations the actor may not read (annotation/blinding.py). An
+    export holding one is refused to them: the export names its curations, and they rate
+    trajectories taken from them in an open campaign.
+    """
     from annotation.curation.selectors import accepted_curations
 
     curations = list(accepted_curations(task=task))
     if not curations:
         raise WorkflowError("there is no accepted trajectory to export yet")
+    if withheld_from_actor & {curation.pk for curation in curations}:
+        raise NotAllowed(
+            "you rate an open campaign with trajectories from these accepted curations; an "
+            "export would show you their sources: export after the campaign closes, or ask "
+            "an ML engineer who does not rate it"
+        )
     files, body = dataset_files(curations)
     latest = DatasetExport.objects.select_for_update().order_by("-version").first()
     if latest is not None and latest.content_hash == body["content_hash"]:
@@ -199,6 +212,7 @@ def dataset_export_create(*, actor: User | None, task: str = "") -> DatasetExpor
         version=version,
         content_hash=body["content_hash"],
         manifest=manifest,
+        curation_ids=sorted(curation.pk for curation in curations),
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
     export.archive.save(f"specvet-sft-v{version}.zip", ContentFile(_zip_bytes(files)), save=False)

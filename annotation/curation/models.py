@@ -186,6 +186,9 @@ class DatasetExport(models.Model):
     content_hash = models.CharField(max_length=64, db_index=True)
     manifest = models.JSONField()
     archive = models.FileField(upload_to="exports/")  # zip: TRL jsonl, ShareGPT json, images/
+    # The curations it holds, for the blinding rule (a rater must not download the sources of
+    # what they rate); None for an export made before they were recorded and not readable since.
+    curation_ids = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -512,6 +512,8 @@ def next_to_screen(after: Curation) -> Curation | None:
     return rows.filter(pk__gt=after.pk).order_by("pk").first() or rows.order_by("pk").first()
 
 
-def dataset_exports() -> QuerySet[DatasetExport]:
-    """Every SFT dataset export, newest version first."""
-    return DatasetExport.objects.select_related("created_by").order_by("-version")
+def dataset_exports(*, user: Any) -> QuerySet[DatasetExport]:
+    """The SFT dataset exports this user may read, newest version first (annotation/blinding.py:
+    one holding a curation of a campaign they rate is left out while it is open)."""
+    rows = DatasetExport.objects.select_related("created_by").order_by("-version")
+    return blinding.dataset_exports_visible_to(user=user, rows=rows)

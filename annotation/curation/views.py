@@ -36,7 +36,6 @@ from annotation.curation.forms import (
 from annotation.curation.models import (
     Curation,
     CurationState,
-    DatasetExport,
     TrajectoryVersion,
 )
 from annotation.curation.permissions import actions_for, roles_of, standardize_run_check
@@ -556,7 +555,7 @@ def curation_import(request: HttpRequest) -> HttpResponse:
 
 
 def _datasets_context(request: HttpRequest) -> dict[str, Any]:
-    exports = selectors.dataset_exports()
+    exports = selectors.dataset_exports(user=request.user)
     return {
         "accepted": accepted_counts(),
         "page": _page(request, exports),
@@ -573,10 +572,12 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @require_role(permissions.DATASET_EXPORT)
 @require_POST
 def dataset_export(request: HttpRequest) -> HttpResponse:
-    latest = selectors.dataset_exports().first()
+    latest = selectors.dataset_exports(user=request.user).first()
     try:
         export = datasets.dataset_export_create(
-            actor=_expert(request), task=request.POST.get("task", "").strip()
+            actor=_expert(request),
+            task=request.POST.get("task", "").strip(),
+            withheld_from_actor=blinding.blinding_for(request.user).curation_ids,
         )
     except core_errors.WorkflowError as error:
         context = {**_datasets_context(request), "error": str(error)}
@@ -594,7 +595,7 @@ def dataset_export(request: HttpRequest) -> HttpResponse:
 @require_role(permissions.DATASETS_READ)
 @require_GET
 def dataset_download(request: HttpRequest, export_id: int) -> FileResponse:
-    export = get_object_or_404(DatasetExport, pk=export_id)  # every signed-in expert may read
+    export = get_object_or_404(selectors.dataset_exports(user=request.user), pk=export_id)
     return FileResponse(
         export.archive.open("rb"),
         as_attachment=True,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.blinding import dataset_exports_visible_to
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
@@ -139,6 +140,11 @@ class TrainingRunCreateApi(APIView):
     @extend_schema(request=InputSerializer, responses=TrainingRunOutputSerializer)
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
+        # The exports this user may read (annotation/blinding.py); another version is unknown.
+        export_field = cast(serializers.SlugRelatedField, params.fields["dataset_export"])
+        export_field.queryset = dataset_exports_visible_to(
+            user=request.user, rows=DatasetExport.objects.all()
+        )
         params.is_valid(raise_exception=True)
         data = params.validated_data
         try:

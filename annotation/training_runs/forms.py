@@ -96,8 +96,13 @@ class TrainingRunForm(forms.Form):
     )
     lora_r = forms.IntegerField(min_value=1, max_value=1024, required=False, label="LoRA rank")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if user is not None:  # the exports this user may read (annotation/blinding.py)
+            from annotation.blinding import dataset_exports_visible_to
+
+            field = cast(ExportChoiceField, self.fields["dataset_export"])
+            field.queryset = dataset_exports_visible_to(user=user, rows=field.queryset)
         datasets = (
             Spectrum.objects.exclude(label="")
             .order_by("dataset")

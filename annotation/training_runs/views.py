@@ -66,7 +66,9 @@ def training_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def training_create(request: HttpRequest) -> HttpResponse:
     stage = request.GET.get("stage", TrainingStage.SFT)
-    form = TrainingRunForm(request.POST or None, initial={"stage": stage, "preset": "cpu-tiny"})
+    form = TrainingRunForm(
+        request.POST or None, initial={"stage": stage, "preset": "cpu-tiny"}, user=request.user
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
