@@ -40,7 +40,7 @@ INK = 0
 GRID_INDEX = GREY_LEVELS - 2
 MINOR_TICK_LENGTH = 3
 LINE_COLOUR: Colour = (31, 119, 180)
-SUPERSAMPLE = 2
+SUPERSAMPLE = 2  # _count_blocks sums 2x2 blocks: change both together
 
 
 def _grey(index: int) -> int:

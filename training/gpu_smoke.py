@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -495,7 +496,7 @@ def _format_inspect(size: str, row: dict[str, Any]) -> str:
     lines = [
         f"{size:<5} inspect        yes  one turn ({row['prompt_tokens']} prompt tokens, "
         f"{row['image_tokens']} of them image, {row['new_tokens']} new): "
-        f"median {_median(turns):.2f} s, {row['turn_tokens_per_s']:.1f} tokens/s"
+        f"median {statistics.median(turns):.2f} s, {row['turn_tokens_per_s']:.1f} tokens/s"
     ]
     for batched in row["batched"]:
         lines.append(
@@ -504,12 +505,6 @@ def _format_inspect(size: str, row: dict[str, Any]) -> str:
             f"({batched['decode_tokens_per_s']:.1f} decoding), peak {batched['peak_gib']} GiB"
         )
     return "\n".join(lines)
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -34,16 +34,21 @@ def accepted(training_dirs) -> Curation:
     return Curation.objects.get(pk=curation.pk)
 
 
-@pytest.fixture
-def open_campaign(accepted, rating_engineer, owner):
+def rating_campaign(curation: Curation, rater, created_by):
+    """An open campaign whose one item is the trajectory of ``curation``."""
     return rating_services.campaign_create(
         name="blind sources",
-        raters=[rating_engineer],
+        raters=[rater],
         raters_per_item=1,
-        sources=rating_services.rating_sources_from_curations([accepted]),
-        created_by=owner,
+        sources=rating_services.rating_sources_from_curations([curation]),
+        created_by=created_by,
         seed=11,
     )
+
+
+@pytest.fixture
+def open_campaign(accepted, rating_engineer, owner):
+    return rating_campaign(accepted, rating_engineer, owner)
 
 
 def logged_in(user) -> Client:
@@ -93,14 +98,7 @@ def test_it_leaves_an_unrelated_export_readable(accepted, rating_engineer, ml_en
     Curation.objects.filter(pk=accepted.pk).update(state=CurationState.SCREENING)
     export = datasets.dataset_export_create(actor=ml_engineer)
     Curation.objects.filter(pk=accepted.pk).update(state=CurationState.ACCEPTED)
-    rating_services.campaign_create(
-        name="blind",
-        raters=[rating_engineer],
-        raters_per_item=1,
-        sources=rating_services.rating_sources_from_curations([accepted]),
-        created_by=ml_engineer,
-        seed=3,
-    )
+    rating_campaign(accepted, rating_engineer, ml_engineer)
     assert (
         logged_in(rating_engineer).get(reverse("dataset_download", args=[export.pk])).status_code
         == 200
