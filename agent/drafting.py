@@ -31,11 +31,6 @@ class LabelHintedTeacher:
     def info(self) -> dict[str, Any]:
         return {**self.policy.info(), "label_hint": True}
 
-    def begin(self, **kwargs: Any) -> None:
-        begin = getattr(self.policy, "begin", None)
-        if callable(begin):
-            begin(**kwargs)
-
     @property
     def last_usage(self) -> Any:
         return getattr(self.policy, "last_usage", None)

@@ -20,7 +20,7 @@ from typing import Any
 from agent import metrics
 from agent.inspection_tasks import Task, get_task
 from agent.render import renderer_info
-from agent.rollout import Opening, inspect, inspect_batch
+from agent.rollout import Opening, inspect, inspect_batch, trajectory_confidence
 from agent.spectra import Spectrum
 from agent.tool import IMAGE_SIZE
 from agent.trajectory import Trajectory
@@ -224,13 +224,6 @@ def call_kinds_and_outcomes(trajectory: Trajectory, task: Task) -> tuple[list[st
 # --- running -----------------------------------------------------------------------------------
 
 
-def _confidence(policy: Any) -> float | None:
-    decision = getattr(policy, "last_decision", None)
-    if isinstance(decision, dict) and isinstance(decision.get("confidence"), int | float):
-        return float(decision["confidence"])
-    return None
-
-
 def run_sample(
     sample: EvalSample, policy: Any, *, use_tool: bool, max_tool_calls: int
 ) -> tuple[SampleResult, Trajectory]:
@@ -256,7 +249,7 @@ def sample_result(
         task=sample.task,
         label=sample.label,
         prediction=trajectory.answer.prediction if trajectory.answer else None,
-        confidence=_confidence(policy),
+        confidence=trajectory_confidence(trajectory),
         n_tool_calls=trajectory.n_tool_calls,
         format_ok=bool(trajectory.format_ok),
         stop_reason=trajectory.stop_reason,

@@ -82,9 +82,9 @@ def score_spectra(
             label = labels.get(task)
             if label is None:
                 continue
-            inspector.begin(spectrum=spectrum, task=definition, use_tool=False)
-            assert inspector.last_decision is not None
-            scored.append(Scored(task, item, label, float(inspector.last_decision["score"])))
+            decision = inspector.begin(spectrum=spectrum, task=definition, use_tool=False).decision
+            assert decision is not None
+            scored.append(Scored(task, item, label, float(decision["score"])))
     return scored
 
 

@@ -9,6 +9,7 @@ rules (``training.environment``), so training and inference treat an output alik
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,11 @@ def inspect(
     tool call is answered with a notice that the tool is disabled. ``opening`` shows a
     dataset's own prompt and I0 instead of specvet's (meta records which were used).
     """
+    if max_tool_calls < 0:
+        raise ValueError(f"max_tool_calls must be >= 0, got {max_tool_calls}")
+    turns = start_episode(
+        policy, spectrum=spectrum, task=task, use_tool=use_tool, max_tool_calls=max_tool_calls
+    )
     run = episode(
         spectrum,
         task,
@@ -116,13 +122,56 @@ def inspect(
         tool=tool,
         meta=meta,
         opening=opening,
+        decision=getattr(turns, "decision", None),
     )
     try:
         messages = next(run)
         while True:
-            messages = run.send(_generate_one(policy, messages))
+            messages = run.send(_generate_one(turns, messages, usage_of=policy))
     except StopIteration as finished:
         return finished.value
+
+
+def start_episode(
+    policy: Any,
+    *,
+    spectrum: Spectrum,
+    task: Task,
+    use_tool: bool = True,
+    max_tool_calls: int = parsing.DEFAULT_MAX_TOOL_CALLS,
+) -> Any:
+    """What writes this episode's turns: the object the policy's ``begin`` makes for this
+    episode alone (``agent.policies.base.EpisodeTurns``), or the policy itself when it keeps no
+    per-episode state. Nothing of one episode is left on a policy that other episodes share."""
+    begin = getattr(policy, "begin", None)
+    if not callable(begin):
+        return policy
+    turns = begin(spectrum=spectrum, task=task, use_tool=use_tool, max_tool_calls=max_tool_calls)
+    if not callable(getattr(turns, "generate", None)):
+        raise TypeError(
+            f"{type(policy).__name__}.begin must return the episode's turn writer (an object "
+            f"with generate(messages)); got {type(turns).__name__}"
+        )
+    return turns
+
+
+def decision_record(decision: Any) -> dict[str, Any] | None:
+    """A policy's own decision for an episode as its trajectory keeps it (JSON values only):
+    verdict, confidence, score and the evidence behind them."""
+    if not isinstance(decision, dict):
+        return None
+    return dict(json.loads(json.dumps(decision, allow_nan=False)))
+
+
+def trajectory_confidence(trajectory: Trajectory) -> float | None:
+    """The policy's confidence in its answer, as recorded with this very trajectory."""
+    decision = trajectory.meta.get("decision")
+    if not isinstance(decision, dict):
+        return None
+    confidence = decision.get("confidence")
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        return None
+    return float(confidence)
 
 
 def inspect_batch(
@@ -152,7 +201,6 @@ def inspect_batch(
             max_tool_calls=max_tool_calls,
             use_tool=use_tool,
             meta=meta,
-            call_begin=False,
             opening=opening,
         )
         for (spectrum, task), meta, opening in zip(items, metas, openings, strict=True)
@@ -184,13 +232,15 @@ def inspect_batch(
     return [result for result in results if result is not None]
 
 
-def _generate_one(policy: Inspector, messages: list[dict[str, Any]]) -> Generated:
+def _generate_one(turns: Any, messages: list[dict[str, Any]], *, usage_of: Any = None) -> Generated:
+    """One turn from ``turns``; its usage is read in this thread right after (policies keep it
+    per thread: ``agent.policies.base.PerThreadUsage``)."""
     started = time.perf_counter()
     try:
-        text = policy.generate(messages)
+        text = turns.generate(messages)
     except Exception as error:  # any policy failure ends the episode, recorded, not raised
         return Generated(None, time.perf_counter() - started, error=error)
-    return Generated(text, time.perf_counter() - started, _usage(policy))
+    return Generated(text, time.perf_counter() - started, _usage(usage_of or turns))
 
 
 def episode(
@@ -203,11 +253,15 @@ def episode(
     use_tool: bool = True,
     tool: SpectralVisualizationTool | None = None,
     meta: dict[str, Any] | None = None,
-    call_begin: bool = True,
     opening: Opening | None = None,
+    decision: dict[str, Any] | None = None,
 ) -> Episode:
     """One episode as a generator: it yields the conversation for the next turn, receives the
-    ``Generated`` turn, and returns the trajectory (drivers: ``inspect``, ``inspect_batch``)."""
+    ``Generated`` turn, and returns the trajectory (drivers: ``inspect``, ``inspect_batch``).
+
+    The driver writes the turns (``start_episode``); ``decision`` is what the policy decided for
+    this episode, recorded with its trajectory. The trajectory records what determines it: the
+    spectrum's digest, the policy's info and the renderer."""
     if max_tool_calls < 0:
         raise ValueError(f"max_tool_calls must be >= 0, got {max_tool_calls}")
     tool = tool or SpectralVisualizationTool(spectrum)
@@ -236,12 +290,13 @@ def episode(
             "renderer": renderer_info(tool.size),
             "prompt_source": opening.prompt_source,
             "initial_image_source": opening.image_source,
+            "spectrum_sha256": spectrum.digest(),
             **(meta or {}),
         },
     )
-    begin = getattr(policy, "begin", None) if call_begin else None
-    if callable(begin):
-        begin(spectrum=spectrum, task=task, use_tool=use_tool, max_tool_calls=max_tool_calls)
+    recorded = decision_record(decision)
+    if recorded is not None:
+        trajectory.meta["decision"] = recorded
 
     stop_reason = "tool_limit"
     # One model call per observation plus the turn after the last one, which answers or stops.

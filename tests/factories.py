@@ -107,18 +107,35 @@ def make_endpoint(
 
 
 class ScriptedPolicy:
-    """A policy that replays canned turns (for drafts in tests)."""
+    """A policy that replays canned turns (for drafts in tests); with ``confidence`` its
+    episodes report that confidence, as the rule-based inspector's do."""
 
     name = "scripted"
 
-    def __init__(self, turns: list[str]) -> None:
+    def __init__(self, turns: list[str], confidence: float | None = None) -> None:
         self.turns = list(turns)
+        self.confidence = confidence
 
     def info(self) -> dict[str, str]:
         return {"name": self.name, "model": "scripted/v1"}
 
+    def begin(self, **episode: object) -> ScriptedEpisode:
+        decision = None if self.confidence is None else {"confidence": self.confidence}
+        return ScriptedEpisode(self, decision)
+
     def generate(self, messages: list[dict]) -> str:
         return self.turns.pop(0)
+
+
+class ScriptedEpisode:
+    """One episode of a ScriptedPolicy: its turns come from the policy, its decision is its own."""
+
+    def __init__(self, policy: ScriptedPolicy, decision: dict | None) -> None:
+        self.policy = policy
+        self.decision = decision
+
+    def generate(self, messages: list[dict]) -> str:
+        return self.policy.generate(messages)
 
 
 def tool_call_turn(lo: float, hi: float, label: str, think: str = "Check the line.") -> str:

@@ -345,6 +345,11 @@ INSPECTION_ENQUEUE_INLINE_MAX = envint("INSPECTION_ENQUEUE_INLINE_MAX", 1000)
 # message): a batch shares its lease, claim, read and durable commit; a killed worker's batch is
 # redelivered and its finished candidates are skipped.
 INSPECTION_BATCH_SIZE = envint("INSPECTION_BATCH_SIZE", 16)
+# The share of each run's finished candidates re-run in-process in the background and compared
+# with what was stored (the run's first candidate always): a mismatch is an alarm on the run
+# page and in the audit log. Runs whose policy samples (temperature > 0 or no seed) are not
+# re-checked: a re-run is a new sample.
+INSPECTION_RECHECK_RATE = float(os.getenv("INSPECTION_RECHECK_RATE", "0.01"))
 CURATION_ACCEPTANCE_RULE = os.getenv("CURATION_ACCEPTANCE_RULE", "unanimous")
 
 # Optional integrations: off until configured.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import threading
 import tomllib
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -99,6 +100,56 @@ class Policy(Protocol):
     def generate(self, messages: list[dict[str, Any]]) -> str:
         """The next assistant text. Raises PolicyError when the backend cannot answer."""
         ...
+
+
+@runtime_checkable
+class EpisodeTurns(Protocol):
+    """Writes the turns of one episode. A policy that plans from the spectrum (the rule-based
+    inspector) returns one from ``begin`` for that episode alone, so several episodes may run at
+    once on one policy; ``decision``, when not None, is the episode's own verdict and confidence.
+    """
+
+    decision: dict[str, Any] | None
+
+    def generate(self, messages: list[dict[str, Any]]) -> str: ...
+
+
+_USAGE_SLOT_LOCK = threading.Lock()
+
+
+class PerThreadUsage:
+    """``last_usage`` and ``last_batch_usage`` kept per thread.
+
+    One policy object serves every thread of a worker; what describes a request must be read by
+    the thread that made it, never another thread's "last" one.
+    """
+
+    _usage_local: threading.local
+
+    def _usage_slot(self) -> threading.local:
+        try:
+            return self._usage_local
+        except AttributeError:
+            with _USAGE_SLOT_LOCK:
+                if "_usage_local" not in self.__dict__:
+                    self._usage_local = threading.local()
+            return self._usage_local
+
+    @property
+    def last_usage(self) -> dict[str, Any]:
+        return getattr(self._usage_slot(), "usage", {})
+
+    @last_usage.setter
+    def last_usage(self, value: dict[str, Any]) -> None:
+        self._usage_slot().usage = value
+
+    @property
+    def last_batch_usage(self) -> list[dict[str, Any]]:
+        return getattr(self._usage_slot(), "batch_usage", [])
+
+    @last_batch_usage.setter
+    def last_batch_usage(self, value: list[dict[str, Any]]) -> None:
+        self._usage_slot().batch_usage = value
 
 
 def validate_messages(messages: list[dict[str, Any]]) -> None:

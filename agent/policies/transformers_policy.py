@@ -8,19 +8,29 @@ subclass on hosts without torchvision) with the project chat template.
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agent.parsing import strip_special_tokens
-from agent.policies.base import SamplingParams, code_version, validate_messages
+from agent.policies.base import (
+    PerThreadUsage,
+    SamplingParams,
+    code_version,
+    validate_messages,
+)
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
-class TransformersPolicy:
-    """Generate with ``Qwen2_5_VLForConditionalGeneration`` from a local checkpoint directory."""
+class TransformersPolicy(PerThreadUsage):
+    """Generate with ``Qwen2_5_VLForConditionalGeneration`` from a local checkpoint directory.
+
+    One generation at a time per policy: the seeded sampling stream is one sequence, so threads
+    sharing the policy (a worker's threads pool) take turns instead of interleaving it.
+    """
 
     def __init__(
         self,
@@ -57,7 +67,7 @@ class TransformersPolicy:
         self._rng_states: dict[str, torch.Tensor] | None = None
         if self.sampling.seed is not None:
             self._rng_states = _seeded_rng_states(self.sampling.seed, device)
-        self.last_usage: dict[str, int] = {}
+        self._generating = threading.Lock()
 
     def info(self) -> dict[str, Any]:
         return {
@@ -87,7 +97,7 @@ class TransformersPolicy:
 
         inputs = self.prepare_inputs(messages).to(self.device)
         prompt_ids = inputs["input_ids"]
-        with torch.inference_mode(), self._sampling_rng():
+        with self._generating, torch.inference_mode(), self._sampling_rng():
             output = self.model.generate(**inputs, **self._generation_kwargs())  # type: ignore[misc]
         new_ids = output[0, prompt_ids.shape[1] :].tolist()
         kept_ids = _cut_at_end_of_turn(new_ids, self._end_of_turn_ids)

@@ -21,17 +21,24 @@ parser is not used, the agent parses ``<tool_call>`` itself.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 from agent.chat_template import load_chat_template
 from agent.parsing import strip_special_tokens
-from agent.policies.base import PolicyError, SamplingParams, code_version, to_openai_messages
+from agent.policies.base import (
+    PerThreadUsage,
+    PolicyError,
+    SamplingParams,
+    code_version,
+    to_openai_messages,
+)
 
 INSTALL_HINT = "pip install -r requirements-gpu.txt"
 
 
-class VLLMOfflinePolicy:
+class VLLMOfflinePolicy(PerThreadUsage):
     """``vllm.LLM.chat`` with the project chat template; one engine per policy instance."""
 
     def __init__(
@@ -77,8 +84,8 @@ class VLLMOfflinePolicy:
             skip_special_tokens=False,
         )
         self._chat_template = load_chat_template()
-        self.last_usage: dict[str, int] = {}
-        self.last_batch_usage: list[dict[str, int]] = []
+        # One engine call at a time: threads sharing the policy take turns.
+        self._generating = threading.Lock()
 
     def info(self) -> dict[str, Any]:
         return {
@@ -99,31 +106,33 @@ class VLLMOfflinePolicy:
         """One answer per conversation, generated together (vLLM batches them)."""
         if not conversations:
             return []
-        outputs = self._llm.chat(
-            [to_openai_messages(messages) for messages in conversations],
-            sampling_params=self._sampling_params,
-            use_tqdm=False,
-            chat_template=self._chat_template,
-            chat_template_content_format="openai",
-        )
+        with self._generating:
+            outputs = self._llm.chat(
+                [to_openai_messages(messages) for messages in conversations],
+                sampling_params=self._sampling_params,
+                use_tqdm=False,
+                chat_template=self._chat_template,
+                chat_template_content_format="openai",
+            )
         if len(outputs) != len(conversations):
             raise PolicyError(
                 f"vLLM returned {len(outputs)} outputs for {len(conversations)} conversations"
             )
         texts = []
-        self.last_batch_usage = []
+        usages: list[dict[str, Any]] = []
         for output in outputs:
             if not output.outputs:
                 raise PolicyError(f"vLLM returned no completion for request {output.request_id}")
             completion = output.outputs[0]
             texts.append(strip_special_tokens(completion.text))
-            self.last_batch_usage.append(
+            usages.append(
                 {
                     "prompt_tokens": len(output.prompt_token_ids or []),
                     "completion_tokens": len(completion.token_ids),
                 }
             )
-        self.last_usage = self.last_batch_usage[-1]
+        self.last_batch_usage = usages
+        self.last_usage = usages[-1]
         return texts
 
 

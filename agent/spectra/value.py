@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -59,6 +60,22 @@ class Spectrum:
 
     def __len__(self) -> int:
         return int(self.wavelength.size)
+
+    def digest(self) -> str:
+        """SHA-256 of everything a policy and the tool read: the arrays, the mask and the
+        redshift (a rollout records it, so a result can be traced to the exact input)."""
+        digest = hashlib.sha256()
+        for name, array in (("wavelength", self.wavelength), ("flux", self.flux)):
+            digest.update(name.encode())
+            digest.update(np.ascontiguousarray(array, dtype="<f8").tobytes())
+        digest.update(b"ivar")
+        if self.ivar is not None:
+            digest.update(np.ascontiguousarray(self.ivar, dtype="<f8").tobytes())
+        digest.update(b"mask")
+        assert self.mask is not None
+        digest.update(np.packbits(np.asarray(self.mask, dtype=bool)).tobytes())
+        digest.update(f"redshift={float(self.redshift)!r}".encode())
+        return digest.hexdigest()
 
 
 class ValidatedArrays(NamedTuple):

@@ -24,43 +24,52 @@ _policies: dict[str, Any] = {}
 def policy_for(spec: dict[str, Any], sampling: dict[str, Any] | None = None) -> Any:
     """A policy per worker process and spec (loading a checkpoint once, not per candidate).
 
+    Every thread of the worker shares it, so a policy holds no state of one episode: the
+    rule-based inspector's ``begin`` makes an object per episode, model policies keep their
+    usage per thread and take turns on one model (``agent.policies.base``).
+
     An ``openai`` spec names its endpoint; the endpoint is looked up (and must be enabled) on
     every call, and its current URL and key decide which cached policy is used.
     """
     import json
 
+    from annotation.core import endpoints
+
+    if spec["kind"] == "openai":
+        endpoint, api_key = _usable_endpoint(spec)
+        key = json.dumps(
+            [spec, sampling or {}, endpoints.fingerprint(endpoint, api_key)], sort_keys=True
+        )
+    else:
+        key = json.dumps([spec, sampling or {}], sort_keys=True)
+    if key not in _policies:
+        _policies[key] = build_run_policy(spec, sampling)
+    return _policies[key]
+
+
+def build_run_policy(spec: dict[str, Any], sampling: dict[str, Any] | None = None) -> Any:
+    """A new policy for a run's spec and sampling (``policy_for`` caches one per process)."""
     from agent.policies import build_policy
     from annotation.core import endpoints
 
     if spec["kind"] == "openai":
-        if not spec.get("endpoint"):
-            raise endpoints.EndpointError(
-                "this run names no registered model endpoint; start a new run with one"
-            )
-        endpoint = endpoints.find_usable(spec["endpoint"])
-        api_key = endpoints.api_key(endpoint)
-        key = json.dumps(
-            [spec, sampling or {}, endpoints.fingerprint(endpoint, api_key)], sort_keys=True
+        endpoint, api_key = _usable_endpoint(spec)
+        return endpoints.endpoint_policy(endpoint, options=spec, sampling=sampling, key=api_key)
+    full = dict(spec)
+    if sampling and full["kind"] != "rule-based":
+        full["sampling"] = sampling
+    return build_policy(full)
+
+
+def _usable_endpoint(spec: dict[str, Any]) -> tuple[Any, str | None]:
+    from annotation.core import endpoints
+
+    if not spec.get("endpoint"):
+        raise endpoints.EndpointError(
+            "this run names no registered model endpoint; start a new run with one"
         )
-        if key not in _policies:
-            _policies[key] = endpoints.endpoint_policy(
-                endpoint, options=spec, sampling=sampling, key=api_key
-            )
-        return _policies[key]
-    key = json.dumps([spec, sampling or {}], sort_keys=True)
-    if key not in _policies:
-        full = dict(spec)
-        if sampling and full["kind"] != "rule-based":
-            full["sampling"] = sampling
-        _policies[key] = build_policy(full)
-    return _policies[key]
-
-
-def _policy_confidence(policy: Any) -> float | None:
-    decision = getattr(policy, "last_decision", None)
-    if isinstance(decision, dict) and isinstance(decision.get("confidence"), int | float):
-        return float(decision["confidence"])
-    return None
+    endpoint = endpoints.find_usable(spec["endpoint"])
+    return endpoint, endpoints.api_key(endpoint)
 
 
 @dataclass
@@ -115,6 +124,15 @@ class _Batch:
         self.results.append(result)
         if time.monotonic() - self.oldest >= BATCH_WRITE_SECONDS:
             self.write()
+
+    def recheck(self) -> None:
+        """Send this batch's candidates that fall in their run's re-check sample to be
+        reproduced in the background."""
+        by_run: dict[int, list[Any]] = {}
+        for candidate in self.candidates:
+            by_run.setdefault(candidate.run_id, []).append(candidate)
+        for candidates in by_run.values():
+            services.inspection_recheck_enqueue(run=candidates[0].run, candidates=candidates)
 
     def write(self) -> None:
         """Write the held results in one transaction; if that fails, each candidate's in its
@@ -176,12 +194,13 @@ def run_candidates(candidate_ids: list[int], *, can_wait: bool = False) -> Waiti
                 candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"
             )
     batch.write()
+    batch.recheck()
     return None
 
 
 def _run_one(candidate: Any, batch: _Batch) -> None:
     """Run one candidate's remaining rollouts; a fast policy's results go to the batch."""
-    from agent.rollout import inspect
+    from agent.rollout import inspect, trajectory_confidence
     from annotation.spectra.selectors import spectrum_value, task_value
 
     run = candidate.run
@@ -208,7 +227,7 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
             policy,
             max_tool_calls=run.max_tool_calls,
             on_step=live.add,
-            meta={"run": run.pk, "candidate": candidate.pk, "rollout": index},
+            meta=services.rollout_meta(candidate=candidate, index=index),
         )
         if trajectory.stop_reason == "policy_error":
             live.flush()
@@ -217,7 +236,7 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
             candidate=candidate,
             index=index,
             trajectory=trajectory,
-            confidence=_policy_confidence(policy),
+            confidence=trajectory_confidence(trajectory),
             seconds=time.perf_counter() - started,
             steps=live.pending,
             finish_with=list(done) if index == to_run[-1] else None,
@@ -237,6 +256,22 @@ def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:
     retrying after a model endpoint outage."""
     waiting = run_candidates([candidate_id], can_wait=can_wait)
     return waiting.delay if waiting is not None else None
+
+
+@runner(services.RECHECK_JOB)
+def run_recheck(job: Job) -> dict[str, Any]:
+    """Reproduce the sampled candidates of a run in-process and record what was found."""
+    from annotation.inspections.models import InspectionRun
+    from annotation.inspections.reproduction import run_reproduce
+
+    run = InspectionRun.objects.get(pk=job.params["run_id"])
+    reproductions = run_reproduce(run, candidate_ids=list(job.params["candidate_ids"]))
+    services.inspection_run_recheck_record(run_id=run.pk, reproductions=reproductions)
+    return {
+        "run_id": run.pk,
+        "checked": sum(r.checked for r in reproductions),
+        "mismatched": sum(r.checked and not r.matches for r in reproductions),
+    }
 
 
 # --- sending a large run's candidates -----------------------------------------------------------

@@ -30,6 +30,9 @@ class InspectionRun(models.Model):
     confidence_threshold = models.FloatField(default=0.0)  # below: sent to the expert queue
     cancelled = models.BooleanField(default=False)
     code_version = models.CharField(max_length=80, blank=True)
+    # The background re-check: its sample (rate, first candidate) and what it found (counts,
+    # the first mismatches with their differences). See annotation.inspections.reproduction.
+    reproducibility = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -3,6 +3,7 @@ and experts' decisions on candidates."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ from annotation.inspections.models import (
 )
 from annotation.spectra.models import Spectrum, Task
 from annotation.training_runs.services import _checked_model_path
+
+logger = logging.getLogger(__name__)
 
 # --- inspection runs ------------------------------------------------------------------------------
 
@@ -141,7 +144,14 @@ def inspection_run_create(
         code_version=code_version()[:80],
         created_by=created_by if created_by is not None and created_by.is_authenticated else None,
     )
-    Candidate.objects.bulk_create([Candidate(run=run, spectrum_id=pk) for pk in unique_ids])
+    created = Candidate.objects.bulk_create(
+        [Candidate(run=run, spectrum_id=pk) for pk in unique_ids]
+    )
+    first = min((c.pk for c in created if c.pk is not None), default=None)
+    if first is None:  # a backend that returns no ids from a bulk insert
+        first = run.candidates.order_by("pk").values_list("pk", flat=True).first()
+    run.reproducibility = {"rate": settings.INSPECTION_RECHECK_RATE, "first": first}
+    InspectionRun.objects.filter(pk=run.pk).update(reproducibility=run.reproducibility)
     audit_log_record(
         actor=created_by,
         action="inspection_run_created",
@@ -414,6 +424,19 @@ class RolloutResult:
     finish_with: list[Rollout] | None = None
 
 
+def rollout_meta(*, candidate: Candidate, index: int) -> dict[str, Any]:
+    """What a candidate's rollout records beside the trajectory, to name its own input: the
+    run, candidate and spectrum, the spectrum's content hash and the run's sampling."""
+    return {
+        "run": candidate.run_id,
+        "candidate": candidate.pk,
+        "rollout": index,
+        "spectrum_id": candidate.spectrum_id,
+        "spectrum_content_hash": candidate.spectrum.content_hash,
+        "sampling": candidate.run.sampling or {},
+    }
+
+
 def rollout_result(
     *,
     candidate: Candidate,
@@ -424,7 +447,21 @@ def rollout_result(
     steps: list[Any],
     finish_with: list[Rollout] | None = None,
 ) -> RolloutResult:
-    """The rows of a finished rollout and its unwritten live ``steps`` (writes nothing)."""
+    """The rows of a finished rollout and its unwritten live ``steps`` (writes nothing).
+
+    A trajectory that names another spectrum or task than its candidate's is refused: a result
+    is stored only with its own input."""
+    recorded = trajectory.meta.get("spectrum_id")
+    if recorded is not None and recorded != candidate.spectrum_id:
+        raise WorkflowError(
+            f"rollout {index} of candidate {candidate.pk} was computed for spectrum {recorded}, "
+            f"not for the candidate's spectrum {candidate.spectrum_id}: not stored"
+        )
+    if trajectory.task != candidate.run.task.code:
+        raise WorkflowError(
+            f"rollout {index} of candidate {candidate.pk} answers task {trajectory.task}, "
+            f"not the run's task {candidate.run.task.code}: not stored"
+        )
     pngs = PngsByHash()
     rows = _live_step_rows(candidate=candidate, rollout_index=index, steps=steps, pngs=pngs)
     rollout = Rollout(
@@ -666,6 +703,77 @@ def inspection_run_set_policy_info(*, run: InspectionRun, info: dict[str, Any]) 
     if not run.policy_info:
         InspectionRun.objects.filter(pk=run.pk).update(policy_info=info)
         run.policy_info = info
+
+
+RECHECK_JOB = "inspection_recheck"
+RECHECK_MISMATCHES_KEPT = 20  # per run: the first mismatches, each with its first differences
+RECHECK_DIFFERENCES_KEPT = 5
+
+
+def inspection_recheck_enqueue(*, run: InspectionRun, candidates: list[Candidate]) -> None:
+    """Send the run's finished candidates that fall in its re-check sample to be reproduced in
+    the background (nothing when none does, or when the run's policy samples)."""
+    from annotation.inspections.reproduction import deterministic, sampled_for_recheck
+
+    if not candidates or not deterministic(run)[0]:
+        return
+    plan = run.reproducibility or {}
+    rate = float(plan.get("rate", settings.INSPECTION_RECHECK_RATE))
+    first = plan.get("first")
+    ids = [
+        candidate.pk
+        for candidate in candidates
+        if candidate.state == CandidateState.DONE
+        and sampled_for_recheck(candidate.pk, first_id=first, rate=rate)
+    ]
+    if ids:
+        job_create(kind=RECHECK_JOB, params={"run_id": run.pk, "candidate_ids": ids})
+
+
+@transaction.atomic
+def inspection_run_recheck_record(*, run_id: int, reproductions: list[Any]) -> dict[str, Any]:
+    """Add re-check outcomes (``reproduction.Reproduction``) to the run's record; a mismatch is
+    logged as an error and appended to the audit log, never silent."""
+    run = InspectionRun.objects.select_for_update().get(pk=run_id)
+    record = dict(run.reproducibility or {})
+    checked = [r for r in reproductions if r.checked]
+    mismatched = [r for r in checked if not r.matches]
+    record["checked"] = int(record.get("checked", 0)) + len(checked)
+    record["mismatched"] = int(record.get("mismatched", 0)) + len(mismatched)
+    record["last_checked_at"] = timezone.now().isoformat()
+    kept = list(record.get("mismatches", []))
+    for reproduction in mismatched:
+        if len(kept) < RECHECK_MISMATCHES_KEPT:
+            kept.append(
+                {
+                    "candidate": reproduction.candidate_id,
+                    "differences": [
+                        d.as_dict() for d in reproduction.differences[:RECHECK_DIFFERENCES_KEPT]
+                    ],
+                }
+            )
+        first = reproduction.differences[0]
+        logger.error(
+            "run %s candidate %s does not reproduce: %s stored %s, reproduced %s",
+            run.pk,
+            reproduction.candidate_id,
+            first.where,
+            first.stored,
+            first.reproduced,
+        )
+        audit_log_record(
+            actor=None,
+            action="inspection_candidate_mismatch",
+            obj=run,
+            comment=(
+                f"candidate {reproduction.candidate_id} does not reproduce: "
+                f"{len(reproduction.differences)} differences, first {first.where}"
+            )[:500],
+            data={"candidate": reproduction.candidate_id},
+        )
+    record["mismatches"] = kept
+    InspectionRun.objects.filter(pk=run.pk).update(reproducibility=record)
+    return record
 
 
 EXPERT_SPLIT = "split"  # the catalog's expert decision when the experts disagree

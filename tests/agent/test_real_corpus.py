@@ -127,9 +127,9 @@ def test_it_inspects_every_real_spectrum_for_every_task(corpus: list) -> None:
     for task in TASKS:
         definition = get_task(task)
         for entry, spectrum in corpus:
-            inspector.begin(spectrum=spectrum, task=definition, use_tool=True)
-            assert inspector.last_decision is not None
-            assert inspector.last_decision["prediction"] in ("YES", "NO"), entry.id
+            decision = inspector.begin(spectrum=spectrum, task=definition, use_tool=True).decision
+            assert decision is not None
+            assert decision["prediction"] in ("YES", "NO"), entry.id
             answer = inspector.generate([{"role": "user", "content": "go"}])
             assert answer.startswith("<think>"), entry.id
 
@@ -141,9 +141,9 @@ def test_it_does_not_call_the_lamost_dichroic_a_quasar_line(corpus: list) -> Non
     for spectrum in lamost:
         bump = SpectrumView(spectrum).strongest_emission_bump()
         assert bump is None or not 5650.0 <= bump[0] * (1 + spectrum.redshift) <= 6100.0
-        inspector.begin(spectrum=spectrum, task=get_task("WD"), use_tool=False)
-        assert inspector.last_decision is not None
-        texts = " ".join(f["text"] for f in inspector.last_decision["evidence"]["findings"])
+        decision = inspector.begin(spectrum=spectrum, task=get_task("WD"), use_tool=False).decision
+        assert decision is not None
+        texts = " ".join(f["text"] for f in decision["evidence"]["findings"])
         assert "quasar line" not in texts
 
 
@@ -152,9 +152,9 @@ def test_it_does_not_read_a_low_resolution_a_star_as_a_white_dwarf(corpus: list)
     a_dwarfs = [s for e, s in corpus if "A" in e.positive_for and e.subclass.endswith("V")]
     assert len(a_dwarfs) >= 3
     for spectrum in a_dwarfs:
-        inspector.begin(spectrum=spectrum, task=get_task("A"), use_tool=False)
-        assert inspector.last_decision is not None
-        texts = " ".join(f["text"] for f in inspector.last_decision["evidence"]["findings"])
+        decision = inspector.begin(spectrum=spectrum, task=get_task("A"), use_tool=False).decision
+        assert decision is not None
+        texts = " ".join(f["text"] for f in decision["evidence"]["findings"])
         assert "subdwarf or white dwarf" not in texts
 
 
@@ -189,10 +189,12 @@ def test_it_tells_the_o_stars_from_the_b0_b1_stars_by_the_mk_ratio(corpus: list)
     hot = [(e, s) for e, s in corpus if e.subclass[:1] == "O" or e.subclass[:2] in ("B0", "B1")]
     assert {e.id for e, _ in hot} >= {"pickles-2", "pickles-60", "pickles-1", "pickles-3"}
     for entry, spectrum in hot:
-        inspector.begin(spectrum=spectrum, task=get_task("O"), use_tool=False)
-        assert inspector.last_decision is not None
-        assert inspector.last_decision["prediction"] == entry.label("O"), entry.id
+        decision = inspector.begin(spectrum=spectrum, task=get_task("O"), use_tool=False).decision
+        assert decision is not None
+        assert decision["prediction"] == entry.label("O"), entry.id
         if entry.subclass[:1] == "B":  # and they stay B stars
-            inspector.begin(spectrum=spectrum, task=get_task("B"), use_tool=False)
-            assert inspector.last_decision is not None
-            assert inspector.last_decision["prediction"] == "YES", entry.id
+            decision = inspector.begin(
+                spectrum=spectrum, task=get_task("B"), use_tool=False
+            ).decision
+            assert decision is not None
+            assert decision["prediction"] == "YES", entry.id

@@ -38,11 +38,11 @@ def sample(task: str, subtype: str, *, label: bool, seed: int = 1, snr: float = 
     return drawn.spectrum
 
 
-def run(spectrum: Spectrum, task: Task, **kwargs) -> tuple[list[str], RuleBasedInspector]:
-    inspector = RuleBasedInspector()
-    trajectory = inspect(spectrum, task, inspector, **kwargs)
+def run(spectrum: Spectrum, task: Task, **kwargs) -> tuple[list[str], dict | None]:
+    """The episode's turns and the decision recorded with its trajectory."""
+    trajectory = inspect(spectrum, task, RuleBasedInspector(), **kwargs)
     assert not trajectory.errors, trajectory.errors
-    return [step.assistant_text for step in trajectory.steps], inspector
+    return [step.assistant_text for step in trajectory.steps], trajectory.meta.get("decision")
 
 
 def thinks(turns: list[str]) -> list[str]:
@@ -87,10 +87,10 @@ def test_it_tells_each_class_from_its_hard_negatives(
 ) -> None:
     answers = []
     for spectrum in examples[task_code]:
-        turns, inspector = run(spectrum, get_task(task_code))
+        turns, decision = run(spectrum, get_task(task_code))
         answers.append(parsing.extract_prediction(turns))
-        assert inspector.last_decision is not None
-        assert answers[-1] == inspector.last_decision["prediction"]
+        assert decision is not None
+        assert answers[-1] == decision["prediction"]
     assert answers == expected
 
 
@@ -122,11 +122,11 @@ def test_it_cites_measured_numbers_in_every_think(
 def test_it_cites_the_line_width_of_narrow_emission_and_names_the_contaminant(
     examples: dict[str, list[Spectrum]],
 ) -> None:
-    turns, inspector = run(examples["CV"][1], get_task("CV"))  # an active M dwarf
+    turns, decision = run(examples["CV"][1], get_task("CV"))  # an active M dwarf
     assert re.search(r"FWHM \d+ km/s", turns[-1])
     assert "dMe" in thinks(turns)[-1]
-    assert inspector.last_decision is not None
-    assert inspector.last_decision["prediction"] == "NO"
+    assert decision is not None
+    assert decision["prediction"] == "NO"
 
 
 def test_it_calls_the_tool_on_the_windows_of_the_task(examples: dict[str, list[Spectrum]]) -> None:
@@ -142,14 +142,14 @@ def test_it_calls_the_tool_on_the_windows_of_the_task(examples: dict[str, list[S
 
 
 def test_it_answers_in_one_turn_without_the_tool(examples: dict[str, list[Spectrum]]) -> None:
-    turns, inspector = run(examples["CS"][0], get_task("CS"), use_tool=False)
+    turns, decision = run(examples["CS"][0], get_task("CS"), use_tool=False)
     assert len(turns) == 1
     parsed = parsing.parse_turn(turns[0])
     assert parsed.kind == "answer" and parsed.answer is not None
     assert parsed.answer.prediction == "YES"
     assert NUMBER_WITH_UNIT.search(parsed.think or "")
-    assert inspector.last_decision is not None
-    assert inspector.last_decision["evidence"]["planned_windows"] == []
+    assert decision is not None
+    assert decision["evidence"]["planned_windows"] == []
 
 
 def test_it_writes_identical_text_for_the_same_spectrum(
@@ -163,8 +163,7 @@ def test_it_writes_identical_text_for_the_same_spectrum(
 def test_it_stores_a_decision_with_a_confidence_between_a_half_and_one(
     examples: dict[str, list[Spectrum]],
 ) -> None:
-    _, inspector = run(examples["MG"][0], get_task("MG"))
-    decision = inspector.last_decision
+    _, decision = run(examples["MG"][0], get_task("MG"))
     assert decision is not None
     assert decision["prediction"] in ("YES", "NO")
     assert 0.5 <= decision["confidence"] <= 1.0
@@ -177,9 +176,9 @@ def test_it_stores_a_decision_with_a_confidence_between_a_half_and_one(
 def test_it_cites_the_confidence_in_the_justification(
     examples: dict[str, list[Spectrum]],
 ) -> None:
-    turns, inspector = run(examples["CS"][2], get_task("CS"))
-    assert inspector.last_decision is not None
-    confidence = inspector.last_decision["confidence"]
+    turns, decision = run(examples["CS"][2], get_task("CS"))
+    assert decision is not None
+    confidence = decision["confidence"]
     answer = parsing.parse_turn(turns[-1]).answer
     assert answer is not None
     assert f"confidence {confidence:.2f}" in answer.justification
@@ -192,20 +191,20 @@ def test_it_answers_yes_exactly_when_the_probability_reaches_the_threshold(
 ) -> None:
     spectrum, task = examples["CV"][2], get_task("CV")  # a Be star: some evidence either way
     probe = RuleBasedInspector()
-    probe.begin(spectrum=spectrum, task=task)
-    assert probe.last_decision is not None
-    probability = probe.last_decision["evidence"]["probability_yes"]
+    probed = probe.begin(spectrum=spectrum, task=task).decision
+    assert probed is not None
+    probability = probed["evidence"]["probability_yes"]
     assert 0.002 < probability < 0.998
     inspector = RuleBasedInspector(threshold=probability + offset)
-    inspector.begin(spectrum=spectrum, task=task)
-    assert inspector.last_decision is not None
-    assert inspector.last_decision["prediction"] == expected
-    assert 0.5 <= inspector.last_decision["confidence"] <= 1.0
+    decision = inspector.begin(spectrum=spectrum, task=task).decision
+    assert decision is not None
+    assert decision["prediction"] == expected
+    assert 0.5 <= decision["confidence"] <= 1.0
 
 
 def test_it_raises_a_policy_error_when_generate_comes_before_begin() -> None:
     inspector = RuleBasedInspector()
-    with pytest.raises(PolicyError, match="before begin"):
+    with pytest.raises(PolicyError, match="call begin"):
         inspector.generate([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
 
 
@@ -213,8 +212,8 @@ def test_it_mentions_a_refused_tool_call_in_the_next_think(
     examples: dict[str, list[Spectrum]],
 ) -> None:
     inspector = RuleBasedInspector()
-    inspector.begin(spectrum=examples["CV"][0], task=get_task("CV"))
-    first = inspector.generate([{"role": "user", "content": [{"type": "text", "text": "T0"}]}])
+    episode = inspector.begin(spectrum=examples["CV"][0], task=get_task("CV"))
+    first = episode.generate([{"role": "user", "content": [{"type": "text", "text": "T0"}]}])
     refusal = "The window 6500.0–6630.0 Å lies outside the data."
     messages = [
         {"role": "user", "content": [{"type": "text", "text": "T0"}]},
@@ -224,7 +223,7 @@ def test_it_mentions_a_refused_tool_call_in_the_next_think(
             "content": [{"type": "text", "text": f"<tool_response>\n{refusal}\n</tool_response>"}],
         },
     ]
-    think = parsing.parse_turn(inspector.generate(messages)).think or ""
+    think = parsing.parse_turn(episode.generate(messages)).think or ""
     assert "could not show" in think
     assert "lies outside the data" in think
 
@@ -239,11 +238,11 @@ def test_it_skips_windows_outside_the_coverage() -> None:
         ivar=None if spectrum.ivar is None else spectrum.ivar[blue],
         mask=None if spectrum.mask is None else spectrum.mask[blue],
     )
-    turns, inspector = run(cut, get_task("CV"))
+    turns, decision = run(cut, get_task("CV"))
     labels = [parsing.parse_turn(turn).tool_call for turn in turns[:-1]]
     assert "H-alpha" not in {call.label for call in labels if call is not None}
-    assert inspector.last_decision is not None
-    assert "H-alpha" in inspector.last_decision["evidence"]["skipped_windows"]
+    assert decision is not None
+    assert "H-alpha" in decision["evidence"]["skipped_windows"]
     assert "Not covered by good pixels" in thinks(turns)[0]
 
 
@@ -255,10 +254,10 @@ def test_it_measures_in_the_rest_frame() -> None:
     )
     decisions = []
     for version in (spectrum, shifted):
-        turns, inspector = run(version, get_task("CV"))
+        turns, decision = run(version, get_task("CV"))
         assert parsing.extract_prediction(turns) == "YES"
-        assert inspector.last_decision is not None
-        decisions.append(inspector.last_decision["evidence"]["findings"])
+        assert decision is not None
+        decisions.append(decision["evidence"]["findings"])
     # the same findings and numbers, measured at the rest wavelengths; the sky lines are masked
     # at their observed wavelengths, so a continuum median may move in its last digit
     assert [f["window"] for f in decisions[0]] == [f["window"] for f in decisions[1]]
@@ -302,11 +301,11 @@ def test_it_scores_a_task_without_code_from_its_window_kinds() -> None:
     ivar = np.ones(wave.size)
     answers = {}
     for name, flux in (("flat", flat), ("line", line)):
-        turns, inspector = run(Spectrum(wave, flux, ivar), task)
+        turns, decision = run(Spectrum(wave, flux, ivar), task)
         assert parsing.format_ok(turns).ok
         answers[name] = parsing.extract_prediction(turns)
-        assert inspector.last_decision is not None
-        assert inspector.last_decision["evidence"]["scorer"] == "GENERIC"
+        assert decision is not None
+        assert decision["evidence"]["scorer"] == "GENERIC"
     assert answers == {"flat": "NO", "line": "YES"}
 
 
@@ -356,9 +355,9 @@ def test_it_reaches_the_f1_floor_on_a_small_test_split(task_code: str) -> None:
     inspector = RuleBasedInspector()
     tp = fp = fn = 0
     for drawn in generate_split(task_code, "test", n_pos=10, n_neg=30, seed=FLOOR_SEED):
-        inspector.begin(spectrum=drawn.spectrum, task=task)
-        assert inspector.last_decision is not None
-        said_yes = inspector.last_decision["prediction"] == "YES"
+        decision = inspector.begin(spectrum=drawn.spectrum, task=task).decision
+        assert decision is not None
+        said_yes = decision["prediction"] == "YES"
         tp += said_yes and drawn.label
         fp += said_yes and not drawn.label
         fn += drawn.label and not said_yes
@@ -372,10 +371,10 @@ def test_it_estimates_the_noise_when_the_file_has_no_inverse_variance(
 ) -> None:
     carbon = examples["CS"][0]
     bare = replace(carbon, ivar=None)
-    turns, inspector = run(bare, get_task("CS"))
+    turns, decision = run(bare, get_task("CS"))
     assert parsing.extract_prediction(turns) == "YES"
     assert "no inverse variance" in thinks(turns)[0]
-    assert inspector.last_decision is not None
+    assert decision is not None
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in LAMOST_DIR.glob("*.fits.gz")))

@@ -69,9 +69,9 @@ def hot_star(lines: dict[float, float], *, snr: float = 150.0, seed: int = 3) ->
 
 def decide(spectrum: Spectrum, task: str) -> dict:
     inspector = RuleBasedInspector()
-    inspector.begin(spectrum=spectrum, task=get_task(task), use_tool=False)
-    assert inspector.last_decision is not None
-    return inspector.last_decision
+    decision = inspector.begin(spectrum=spectrum, task=get_task(task), use_tool=False).decision
+    assert decision is not None
+    return decision
 
 
 def test_it_measures_he_i_4471_and_he_ii_4542_apart_from_their_blends_on_5_angstrom_pixels() -> (

@@ -68,7 +68,7 @@ class NamedPolicy(ScriptedPolicy):
     def __init__(self, name: str, turns: list[str]) -> None:
         super().__init__(turns)
         self.name = name
-        self.last_decision = {"confidence": 0.6}
+        self.confidence = 0.6
 
     def info(self) -> dict[str, str]:
         return {"name": self.name, "model": f"{self.name}/v1"}

@@ -33,6 +33,7 @@ from agent.policies.rule_based.generic import GENERIC, SCORERS, score_generic, s
 from agent.policies.rule_based.hot_stars import HE_I_LINES, HE_II_LINES, score_a, score_b, score_o
 from agent.policies.rule_based.inspector import (
     PlannedWindow,
+    RuleBasedEpisode,
     RuleBasedInspector,
     default_calibration,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "POLICY_KIND",
     "PlannedWindow",
     "RED_BAND",
+    "RuleBasedEpisode",
     "RuleBasedInspector",
     "SCORERS",
     "SKY_LINES",

@@ -70,6 +70,10 @@ def default_calibration() -> dict[str, PlattScaling]:
 class RuleBasedInspector:
     """Deterministic, honest inspector: measurements and physics rules, no labels.
 
+    The inspector holds only its settings: ``begin`` measures one spectrum and returns a
+    ``RuleBasedEpisode`` that writes that episode's turns and carries its decision, so one
+    inspector serves any number of episodes at once (a worker's threads share it).
+
     ``calibration`` maps a task code to the Platt scaling that turns the evidence score into
     P(YES); "default" uses the fit on the real corpus' development part, None the raw
     ``logistic(score)``.
@@ -103,8 +107,8 @@ class RuleBasedInspector:
         self.calibration: dict[str, PlattScaling] = (
             default_calibration() if isinstance(calibration, str) else dict(calibration or {})
         )
-        self.last_decision: dict[str, Any] | None = None
-        self._episode: _Episode | None = None
+
+    concurrent_safe = True
 
     # --- Policy protocol ---------------------------------------------------------------------
 
@@ -126,8 +130,9 @@ class RuleBasedInspector:
         task: Task,
         use_tool: bool = True,
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
-    ) -> None:
-        """Measure the spectrum, score it for ``task`` and plan the windows to inspect."""
+    ) -> RuleBasedEpisode:
+        """Measure the spectrum, score it for ``task`` and plan the windows to inspect: the
+        episode's turns come from the returned object, never from the inspector."""
         if not isinstance(task, Task):
             raise TypeError(f"task must be an agent.inspection_tasks.Task, got {type(task)!r}")
         if isinstance(max_tool_calls, bool) or not isinstance(max_tool_calls, int):
@@ -146,7 +151,7 @@ class RuleBasedInspector:
         if self.max_windows is not None:
             limit = min(limit, self.max_windows)
         plan, skipped = _plan(view, task, assessment, limit)
-        self._episode = _Episode(
+        episode = _Episode(
             task=task,
             view=view,
             use_tool=use_tool,
@@ -159,7 +164,7 @@ class RuleBasedInspector:
             skipped=skipped,
             threshold=self.threshold,
         )
-        self.last_decision = {
+        decision = {
             "prediction": prediction,
             "confidence": round(confidence, 4),
             "score": round(assessment.score, 4),
@@ -176,22 +181,31 @@ class RuleBasedInspector:
                 "skipped_windows": list(skipped),
             },
         }
+        return RuleBasedEpisode(episode, decision)
 
     def generate(self, messages: list[dict[str, Any]]) -> str:
-        episode = self._episode
-        if episode is None:
-            raise PolicyError(
-                "RuleBasedInspector.generate was called before begin(): call "
-                "begin(spectrum=..., task=...) first (agent.rollout.inspect does this), so the "
-                "inspector has arrays to measure"
-            )
+        raise PolicyError(
+            "RuleBasedInspector.generate has no spectrum to measure: call "
+            "begin(spectrum=..., task=...) and generate with the episode it returns "
+            "(agent.rollout.inspect does this)"
+        )
+
+
+class RuleBasedEpisode:
+    """One episode of the rule-based inspector: its measurements, plan and decision."""
+
+    def __init__(self, episode: _Episode, decision: dict[str, Any]) -> None:
+        self._episode = episode
+        self.decision: dict[str, Any] | None = decision
+
+    def generate(self, messages: list[dict[str, Any]]) -> str:
         if not isinstance(messages, list):
             raise PolicyError(f"messages must be a list of dicts, got {type(messages).__name__}")
         step = sum(1 for message in messages if _role(message) == "assistant")
         feedback = _last_tool_text(messages)
-        if step < len(episode.plan):
-            return _tool_turn(episode, step, feedback)
-        return _answer_turn(episode, feedback)
+        if step < len(self._episode.plan):
+            return _tool_turn(self._episode, step, feedback)
+        return _answer_turn(self._episode, feedback)
 
 
 def _plan(

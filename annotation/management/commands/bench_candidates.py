@@ -19,6 +19,11 @@ and threads per worker (each thread runs one candidate, so one request in flight
 run the candidates and the figure is candidates per second from the first message sent to the
 last candidate finished, with its ratio to one worker with one thread.
 
+Every figure is printed only after its answers are checked: each candidate a path stored is
+reproduced in-process from its own spectrum (``annotation.inspections.reproduction``: verdict,
+confidence, rollouts, steps, images, live steps, catalog row); a mismatch aborts the benchmark
+with the count. A fast path that stores wrong answers is not fast.
+
 Everything written (spectra, runs, candidates, rollouts, live steps, their images, the endpoint)
 is deleted at the end; the audit log keeps its entries (it is append-only).
 """
@@ -210,6 +215,18 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
         parser.add_argument("--latency-ms", type=float, default=200.0)
         parser.add_argument(
+            "--worker-threads",
+            type=int,
+            default=2,
+            help="threads of the real worker in the cost part (the demo runs 2; 1: solo pool)",
+        )
+        parser.add_argument(
+            "--verify-sample",
+            type=int,
+            default=0,
+            help="check only this many candidates per path (default 0: every candidate)",
+        )
+        parser.add_argument(
             "--scale-candidates",
             type=int,
             default=0,
@@ -237,7 +254,12 @@ class Command(BaseCommand):
                 most = max(options["workers"]) * max(options["concurrency"])
                 needed = max(needed, _scale_candidates(options, most) + 2 * max(options["workers"]))
             spectra = self.seed_spectra(needed)
-            self.cost(spectra[: options["candidates"]], redis_url=options["redis"])
+            self.verify_sample = int(options["verify_sample"]) or None
+            self.cost(
+                spectra[: options["candidates"]],
+                redis_url=options["redis"],
+                worker_threads=options["worker_threads"],
+            )
             if options["scale_out"]:
                 self.scale_out(spectra, options)
         finally:
@@ -293,7 +315,38 @@ class Command(BaseCommand):
 
     # --- per-candidate cost --------------------------------------------------------------------
 
-    def cost(self, spectra: list[tuple[Spectrum, Any]], *, redis_url: str) -> None:
+    def verify(self, ids: list[int], what: str, *, sample: int | None = None) -> str:
+        """Reproduce what ``what`` stored for ``ids`` in-process; abort on any mismatch."""
+        from annotation.inspections.reproduction import candidate_reproduce, reference_policy
+
+        sample = sample or self.verify_sample
+        if sample is not None and sample < len(ids):
+            step = len(ids) / sample
+            ids = [ids[int(position * step)] for position in range(sample)]
+        run = Candidate.objects.select_related("run").get(pk=ids[0]).run
+        policy = reference_policy(run)
+        outcomes = [candidate_reproduce(pk, policy=policy) for pk in ids]
+        wrong = [o for o in outcomes if not o.matches]
+        if wrong:
+            first = wrong[0]
+            shown = (
+                "; ".join(
+                    f"{d.where}: stored {d.stored}, reproduced {d.reproduced}"
+                    for d in first.differences[:3]
+                )
+                or first.reason
+            )
+            raise CommandError(
+                f"{what}: {len(wrong)} of {len(outcomes)} stored candidates do not match the "
+                f"in-process answer for their own spectrum (first: candidate "
+                f"{first.candidate_id}: {shown}); no speed is reported for a path that stores "
+                "wrong answers"
+            )
+        return f"{what}: {len(outcomes)} of {len(outcomes)} reproduce"
+
+    def cost(
+        self, spectra: list[tuple[Spectrum, Any]], *, redis_url: str, worker_threads: int = 1
+    ) -> None:
         from agent.inspection_tasks import get_task
         from agent.policies import build_policy
         from agent.rollout import inspect
@@ -335,6 +388,10 @@ class Command(BaseCommand):
         if done != len(timed):
             raise CommandError(f"only {done} of {len(timed)} candidates finished through the job")
 
+        checks = [
+            self.verify(batched, f"through the job, {size} per message"),
+            self.verify(single, "through the job, one per message"),
+        ]
         in_process = n / reference.seconds
         slices = [b / a for a, b in zip(reference.blocks, job.blocks, strict=True)]
         lines = [
@@ -355,14 +412,22 @@ class Command(BaseCommand):
             f"per candidate, CPU {1000 * one.cpu / n:.1f} ms)",
         ]
         if redis_url:
-            worker, again = self.worker_in_turns(
-                spectra, spec, redis_url=redis_url, step=step, inspect_slice=inspect_slice
+            worker, again, worker_ids = self.worker_in_turns(
+                spectra,
+                spec,
+                redis_url=redis_url,
+                step=step,
+                inspect_slice=inspect_slice,
+                threads=worker_threads,
             )
+            pool_name = f"threads pool of {worker_threads}" if worker_threads > 1 else "solo pool"
+            checks.append(self.verify(worker_ids, f"one real worker ({pool_name})"))
             lines.append(
-                f"  through one real worker (Redis, solo pool, {size} per message), taking turns "
-                f"with the in-process way again ({n / again:.1f} spectra/s): {n / worker:7.1f} "
-                f"spectra/s ({worker / again:.2f}x)"
+                f"  through one real worker (Redis, {pool_name}, {size} per message), taking "
+                f"turns with the in-process way again ({n / again:.1f} spectra/s): "
+                f"{n / worker:7.1f} spectra/s ({worker / again:.2f}x)"
             )
+        lines.append("  answers checked before any speed: " + "; ".join(checks) + " (0 mismatches)")
         lines.append(f"  conditions: {conditions()}")
         self.stdout.write("\n".join(lines))
 
@@ -374,15 +439,17 @@ class Command(BaseCommand):
         redis_url: str,
         step: int,
         inspect_slice: Callable[[int, int], None],
-    ) -> tuple[float, float]:
+        threads: int = 1,
+    ) -> tuple[float, float, list[int]]:
         """Seconds one real worker takes for the candidates (from sending each slice's messages
-        to its last candidate finished), and seconds in-process, the two taking turns."""
+        to its last candidate finished), and seconds in-process, the two taking turns; and the
+        candidates the worker ran."""
         ids = self.new_run([row for row, _ in spectra], spec)
         worker = in_process = 0.0
         with tempfile.TemporaryDirectory() as logs:
             pool = Workers(redis_url, Path(logs))
             try:
-                pool.start(1, threads=1)
+                pool.start(1, threads=threads)
                 pool.send(
                     inspections_services.candidate_batches(policy_spec=spec, candidate_ids=ids[:4])
                 )
@@ -402,7 +469,7 @@ class Command(BaseCommand):
             finally:
                 pool.stop()
                 pool.clear_broker()
-        return worker, in_process
+        return worker, in_process, ids
 
     # --- real workers --------------------------------------------------------------------------
 
@@ -492,10 +559,16 @@ class Command(BaseCommand):
                         threads=threads,
                         spec=spec,
                     )
+                    # Each reproduction asks the slow fake model again: a sample spread over
+                    # the run (every candidate with --verify-sample 0 is too slow here).
+                    checked = self.verify(
+                        ids, f"scale-out {workers} x {threads}", sample=self.verify_sample or 20
+                    )
                     reference = reference or rate
                     lines.append(
                         f"{workers:7d}  {threads:7d}  {n:10d}  {rate:12.2f}  "
-                        f"{rate / reference:5.1f}x  {rate / (workers * threads):19.2f}"
+                        f"{rate / reference:5.1f}x  {rate / (workers * threads):19.2f}  "
+                        f"({checked})"
                     )
         lines.append(self.enqueue_rate(options["redis"]))
         ideal = 1.0 / (2 * options["latency_ms"] / 1000)

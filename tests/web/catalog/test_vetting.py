@@ -24,7 +24,7 @@ HOSTILE = '<script>alert("x")</script>'
 class ConfidentPolicy(ScriptedPolicy):
     def __init__(self, turns, confidence):
         super().__init__(turns)
-        self.last_decision = {"confidence": confidence}
+        self.confidence = confidence
 
 
 @pytest.fixture

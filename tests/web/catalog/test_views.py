@@ -284,7 +284,7 @@ def test_it_answers_404_for_an_unknown_entry(expert_client, db):
 class ConfidentPolicy(ScriptedPolicy):
     def __init__(self, turns, confidence):
         super().__init__(turns)
-        self.last_decision = {"confidence": confidence}
+        self.confidence = confidence
 
     def info(self):
         return {"name": "scripted", "model": "scripted/v1", "checkpoint": "ckpt-42"}

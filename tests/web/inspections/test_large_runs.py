@@ -34,7 +34,12 @@ def test_it_sends_a_large_run_from_a_job(
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         run = create(owner, spectrum_ids)
     job = Job.objects.get(kind=services.ENQUEUE_JOB)
-    assert len(callbacks) == 1  # one message (the job's), not one per candidate
+    # One message for the candidates (the job's), not one per candidate; and the background
+    # re-check of the run's first candidate, which reproduced.
+    assert len(callbacks) == 2
+    assert Job.objects.filter(kind=services.RECHECK_JOB).count() == 1
+    run.refresh_from_db()
+    assert run.reproducibility["checked"] == 1 and run.reproducibility["mismatched"] == 0
     assert job.params == {"run_id": run.pk} and job.state == JobState.SUCCEEDED
     assert job.result == {"run_id": run.pk, "sent": 3, "pending": 3}
     assert job.done == job.total == 3

@@ -16,7 +16,7 @@ class ConfidentPolicy(ScriptedPolicy):
 
     def __init__(self, turns, confidence):
         super().__init__(turns)
-        self.last_decision = {"confidence": confidence}
+        self.confidence = confidence
 
 
 @pytest.fixture
