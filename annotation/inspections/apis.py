@@ -16,7 +16,8 @@ from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
-from annotation.inspections import selectors, services
+from annotation.inspections import permissions as inspection_permissions
+from annotation.inspections import reproduction, selectors, services
 from annotation.inspections.models import Candidate, InspectionRun
 from annotation.spectra.models import Task
 
@@ -139,6 +140,7 @@ class InspectionRunDetailApi(APIView):
         data = dict(RunOutputSerializer(run).data)
         data["progress"] = selectors.run_progress(run=run, user=request.user)
         data["metrics"] = selectors.run_metrics(run=run, user=request.user)
+        data["reproducibility"] = selectors.run_reproducibility(run=run, user=request.user)
         paginator = PageNumberPagination()
         candidates = blinding.candidates_visible_to(user=request.user).filter(run=run)
         page = paginator.paginate_queryset(
@@ -211,6 +213,37 @@ class CandidateStepsApi(APIView):
                 ],
             }
         )
+
+
+class ReproductionOutputSerializer(serializers.Serializer):
+    candidate = serializers.IntegerField()
+    checked = serializers.BooleanField(help_text="False when nothing was stored to compare")
+    matches = serializers.BooleanField(help_text="stored equals the in-process re-run")
+    reason = serializers.CharField(allow_blank=True)
+    differences = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text="where, stored and reproduced value of each difference (the first 50)",
+    )
+    notes = serializers.ListField(child=serializers.CharField())
+    seconds = serializers.FloatField()
+
+
+class CandidateReproduceApi(APIView):
+    """Re-run a finished candidate in-process now and compare with what was stored."""
+
+    role_rule = permissions.INSPECTION_READ
+
+    @extend_schema(request=None, responses=ReproductionOutputSerializer)
+    def post(self, request: Request, candidate_id: int) -> Response:
+        candidate = _get_candidate_for_user(request, candidate_id)
+        if not inspection_permissions.can_reproduce(request.user, candidate.run):
+            return error_response(
+                core_errors.NotAllowed(
+                    "reproducing a model's candidate sends the model every turn again: only "
+                    "the run's owner or staff may"
+                )
+            )
+        return Response(reproduction.candidate_reproduce(candidate.pk).as_dict())
 
 
 class CandidateRetryApi(APIView):

@@ -137,3 +137,31 @@ def inspected_ranges(steps: list[dict[str, Any]]) -> list[list[float]]:
         if image.get("wavelength_range"):
             ranges.append(image["wavelength_range"])
     return ranges
+
+
+def run_reproducibility(*, run: InspectionRun, user: Any) -> dict[str, Any]:
+    """What the run's background re-check found, for its page and API: whether its policy
+    reproduces exactly (and why not), the sample, how many were checked and the mismatches the
+    user may see (blinding hides candidates as everywhere else)."""
+    from annotation.inspections.reproduction import deterministic
+
+    record = run.reproducibility or {}
+    exact, why_not = deterministic(run)
+    mismatches = list(record.get("mismatches", []))
+    if mismatches:
+        visible = set(
+            candidates_visible_to(user=user)
+            .filter(pk__in=[m["candidate"] for m in mismatches])
+            .values_list("pk", flat=True)
+        )
+        mismatches = [m for m in mismatches if m["candidate"] in visible]
+    return {
+        "deterministic": exact,
+        "not_rechecked_because": why_not,
+        "rate": record.get("rate"),
+        "first_candidate": record.get("first"),
+        "checked": int(record.get("checked", 0)),
+        "mismatched": int(record.get("mismatched", 0)),
+        "last_checked_at": record.get("last_checked_at"),
+        "mismatches": mismatches,
+    }

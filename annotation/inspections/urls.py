@@ -31,6 +31,11 @@ urlpatterns = [
         views.candidate_retry,
         name="candidate_retry",
     ),
+    path(
+        "inspections/candidates/<int:candidate_id>/reproduce/",
+        views.candidate_reproduce,
+        name="candidate_reproduce",
+    ),
     path("images/<str:sha256>.png", views.image_blob, name="image_blob"),
     # API
     path("api/inspections/", apis.InspectionRunListApi.as_view(), name="api_run_list"),
@@ -54,6 +59,11 @@ urlpatterns = [
         "api/inspections/candidates/<int:candidate_id>/steps/",
         apis.CandidateStepsApi.as_view(),
         name="api_candidate_steps",
+    ),
+    path(
+        "api/inspections/candidates/<int:candidate_id>/reproduce/",
+        apis.CandidateReproduceApi.as_view(),
+        name="api_candidate_reproduce",
     ),
     path(
         "api/inspections/candidates/<int:candidate_id>/retry/",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,7 +17,8 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
-from annotation.inspections import evaluations, selectors, services
+from annotation.inspections import evaluations, reproduction, selectors, services
+from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections.forms import EvaluationForm, InspectionRunForm
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
 from annotation.spectra import selectors as spectra_selectors
@@ -120,6 +122,7 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
             if checkpoint
             else None,
             "can_control": _can_control(request, run),
+            "reproducibility": selectors.run_reproducibility(run=run, user=request.user),
         },
     )
 
@@ -146,10 +149,7 @@ def candidate_retry(request: HttpRequest, candidate_id: int) -> HttpResponse:
 
 def _can_control(request: HttpRequest, run: InspectionRun) -> bool:
     """Whether to show cancel and retry (the services check it again)."""
-    user = request.user
-    return permissions.INSPECTION_CONTROL.allows(user) and permissions.is_owner_or_staff(
-        user, run.created_by_id
-    )
+    return inspection_permissions.can_control(request.user, run)
 
 
 def _step_context(live: list) -> list[dict]:
@@ -178,7 +178,28 @@ def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
             "finished": candidate.state
             in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED),
             "can_control": _can_control(request, candidate.run),
+            "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
         },
+    )
+
+
+@require_role(permissions.INSPECTION_READ)
+@require_POST
+def candidate_reproduce(request: HtmxHttpRequest, candidate_id: int) -> HttpResponse:
+    """Re-run the candidate in-process now and show what differs from what was stored."""
+    candidate = _get_candidate_for_user(request, candidate_id)
+    if not inspection_permissions.can_reproduce(request.user, candidate.run):
+        raise PermissionDenied(
+            "reproducing a model's candidate sends the model every turn again: only the run's "
+            "owner or staff may"
+        )
+    outcome = reproduction.candidate_reproduce(candidate.pk)
+    exact, why_not = reproduction.deterministic(candidate.run)
+    template = "inspections/_reproduction.html" if request.htmx else "inspections/reproduction.html"
+    return render(
+        request,
+        template,
+        {"candidate": candidate, "outcome": outcome, "deterministic": exact, "why_not": why_not},
     )
 
 
@@ -223,7 +244,11 @@ def candidate_steps(request: HttpRequest, candidate_id: int) -> HttpResponse:
 @require_GET
 def candidate_outcome(request: HttpRequest, candidate_id: int) -> HttpResponse:
     candidate = _get_candidate_for_user(request, candidate_id)
-    context = {"candidate": candidate, "can_control": _can_control(request, candidate.run)}
+    context = {
+        "candidate": candidate,
+        "can_control": _can_control(request, candidate.run),
+        "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
+    }
     return render(request, "inspections/candidate_live.html#outcome", context)
 
 

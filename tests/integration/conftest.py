@@ -96,7 +96,15 @@ def broker() -> Iterator[Broker]:
 class Worker:
     """``celery -A webapp worker`` in its own process group (so a kill takes its pool too)."""
 
-    def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        pool: str = "prefork",
+        concurrency: int = 1,
+    ) -> None:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.process = subprocess.Popen(
@@ -110,9 +118,9 @@ class Worker:
                 "-Q",
                 "default,inspection",
                 "--pool",
-                "prefork",
+                pool,
                 "--concurrency",
-                "1",
+                str(concurrency),
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",
@@ -152,7 +160,7 @@ def start_worker(broker: Broker, tmp_path: Path) -> Iterator[Callable[..., Worke
     """Start workers that share the test database and the broker; all are stopped afterwards."""
     started: list[Worker] = []
 
-    def start(name: str, **settings: str) -> Worker:
+    def start(name: str, pool: str = "prefork", concurrency: int = 1, **settings: str) -> Worker:
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "webapp.settings",
@@ -167,7 +175,7 @@ def start_worker(broker: Broker, tmp_path: Path) -> Iterator[Callable[..., Worke
             "JOB_LEASE_RETRY_DELAY": "1",
             **settings,
         }
-        worker = Worker(name, env, tmp_path / f"{name}.log")
+        worker = Worker(name, env, tmp_path / f"{name}.log", pool=pool, concurrency=concurrency)
         started.append(worker)
         return worker
 

@@ -128,6 +128,12 @@ class Site:
             return ""
         return "\n--- worker log\n" + self.log_path.read_text(errors="replace")[-4000:]
 
+    def reproduce(self, run: int, *args: str) -> dict[str, int]:
+        """``manage.py reproduce`` of the run: how many candidates it checked and how many did
+        not reproduce (it exits 1 on a mismatch, which ``manage`` reports with its output)."""
+        found = json.loads(self.manage("reproduce", "--run", str(run), "--json", *args))
+        return {"checked": found["checked"], "mismatched": found["mismatched"]}
+
     def states(self, run: int) -> dict[str, int]:
         return self.shell(STATES.format(run=run))
 
@@ -173,6 +179,7 @@ def test_it_runs_an_inspection_in_the_background_on_the_filesystem_broker(site):
     )
     assert "annotation.inspections.tasks.run_candidate" in site.log_path.read_text()
     assert not list((site.broker / "queue").glob("*.msg"))  # every message was taken
+    assert site.reproduce(created["run"]) == {"checked": 6, "mismatched": 0}
 
 
 def test_it_cancels_a_run_while_the_worker_runs_it(site):
@@ -224,3 +231,53 @@ def test_it_finishes_a_run_whose_worker_was_killed_outright(site):
     site.start_worker()
     site.wait_until(lambda: _count(site, run, "done") == 240, "the rest of the run to finish")
     assert site.states(run) == {"done": 240}
+    # What the killed worker and the one after it stored reproduces from each own spectrum.
+    assert site.reproduce(run, "--sample", "60") == {"checked": 60, "mismatched": 0}
+
+
+# Two identical runs of SpecVI-mini spectra (positives and hard negatives), created together.
+TWO_RUNS = """
+import json
+from django.contrib.auth import get_user_model
+from agent import synthetic
+from annotation.inspections import services
+from annotation.spectra import services as spectra_services
+from annotation.spectra.models import Task
+
+owner, _ = get_user_model().objects.get_or_create(username="owner")
+ids = []
+for index, sample in enumerate(synthetic.generate_split("CV", "test", n_pos=8, n_neg=16, seed=5)):
+    sample.spectrum.object_id = f"TWIN-{{index}}"
+    ids.append(spectra_services.spectra_store(
+        values=[sample.spectrum], dataset="twins", source_name="synthetic", synthetic=True
+    ).created[0].pk)
+runs = [
+    services.inspection_run_create(
+        task=Task.objects.get(code="{task}"), spectrum_ids=ids,
+        policy_spec={{"kind": "rule-based"}}, created_by=owner,
+    ).pk
+    for _ in range(2)
+]
+print(json.dumps({{"runs": runs}}))
+"""
+
+VERDICTS = """
+import json
+from annotation.inspections.models import Candidate
+rows = Candidate.objects.filter(run_id={run}).values_list("spectrum_id", "verdict", "confidence")
+print(json.dumps({{"verdicts": {{str(s): [v, c] for s, v, c in rows}}}}))
+"""
+
+
+def test_it_gives_two_identical_runs_the_same_verdicts_on_the_demo_worker(site):
+    """The demo's worker (threads pool of 2): two identical runs at once disagreed on 20 of 50
+    candidates when the threads shared one inspector's per-episode state."""
+    runs = site.shell(TWO_RUNS.format(task="CV"))["runs"]
+    site.start_worker()
+    site.wait_until(
+        lambda: all(site.states(run) == {"done": 24} for run in runs), "both runs to finish"
+    )
+    first, second = (site.shell(VERDICTS.format(run=run))["verdicts"] for run in runs)
+    assert first == second
+    for run in runs:
+        assert site.reproduce(run) == {"checked": 24, "mismatched": 0}

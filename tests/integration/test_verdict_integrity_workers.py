@@ -1,0 +1,82 @@
+"""Real workers store each verdict on its own spectrum (issue 28): two runs of different tasks
+at once, in small batches, through two workers of two processes or two threads each on Redis
+and PostgreSQL; every candidate then reproduces in-process from its own spectrum.
+
+Run with: DATABASE_URL=postgres://postgres@127.0.0.1:5432/specvet \
+    .venv/bin/pytest tests/integration/test_verdict_integrity_workers.py -q
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent import synthetic
+from annotation.inspections import services as inspections_services
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.inspections.reproduction import run_reproduce
+from annotation.spectra import services as spectra_services
+from annotation.spectra.models import Task
+from tests.integration.conftest import WORKER_TEST_MARKS, wait_until
+
+pytestmark = WORKER_TEST_MARKS
+
+
+@pytest.fixture
+def tasks(db) -> dict[str, Task]:
+    spectra_services.tasks_seed_builtin()  # a transactional test may start from a flushed db
+    return {code: Task.objects.get(code=code) for code in ("CV", "WD")}
+
+
+def synthetic_rows(n: int) -> list[int]:
+    """Varied SpecVI-mini spectra (positives and hard negatives of CV)."""
+    drawn = synthetic.generate_split("CV", "test", n_pos=n // 3, n_neg=n - n // 3, seed=28)
+    ids = []
+    for index, sample in enumerate(drawn):
+        sample.spectrum.object_id = f"INTEGRITY-{index:03d}"
+        result = spectra_services.spectra_store(
+            values=[sample.spectrum], dataset="integrity", source_name="synthetic", synthetic=True
+        )
+        ids.append(result.created[0].pk)
+    return ids
+
+
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_it_stores_each_verdict_on_its_own_spectrum_through_real_workers(
+    settings, tasks, broker, start_worker, pool
+) -> None:
+    settings.INSPECTION_BATCH_SIZE = 3
+    spectrum_ids = synthetic_rows(18)
+    runs = [
+        inspections_services.inspection_run_create(
+            task=task,
+            spectrum_ids=spectrum_ids,
+            policy_spec={"kind": "rule-based"},
+            created_by=None,
+            enqueue=False,
+        )
+        for task in tasks.values()
+    ]
+    # The two runs' batches interleaved on the queue, so both workers run both at once.
+    batches = [
+        inspections_services.candidate_batches(
+            policy_spec=run.policy_spec,
+            candidate_ids=list(run.candidates.order_by("pk").values_list("pk", flat=True)),
+        )
+        for run in runs
+    ]
+    for pair in zip(*batches, strict=True):
+        for batch in pair:
+            broker.enqueue("annotation.inspections.tasks.run_candidates", batch)
+    workers = [start_worker(f"{pool}-{n}", pool=pool, concurrency=2) for n in range(2)]
+
+    def finished() -> bool:
+        runs_ids = [run.pk for run in runs]
+        left = Candidate.objects.filter(run_id__in=runs_ids).exclude(state=CandidateState.DONE)
+        return not left.exists()
+
+    wait_until(finished, workers=workers, what="both runs to finish")
+    for run in runs:
+        reproductions = run_reproduce(InspectionRun.objects.get(pk=run.pk))
+        assert len(reproductions) == 18
+        wrong = {r.candidate_id: r.differences[:2] for r in reproductions if not r.matches}
+        assert not wrong, wrong
