@@ -203,6 +203,33 @@ def _summary(seconds: Sequence[float]) -> dict[str, float | int]:
     }
 
 
+class RenderMismatch(RuntimeError):
+    """A render the benchmark timed is not the image of its own window: no speed is reported."""
+
+
+def verify_renders(
+    checks: Sequence[tuple[Spectrum, tuple[float, float], str, bytes | None, bytes | None]],
+) -> str:
+    """Each timed window's image, its cached copy and a fresh tool's render of that window (a
+    tool that never rendered anything else) are the same PNG of the tool's size; raises
+    RenderMismatch with the count otherwise."""
+    wrong = []
+    for spectrum, window, label, timed, cached in checks:
+        fresh = SpectralVisualizationTool(spectrum, cache_size=0).render(window, label).png
+        size = _png_facts(fresh)[0] if fresh else None
+        if fresh is None or timed != fresh or cached != fresh or size != IMAGE_SIZE:
+            wrong.append((spectrum.object_id, window))
+    if wrong:
+        raise RenderMismatch(
+            f"{len(wrong)} of {len(checks)} timed renders differ from a fresh render of their "
+            f"own window (first: {wrong[0][0]} {wrong[0][1]}); no speed is reported"
+        )
+    return (
+        f"{len(checks)} of {len(checks)} windows: the timed image, its cached copy and a fresh "
+        f"tool's render are the same {IMAGE_SIZE[0]}x{IMAGE_SIZE[1]} PNG"
+    )
+
+
 def run_render_benchmark(
     windows_per_spectrum: int = 40,
     spectra_dir: Path | None = None,
@@ -219,6 +246,7 @@ def run_render_benchmark(
     seconds: dict[str, list[float]] = {name: [] for name in (*RENDERERS, "ours_cached")}
     facts: dict[str, list[tuple[tuple[int, int], int, int]]] = {name: [] for name in RENDERERS}
     saved: list[str] = []
+    checks: list[tuple[Spectrum, tuple[float, float], str, bytes | None, bytes | None]] = []
     for spectrum_index, spectrum in enumerate(bench.spectra):
         windows = random_windows(spectrum, windows_per_spectrum + 1, rng)
         uncached = SpectralVisualizationTool(spectrum, cache_size=0)
@@ -248,8 +276,13 @@ def run_render_benchmark(
                     saved.append(str(path))
             cached.render(window, label)
             cached_call = functools.partial(_tool_png, cached, window, label)
-            seconds["ours_cached"].append(_timed(cached_call)[0])
+            elapsed, from_cache = _timed(cached_call)
+            seconds["ours_cached"].append(elapsed)
+            timed_ours = _tool_png(uncached, window, label)
+            checks.append((spectrum, window, label, timed_ours, from_cache))
+    verified = verify_renders(checks)
     summary: dict[str, Any] = {
+        "verified": verified,
         "conditions": _conditions(),
         "spectra": bench.origin,
         "windows": len(seconds["ours"]),
@@ -286,10 +319,12 @@ def _size_span(sizes: list[tuple[int, int]]) -> str:
 
 
 def format_render_report(summary: dict[str, Any]) -> str:
+    """The report; it starts with the check of the images (``verify_renders``)."""
     lines = [
         f"render benchmark: {summary['windows']} distinct random windows of {summary['spectra']}",
         f"ours = {summary['renderer']}; each renderer draws every window once, in the same run",
         f"conditions: {summary['conditions']}",
+        f"outputs checked before any speed: {summary['verified']}",
         f"{'renderer':<13}{'median ms':>10}{'p95 ms':>10}{'calls':>7}  {'image px':<14}"
         f"{'PNG bytes':>10}{'colours':>9}",
     ]

@@ -162,3 +162,21 @@ def test_it_shards_validation_over_ranks_that_generate_in_lockstep(samples):
     assert summary(reports[0]) == summary(reports[1]) == summary(single)
     # 5 samples: rank 0 has 3 episodes, rank 1 has 2 and pads with throwaway calls
     assert policies[0].calls == policies[1].calls == 6
+
+
+def test_it_aborts_the_concurrency_benchmark_when_answers_cross_spectra(monkeypatch) -> None:
+    """A concurrent path that answers one spectrum with another's gets no speed printed."""
+    import agent.evaluation as evaluation
+
+    run_sample = evaluation.run_sample
+    spectra: list[Any] = []
+
+    def crossed(sample, policy, **kwargs):
+        spectra.append(sample.spectrum)
+        if threading.current_thread() is not threading.main_thread() and len(spectra) > 1:
+            sample = type(sample)(**{**vars(sample), "spectrum": spectra[-2]})
+        return run_sample(sample, policy, **kwargs)
+
+    monkeypatch.setattr(evaluation, "run_sample", crossed)
+    with pytest.raises(RuntimeError, match="got another answer than at concurrency 1"):
+        run_eval_concurrency(6, latency_ms=1.0, levels=[1, 3])

@@ -36,6 +36,7 @@ from agent.render import (
     tick_labels,
 )
 from agent.spectra import Spectrum
+from agent.tool import SpectralVisualizationTool
 
 SIZE = (644, 392)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -427,3 +428,20 @@ def test_it_clips_a_title_wider_than_the_image():
         assert image.size == SIZE
         top_band = np.asarray(image.convert("L"))[:25]
     assert top_band[:, 0].min() < 128 and top_band[:, -1].min() < 128  # ink up to both edges
+
+
+def test_it_checks_every_timed_render_against_a_fresh_render_of_its_own_window():
+    from agent.bench_render import RenderMismatch, load_bench_spectra, verify_renders
+
+    spectrum = load_bench_spectra().spectra[0]
+    tool = SpectralVisualizationTool(spectrum, cache_size=0)
+    blue, red = (4800.0, 4900.0), (6500.0, 6630.0)
+    blue_png, red_png = (tool.render(window, "w").png for window in (blue, red))
+    assert "2 of 2 windows" in verify_renders(
+        [(spectrum, blue, "w", blue_png, blue_png), (spectrum, red, "w", red_png, red_png)]
+    )
+    with pytest.raises(RenderMismatch, match="1 of 2 timed renders"):
+        # A cache that handed back another window's image.
+        verify_renders(
+            [(spectrum, blue, "w", blue_png, blue_png), (spectrum, red, "w", red_png, blue_png)]
+        )
