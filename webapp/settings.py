@@ -205,6 +205,8 @@ SPECTRUM_API_MAX_ARRAY_PIXELS = envint("SPECTRUM_API_MAX_ARRAY_PIXELS", 100_000)
 # temporary folder), and its one JSON file, which is parsed whole.
 CURATION_IMPORT_MAX_UNPACKED_BYTES = envint("CURATION_IMPORT_MAX_UNPACKED_BYTES", 512 * 1024 * 1024)
 CURATION_IMPORT_MAX_JSON_BYTES = envint("CURATION_IMPORT_MAX_JSON_BYTES", 64 * 1024 * 1024)
+# One line of an import JSONL (one trajectory, images inline): read and parsed whole, so capped.
+CURATION_IMPORT_MAX_LINE_BYTES = envint("CURATION_IMPORT_MAX_LINE_BYTES", 8 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Every temporary file and folder of the project (uploads, imports, exports) lives here, so that
@@ -231,6 +233,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         "annotation.core.permissions.HasRoleRule",  # each API's role_rule; none declared: refused
+    ],
+    # JSON bodies nested deeper than agent.bounded_json.MAX_JSON_DEPTH get 400, not a 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.parsers.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
