@@ -191,7 +191,7 @@ class AuditLogListApi(APIView):
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        rows = selectors.audit_log_list(**filters.validated_data)
+        rows = selectors.audit_log_list(user=request.user, **filters.validated_data)
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)

@@ -104,9 +104,9 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     query.pop("page", None)
     context = {
         "form": form,
-        "page": Paginator(selectors.audit_log_list(**filters), PAGE_SIZE).get_page(
-            request.GET.get("page")
-        ),
+        "page": Paginator(
+            selectors.audit_log_list(user=request.user, **filters), PAGE_SIZE
+        ).get_page(request.GET.get("page")),
         "query": query.urlencode(),
     }
     return render(request, "audit/log.html", context)
