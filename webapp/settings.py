@@ -150,6 +150,9 @@ TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", 0)
 # API tokens (DRF authtoken) stop working this many hours after they were issued; users issue
 # a new one on their API token page.
 API_TOKEN_TTL_HOURS = envint("SPECVET_API_TOKEN_TTL_HOURS", 24 * 30)
+# ... and never later than this many hours after the password sign-in (or the password sent to
+# POST /api/token/issue/) they were issued on: a token cannot issue its own successor.
+API_TOKEN_FAMILY_MAX_HOURS = envint("SPECVET_API_TOKEN_FAMILY_MAX_HOURS", 24 * 90)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
