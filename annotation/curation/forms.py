@@ -11,7 +11,6 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.http import QueryDict
 
@@ -21,6 +20,7 @@ from agent.reading import UnsafeArchive, check_zip_directory, iter_zip_member
 from agent.trajectory import Trajectory, TrajectoryFormatError
 from annotation.core.errors import WorkflowError
 from annotation.core.models import ModelEndpoint
+from annotation.core.roles import Role, users_holding
 from annotation.core.tempfiles import temp_dir
 from annotation.curation.models import AuditVerdict, CurationState, VoteValue
 from annotation.curation.selectors import draft_candidates
@@ -181,7 +181,7 @@ class VoteForm(forms.Form):
 class ReassignForm(forms.Form):
     role = forms.ChoiceField(choices=[(role, role.replace("_", " ")) for role in ROLES])
     user = forms.ModelChoiceField(
-        queryset=get_user_model().objects.filter(is_active=True).order_by("username"),
+        queryset=users_holding(Role.EXPERT).order_by("username"),
         to_field_name="username",
         required=False,
         empty_label="nobody (free the role)",
