@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.core.cache import cache
+from django.core.cache import caches
 from django.core.exceptions import ObjectDoesNotExist
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
@@ -97,12 +97,15 @@ def client_ip(request: HttpRequest) -> str | None:
 # --- failed logins per address (spraying many user names) ----------------------------------------
 
 
+LOGIN_CACHE = "logins"  # shared by every app process (settings.CACHES)
+
+
 def _address_key(address: str | None) -> str:
     return f"login-failures-by-address:{address or 'unknown'}"
 
 
 def address_failures(request: HttpRequest) -> int:
-    return int(cache.get(_address_key(client_ip(request))) or 0)
+    return int(caches[LOGIN_CACHE].get(_address_key(client_ip(request))) or 0)
 
 
 @receiver(user_login_failed)
@@ -114,7 +117,7 @@ def count_failure_by_address(
     the cool-off window (fixed from its first failure)."""
     if request is None or not settings.AXES_ENABLED:
         return
-    key = _address_key(client_ip(request))
+    key, cache = _address_key(client_ip(request)), caches[LOGIN_CACHE]
     cache.add(key, 0, timeout=int(settings.AXES_COOLOFF_TIME.total_seconds()))
     try:
         cache.incr(key)

@@ -257,7 +257,22 @@ CACHES = {
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
         if CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
+    ),
+    # Failed logins per address must be counted by every app process together (else each
+    # gunicorn worker allows its own LOGIN_ADDRESS_FAILURE_LIMIT): the shared Redis, or without
+    # one a table in the database (migrate creates it; `manage.py createcachetable` too).
+    "logins": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            "KEY_PREFIX": "logins",
+        }
+        if CACHE_URL
+        else {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "specvet_login_failures",
+        }
+    ),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "specvet API",
