@@ -31,7 +31,7 @@ def token_proved_at(token: Token) -> datetime:
     """When the password proof behind ``token`` was given (ApiTokenOrigin); a token issued
     before origins were recorded counts from its own creation."""
     try:
-        return token.origin.proved_at  # type: ignore[attr-defined, no-any-return]
+        return token.origin.proved_at
     except ObjectDoesNotExist:
         return token.created
 

@@ -54,6 +54,9 @@ def _account(user: object) -> dict[str, object]:
 class AccountRolesListApi(APIView):
     """Every account with its roles, by username; ``q`` filters by part of the username."""
 
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.ROLES_MANAGE
 
     @extend_schema(
@@ -194,7 +197,7 @@ class AuditLogListApi(APIView):
 
     class OutputSerializer(serializers.ModelSerializer):
         actor: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-            slug_field="username", read_only=True
+            slug_field="username", read_only=True, allow_null=True
         )
 
         class Meta:
@@ -241,7 +244,7 @@ class EndpointChoiceSerializer(serializers.ModelSerializer):
 
 class EndpointSerializer(serializers.ModelSerializer):
     created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:
@@ -377,6 +380,9 @@ class WorkflowApi(APIView):
 
 
 class JobListApi(WorkflowApi):
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.JOBS_READ
 
     @extend_schema(responses=JobOutputSerializer(many=True))

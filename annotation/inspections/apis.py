@@ -51,7 +51,7 @@ class RunOutputSerializer(serializers.ModelSerializer):
         # A model server's address is for staff (it names internal hosts); secrets for nobody.
         request = self.context.get("request")
         staff = bool(request is not None and request.user.is_staff)
-        return public_policy_spec(value, addresses=staff)  # type: ignore[no-any-return]
+        return public_policy_spec(value, addresses=staff)
 
     def get_policy_spec(self, run: InspectionRun) -> dict:
         return self._shown(run.policy_spec)
@@ -96,6 +96,9 @@ def _get_candidate_for_user(request: Request, candidate_id: int) -> Candidate:
 
 
 class InspectionRunListApi(APIView):
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.INSPECTION_READ
 
     @extend_schema(responses=RunOutputSerializer(many=True))
