@@ -34,21 +34,22 @@ SKIP = {"GET /api/schema/"}  # the schema itself (one request is ~1 s; not descr
 
 
 @pytest.fixture(scope="module")
-def viewer_token(world) -> str:
+def viewer_token(request) -> str:
+    request.getfixturevalue("world")  # inside the world's transaction
     return Token.objects.create(user=UserFactory(username="low", roles=["viewer"])).key
 
 
 @pytest.mark.parametrize("who", ["staff", "viewer"])
 @pytest.mark.parametrize("label", [label for label in GET_LABELS if label not in SKIP])
-def test_it_answers_what_the_schema_documents(
-    label, who, world, api_schema, staff_token, viewer_token
-):
+def test_it_answers_what_the_schema_documents(label, who, request):
+    # By name: parameters named like the imported fixtures would shadow them.
+    built, schema = request.getfixturevalue("world"), request.getfixturevalue("api_schema")
+    token = request.getfixturevalue("staff_token" if who == "staff" else "viewer_token")
     from django.db import transaction
 
-    operation = api_schema.find_operation_by_label(label)
-    token = staff_token if who == "staff" else viewer_token
+    operation = schema.find_operation_by_label(label)
     headers = {"Authorization": f"Token {token}"}
-    strategy = st.sampled_from(path_choices(world, operation.path)).flatmap(
+    strategy = st.sampled_from(path_choices(built, operation.path)).flatmap(
         lambda fixed: operation.as_strategy(
             generation_mode=GenerationMode.POSITIVE, path_parameters=fixed
         )
