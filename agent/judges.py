@@ -16,11 +16,11 @@ The statement must hold one integer 0-5 (``4.0`` counts as 4; ``3.5`` does not),
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from agent import bounded_json
 from agent.agreement import RUBRIC
 from agent.inspection_tasks import SPECVI_BENCH_CODES
 from agent.trajectory import ImageRef, Trajectory
@@ -245,7 +245,7 @@ def _json_reason(text: str) -> str | None:
     if not stripped.startswith("{"):
         return None
     try:
-        data = json.loads(stripped)
+        data = bounded_json.loads(stripped)
     except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):

@@ -42,6 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent import bounded_json
+
 TOOL_NAME = "spectral_visualization_tool"
 DEFAULT_MAX_TOOL_CALLS = 8  # paper Algorithm 1
 MAX_TOOL_CALL_CHARS = 10_000
@@ -318,7 +320,7 @@ def _decode_call_json(raw: str) -> tuple[Any, list[str]]:
 
 
 def _strict_json(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    return bounded_json.loads(text, parse_constant=_reject_constant)
 
 
 def _reject_constant(name: str) -> Any:

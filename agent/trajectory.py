@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent import parsing
+from agent import bounded_json, parsing
 from agent.parsing import ToolCall
 
 SCHEMA_VERSION = 1
@@ -338,8 +338,8 @@ class Trajectory:
     @classmethod
     def from_json(cls, text: str) -> Trajectory:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
+            data = bounded_json.loads(text, what="trajectory JSON")
+        except ValueError as error:
             raise TrajectoryFormatError(f"trajectory JSON is invalid: {error}") from error
         if not isinstance(data, dict):
             raise TrajectoryFormatError("trajectory JSON must be an object")

@@ -37,15 +37,16 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         # The job runners of each domain register with core's registry on import; core itself
         # imports no domain.
-        # Blinding spans the domains; core's job pages ask it through this hook.
-        from annotation.blinding import hidden_jobs
-        from annotation.core.selectors import register_job_read_rule
+        # Blinding spans the domains; core's job pages and audit log ask it through these hooks.
+        from annotation.blinding import hidden_audit_entries, hidden_jobs
+        from annotation.core.selectors import register_audit_read_rule, register_job_read_rule
         from annotation.curation import jobs as curation_jobs  # noqa: F401
         from annotation.inspections import evaluations  # noqa: F401
         from annotation.inspections import jobs as inspections_jobs  # noqa: F401
         from annotation.rating import jobs as rating_jobs  # noqa: F401
 
         register_job_read_rule(hidden_jobs)
+        register_audit_read_rule(hidden_audit_entries)
 
         post_migrate.connect(
             register_default_endpoint, sender=self, dispatch_uid="specvet_default_endpoint"

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import CharField, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from annotation.core.models import Job
@@ -30,6 +30,8 @@ from annotation.inspections.models import (
 from annotation.rating.models import (
     CampaignItem,
     PairJudgement,
+    RatingAssignment,
+    RatingCampaign,
 )
 
 # --- who may read runs, candidates, trajectories and images ------------------------------------
@@ -172,16 +174,20 @@ def dataset_exports_visible_to(
     rows = DatasetExport.objects.all() if rows is None else rows
     if blinding.confined:
         return rows.none()
+    hidden = _hidden_export_ids(blinding, rows)
+    return rows.exclude(pk__in=hidden) if hidden else rows
+
+
+def _hidden_export_ids(blinding: Blinding, rows: QuerySet[DatasetExport]) -> list[int]:
     if not blinding.curation_ids:
-        return rows
+        return []
     # Compared in Python: JSON containment lookups differ by database, and exports are versions
     # of one dataset (tens, not millions).
-    hidden = [
+    return [
         pk
         for pk, curation_ids in rows.values_list("pk", "curation_ids")
         if curation_ids is None or blinding.curation_ids & set(curation_ids)
     ]
-    return rows.exclude(pk__in=hidden) if hidden else rows
 
 
 def campaign_items_visible_to(*, user: Any) -> QuerySet[CampaignItem]:
@@ -271,7 +277,7 @@ def image_readable(
 
 # The runner names (core.jobs registry) of the jobs hidden_jobs looks into; by name, as the
 # runners register them, since their modules import this one.
-BLINDED_JOB_KINDS = ("draft", "standardize", "enqueue_candidates")
+BLINDED_JOB_KINDS = ("draft", "standardize", "enqueue_candidates", "inspection_recheck")
 
 
 def _job_touches(kind: str, params: Any, blinding: Blinding, spectra: set[int]) -> bool:
@@ -280,22 +286,27 @@ def _job_touches(kind: str, params: Any, blinding: Blinding, spectra: set[int]) 
         return bool(spectra & set(values.get("spectrum_ids") or []))
     if kind == "standardize":
         return bool(blinding.curation_ids & set(values.get("curation_ids") or []))
-    return values.get("run_id") in blinding.run_ids  # enqueue_candidates
+    return values.get("run_id") in blinding.run_ids  # enqueue_candidates, inspection_recheck
 
 
 def hidden_jobs(user: Any) -> Q | None:
     """The background jobs whose parameters or results would name the model behind an item this
     user rates in an open campaign (the job read rule core applies; annotation.apps registers
     it): the draft jobs of its curations and of its items' spectra (a draft job's result names
-    its teacher), the standardizer jobs of its curations, and the jobs that sent its runs'
-    candidates. Confined raters read no job page at all (role rule)."""
+    its teacher), the standardizer jobs of its curations, and the jobs that sent or re-checked
+    its runs' candidates. Confined raters read no job page at all (role rule)."""
+    blinding = blinding_for(user)
+    if blinding.confined:
+        return None
+    hidden_ids = _hidden_job_ids(blinding)
+    return Q(pk__in=hidden_ids) if hidden_ids else None
+
+
+def _hidden_job_ids(blinding: Blinding) -> set[int]:
     from annotation.spectra.models import Spectrum
 
-    blinding = blinding_for(user)
-    if blinding.confined or not (
-        blinding.run_ids or blinding.content_hashes or blinding.curation_ids
-    ):
-        return None
+    if not (blinding.run_ids or blinding.content_hashes or blinding.curation_ids):
+        return set()
     draft_jobs = set(
         Curation.objects.filter(pk__in=blinding.curation_ids)
         .exclude(draft_job=None)
@@ -313,4 +324,59 @@ def hidden_jobs(user: Any) -> Q | None:
     hidden_ids.update(
         pk for pk, kind, params in rows if _job_touches(kind, params, blinding, spectra)
     )
-    return Q(pk__in=hidden_ids) if hidden_ids else None
+    return hidden_ids
+
+
+# --- which audit log entries a user may read ------------------------------------------------------
+
+# The object types (AuditLog.object_type) whose entries follow their object's read rule here.
+BLINDED_AUDIT_TYPES = (
+    "InspectionRun",
+    "Candidate",
+    "Curation",
+    "DatasetExport",
+    "Job",
+    "RatingAssignment",
+    "PairJudgement",
+)
+
+
+def _as_object_pks(rows: QuerySet[Any]) -> QuerySet[Any]:
+    """Primary keys as AuditLog.object_pk holds them (text), for a subquery."""
+    return rows.annotate(object_pk_text=Cast("pk", CharField())).values("object_pk_text")
+
+
+def hidden_audit_entries(user: Any) -> Q | None:
+    """The audit log entries ``user`` may not read: those about an object that answers 404 to
+    them (a run, candidate, curation, SFT export or job hidden by the blinding rule), and, in an
+    open campaign they rate, the other raters' scores and pair judgements (raters see others'
+    scores only once it closes). Core's audit log asks here (annotation.apps registers it)."""
+    blinding = blinding_for(user)
+    if blinding.confined:
+        return Q(object_type__in=BLINDED_AUDIT_TYPES)
+    hidden = Q()
+    if blinding.run_ids:
+        hidden |= Q(object_type="InspectionRun", object_pk__in=[str(pk) for pk in blinding.run_ids])
+    candidates = blinding.hidden_candidates()
+    if candidates is not None:
+        hidden |= Q(
+            object_type="Candidate",
+            object_pk__in=_as_object_pks(Candidate.objects.filter(candidates)),
+        )
+    if blinding.curation_ids:
+        hidden |= Q(object_type="Curation", object_pk__in=[str(pk) for pk in blinding.curation_ids])
+    if exports := _hidden_export_ids(blinding, DatasetExport.objects.all()):
+        hidden |= Q(object_type="DatasetExport", object_pk__in=[str(pk) for pk in exports])
+    if jobs := _hidden_job_ids(blinding):
+        hidden |= Q(object_type="Job", object_pk__in=[str(pk) for pk in jobs])
+    rated_open = RatingCampaign.objects.filter(closed=False, raters=user)
+    others_scores = RatingAssignment.objects.filter(item__campaign__in=rated_open).exclude(
+        rater=user
+    )
+    others_judgements = PairJudgement.objects.filter(pair__campaign__in=rated_open).exclude(
+        rater=user
+    )
+    if rated_open.exists():
+        hidden |= Q(object_type="RatingAssignment", object_pk__in=_as_object_pks(others_scores))
+        hidden |= Q(object_type="PairJudgement", object_pk__in=_as_object_pks(others_judgements))
+    return hidden or None

@@ -7,6 +7,7 @@ imports them from here or from their domain's ``models``.
 from __future__ import annotations
 
 from annotation.core.models import (
+    ApiTokenOrigin,
     AuditLog,
     AuditLogQuerySet,
     ImageBlob,
@@ -59,6 +60,7 @@ from annotation.training_runs.models import (
 )
 
 __all__ = [
+    "ApiTokenOrigin",
     "AuditLogQuerySet",
     "AuditLog",
     "JobState",

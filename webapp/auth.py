@@ -7,8 +7,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.signals import user_login_failed
-from django.core.cache import cache
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.core.cache import caches
+from django.core.exceptions import ObjectDoesNotExist
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -16,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
+from rest_framework.authtoken.models import Token
 
 
 class TokenExpired(exceptions.APIException):
@@ -25,24 +27,58 @@ class TokenExpired(exceptions.APIException):
     auth_header = 'Token realm="api"'
 
 
-def token_expires_at(created: datetime) -> datetime:
-    return created + timedelta(hours=settings.API_TOKEN_TTL_HOURS)
+def token_proved_at(token: Token) -> datetime:
+    """When the password proof behind ``token`` was given (ApiTokenOrigin); a token issued
+    before origins were recorded counts from its own creation."""
+    try:
+        return token.origin.proved_at
+    except ObjectDoesNotExist:
+        return token.created
+
+
+def token_expires_at(token: Token) -> datetime:
+    """API_TOKEN_TTL_HOURS after it was issued, and never later than API_TOKEN_FAMILY_MAX_HOURS
+    after the password proof it was issued on (reissuing from a session keeps that proof)."""
+    by_age = token.created + timedelta(hours=settings.API_TOKEN_TTL_HOURS)
+    by_proof = token_proved_at(token) + timedelta(hours=settings.API_TOKEN_FAMILY_MAX_HOURS)
+    return min(by_age, by_proof)
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
-    """DRF token authentication that refuses a token older than API_TOKEN_TTL_HOURS."""
+    """DRF token authentication that refuses a token past token_expires_at."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         user, token = super().authenticate_credentials(key)
-        expired = token_expires_at(token.created)
+        expired = token_expires_at(token)
         if timezone.now() >= expired:
             page, issue = reverse("api_token_page"), reverse("api_token_issue")
             raise TokenExpired(
-                f"API token expired on {expired:%Y-%m-%d %H:%M} UTC (tokens last "
-                f"{settings.API_TOKEN_TTL_HOURS} hours). Issue a new one at {page} "
-                f"or POST {issue} signed in."
+                f"API token expired on {expired:%Y-%m-%d %H:%M} UTC (a token lasts "
+                f"{settings.API_TOKEN_TTL_HOURS} hours, and at most "
+                f"{settings.API_TOKEN_FAMILY_MAX_HOURS} hours after the password sign-in it "
+                f"was issued on). Sign in and issue a new one at {page}, or POST {issue} "
+                "signed in or with your password."
             )
         return user, token
+
+
+SIGNED_IN_AT = "specvet_signed_in_at"  # session key: when this session's password was checked
+
+
+@receiver(user_logged_in)
+def remember_sign_in_time(sender: Any, request: HttpRequest | None, user: Any, **_: Any) -> None:
+    if request is not None and hasattr(request, "session"):
+        request.session[SIGNED_IN_AT] = timezone.now().isoformat()
+
+
+def session_signed_in_at(request: HttpRequest) -> datetime:
+    """When the password behind this signed-in session was checked; sessions older than this
+    record count from the account's last sign-in."""
+    stored = request.session.get(SIGNED_IN_AT)
+    if stored:
+        return datetime.fromisoformat(stored)
+    last_login = getattr(request.user, "last_login", None)
+    return last_login if last_login is not None else timezone.now()
 
 
 def client_ip(request: HttpRequest) -> str | None:
@@ -61,12 +97,15 @@ def client_ip(request: HttpRequest) -> str | None:
 # --- failed logins per address (spraying many user names) ----------------------------------------
 
 
+LOGIN_CACHE = "logins"  # shared by every app process (settings.CACHES)
+
+
 def _address_key(address: str | None) -> str:
     return f"login-failures-by-address:{address or 'unknown'}"
 
 
 def address_failures(request: HttpRequest) -> int:
-    return int(cache.get(_address_key(client_ip(request))) or 0)
+    return int(caches[LOGIN_CACHE].get(_address_key(client_ip(request))) or 0)
 
 
 @receiver(user_login_failed)
@@ -78,7 +117,7 @@ def count_failure_by_address(
     the cool-off window (fixed from its first failure)."""
     if request is None or not settings.AXES_ENABLED:
         return
-    key = _address_key(client_ip(request))
+    key, cache = _address_key(client_ip(request)), caches[LOGIN_CACHE]
     cache.add(key, 0, timeout=int(settings.AXES_COOLOFF_TIME.total_seconds()))
     try:
         cache.incr(key)

@@ -150,6 +150,9 @@ TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", 0)
 # API tokens (DRF authtoken) stop working this many hours after they were issued; users issue
 # a new one on their API token page.
 API_TOKEN_TTL_HOURS = envint("SPECVET_API_TOKEN_TTL_HOURS", 24 * 30)
+# ... and never later than this many hours after the password sign-in (or the password sent to
+# POST /api/token/issue/) they were issued on: a token cannot issue its own successor.
+API_TOKEN_FAMILY_MAX_HOURS = envint("SPECVET_API_TOKEN_FAMILY_MAX_HOURS", 24 * 90)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -205,6 +208,8 @@ SPECTRUM_API_MAX_ARRAY_PIXELS = envint("SPECTRUM_API_MAX_ARRAY_PIXELS", 100_000)
 # temporary folder), and its one JSON file, which is parsed whole.
 CURATION_IMPORT_MAX_UNPACKED_BYTES = envint("CURATION_IMPORT_MAX_UNPACKED_BYTES", 512 * 1024 * 1024)
 CURATION_IMPORT_MAX_JSON_BYTES = envint("CURATION_IMPORT_MAX_JSON_BYTES", 64 * 1024 * 1024)
+# One line of an import JSONL (one trajectory, images inline): read and parsed whole, so capped.
+CURATION_IMPORT_MAX_LINE_BYTES = envint("CURATION_IMPORT_MAX_LINE_BYTES", 8 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Every temporary file and folder of the project (uploads, imports, exports) lives here, so that
@@ -232,6 +237,12 @@ REST_FRAMEWORK = {
         "rest_framework.permissions.IsAuthenticated",
         "annotation.core.permissions.HasRoleRule",  # each API's role_rule; none declared: refused
     ],
+    # JSON bodies nested deeper than agent.bounded_json.MAX_JSON_DEPTH get 400, not a 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.parsers.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "webapp.schema.SpecvetAutoSchema",
@@ -246,7 +257,22 @@ CACHES = {
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
         if CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
+    ),
+    # Failed logins per address must be counted by every app process together (else each
+    # gunicorn worker allows its own LOGIN_ADDRESS_FAILURE_LIMIT): the shared Redis, or without
+    # one a table in the database (migrate creates it; `manage.py createcachetable` too).
+    "logins": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            "KEY_PREFIX": "logins",
+        }
+        if CACHE_URL
+        else {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "specvet_login_failures",
+        }
+    ),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "specvet API",

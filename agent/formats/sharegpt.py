@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent import bounded_json
 from agent.formats.common import (
     _SHAREGPT_ROLES,
     SHAREGPT_IMAGE_DIR,
@@ -210,8 +211,10 @@ def load_sharegpt_file(path: Path, *, task: str | None = None) -> list[Trajector
     """Every row of a ShareGPT JSON list; image paths are relative to the file's folder."""
     path = Path(path)
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
+        rows = bounded_json.loads(
+            path.read_text(encoding="utf-8"), what=f"ShareGPT file {path.name}"
+        )
+    except (OSError, ValueError) as error:
         raise DatasetFormatError(f"cannot read ShareGPT file {path}: {error}") from error
     if not isinstance(rows, list):
         raise DatasetFormatError(f"ShareGPT file {path} must hold a JSON list of rows")

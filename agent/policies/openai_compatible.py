@@ -57,6 +57,7 @@ class OpenAICompatiblePolicy:
         client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        label: str | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url {base_url!r} must start with http:// or https://")
@@ -70,6 +71,9 @@ class OpenAICompatiblePolicy:
             raise ValueError(f"timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}")
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
+        # What errors call the endpoint: its registered name, so that the stored error text
+        # (shown to everyone who reads the candidate) never holds the server's address.
+        self.label = label or self.base_url
         self.model = model
         self.max_retries = max_retries
         self.backoff = backoff
@@ -147,14 +151,13 @@ class OpenAICompatiblePolicy:
                 last_reason = f"HTTP {response.status_code}: {_excerpt(response.text)}"
                 outcome = "failing"
                 if response.status_code not in RETRYABLE_STATUS:
-                    raise PolicyError(
-                        f"endpoint {self.base_url} rejected the request: {last_reason}"
-                    )
+                    raise PolicyError(f"endpoint {self.label} rejected the request: {last_reason}")
                 retry_after = _retry_after_seconds(response)
             if attempt < self.max_retries:
                 self._sleep(max(self.backoff * 2 ** (attempt - 1), retry_after))
+        reason = last_reason.replace(self.base_url, self.label)
         raise EndpointUnavailable(
-            f"endpoint {self.base_url} {outcome} after {self.max_retries} attempts: {last_reason}"
+            f"endpoint {self.label} {outcome} after {self.max_retries} attempts: {reason}"
         )
 
     def _parse(self, response: httpx.Response) -> str:
@@ -162,12 +165,12 @@ class OpenAICompatiblePolicy:
             payload = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise PolicyError(
-                f"endpoint {self.base_url} returned a non-JSON body: {_excerpt(response.text)}"
+                f"endpoint {self.label} returned a non-JSON body: {_excerpt(response.text)}"
             ) from None
         choices = payload.get("choices") if isinstance(payload, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise PolicyError(
-                f"endpoint {self.base_url} returned no choices: {_excerpt(response.text)}"
+                f"endpoint {self.label} returned no choices: {_excerpt(response.text)}"
             )
         message = choices[0].get("message")
         content = message.get("content") if isinstance(message, dict) else None
@@ -176,7 +179,7 @@ class OpenAICompatiblePolicy:
             if isinstance(message, dict) and message.get("tool_calls"):
                 hint = " (it parsed tool calls itself: serve without --enable-auto-tool-choice)"
             raise PolicyError(
-                f"endpoint {self.base_url} returned no message content{hint}: {_excerpt(response.text)}"
+                f"endpoint {self.label} returned no message content{hint}: {_excerpt(response.text)}"
             )
         self.last_finish_reason = choices[0].get("finish_reason")
         usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from agent import bounded_json
 from agent.reading import ReadLimits, SpectrumFormatError, read_npz
 from agent.resolution import Resolution, ResolutionError
 from agent.spectra.tables import (
@@ -108,8 +109,8 @@ def spectrum_from_npz_bytes(data: bytes) -> Spectrum:
 
 def _spectrum_from_npz_arrays(arrays: dict[str, np.ndarray], source: str) -> Spectrum:
     try:
-        header = json.loads(str(arrays["meta"]))
-    except json.JSONDecodeError as exc:
+        header = bounded_json.loads(str(arrays["meta"]), what="'meta'")
+    except ValueError as exc:
         raise SpectrumFormatError(f"{source}: 'meta' is not valid JSON ({exc})") from exc
     if not isinstance(header, dict):
         raise SpectrumFormatError(f"{source}: 'meta' must be a JSON object")

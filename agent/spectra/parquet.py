@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import io
-import json
 from typing import Any
 
+from agent import bounded_json
 from agent.reading import ReadLimits, SpectrumFormatError, check_parquet_metadata, over_limit
 from agent.spectra.value import Spectrum, _finish, _json_safe, _redshift, validate_arrays
 
@@ -105,8 +105,8 @@ def _specvi_row(row: dict[str, Any], index: int, source: str) -> Spectrum:
 def _as_mapping(value: Any, dotted: str, where: str) -> dict[str, Any]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
+            value = bounded_json.loads(value, what=dotted)
+        except ValueError as exc:
             raise SpectrumFormatError(f"{where}: {dotted} is not valid JSON ({exc})") from exc
     if not isinstance(value, dict):
         raise SpectrumFormatError(f"{where}: missing {dotted}")

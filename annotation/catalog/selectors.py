@@ -23,6 +23,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Exists, F, OrderBy, OuterRef, QuerySet
 
+from annotation.core.endpoints import public_policy_spec  # noqa: F401  (re-exported: views, reports)
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -58,8 +59,6 @@ EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
 EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_ADDRESS_KEYS = frozenset({"base_url", "url", "host", "endpoint_url"})
-_SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization", "credential")
 
 
 class CatalogQueryError(ValueError):
@@ -577,21 +576,6 @@ def catalog_csv_chunks(
 
 
 # --- detail -----------------------------------------------------------------------------------
-
-
-def public_policy_spec(spec: Any) -> Any:
-    """The policy spec without credentials (api keys, tokens, passwords) or the addresses of
-    model servers (internal host names: the endpoint's name says which model), at any depth."""
-    if isinstance(spec, dict):
-        return {
-            key: public_policy_spec(value)
-            for key, value in spec.items()
-            if not any(part in str(key).lower() for part in _SECRET_KEY_PARTS)
-            and str(key).lower() not in _ADDRESS_KEYS
-        }
-    if isinstance(spec, list):
-        return [public_policy_spec(item) for item in spec]
-    return spec
 
 
 def is_sha256(value: str) -> bool:

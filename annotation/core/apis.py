@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.models import User
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -16,6 +16,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.pagination import PageNumberPagination
@@ -29,7 +30,7 @@ from annotation.core.models import AuditLog, Job, ModelEndpoint
 from annotation.core.permissions import AUDIT_LOG_READ, job_cancel_allowed
 from annotation.core.roles import Role, accounts_with_roles, has_role, user_roles
 from annotation.core.serializers import JobOutputSerializer, _paginated
-from webapp.auth import token_expires_at
+from webapp.auth import session_signed_in_at, token_expires_at
 
 
 class AccountRolesOutputSerializer(serializers.Serializer):
@@ -52,6 +53,9 @@ def _account(user: object) -> dict[str, object]:
 
 class AccountRolesListApi(APIView):
     """Every account with its roles, by username; ``q`` filters by part of the username."""
+
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
 
     role_rule = permissions.ROLES_MANAGE
 
@@ -102,6 +106,12 @@ class AccountRolesSetApi(APIView):
         return Response(data)
 
 
+ERROR = OpenApiResponse(
+    response=inline_serializer("WorkflowErrorOutput", {"detail": serializers.CharField()}),
+    description="The rule or reason that refused the request.",
+)
+
+
 class TokenStatusSerializer(serializers.Serializer):
     created = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
@@ -109,7 +119,7 @@ class TokenStatusSerializer(serializers.Serializer):
 
 
 def _status(token: Token) -> dict[str, object]:
-    expires_at = token_expires_at(token.created)
+    expires_at = token_expires_at(token)
     return {
         "created": token.created,
         "expires_at": expires_at,
@@ -131,16 +141,45 @@ class ApiTokenDetailApi(APIView):
 
 class ApiTokenIssueApi(APIView):
     """Issue a new token for the signed-in user; the previous one stops working at once. The key
-    is shown in this answer only."""
+    is shown in this answer only. A signed-in session may ask; a call made with a token must send
+    the account's password (a token never issues its own successor)."""
 
     role_rule = permissions.SIGNED_IN
+
+    class InputSerializer(serializers.Serializer):
+        password = serializers.CharField(
+            required=False, write_only=True, trim_whitespace=False, max_length=4096
+        )
 
     class OutputSerializer(TokenStatusSerializer):
         key = serializers.CharField()
 
-    @extend_schema(request=None, responses={201: OutputSerializer})
+    @extend_schema(
+        request=InputSerializer, responses={201: OutputSerializer, 400: ERROR, 403: ERROR}
+    )
     def post(self, request: Request) -> Response:
-        token = services.api_token_issue(user=_expert(request))
+        params = self.InputSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        user = _expert(request)
+        password = params.validated_data.get("password")
+        if password is not None:
+            # authenticate() runs django-axes too: wrong passwords here count toward lockout.
+            checked = authenticate(
+                request._request, username=user.get_username(), password=password
+            )
+            if checked is None or checked.pk != user.pk:
+                return error_response(errors.NotAllowed("the password is wrong (or locked out)"))
+            proved_at, via = timezone.now(), "password"
+        elif isinstance(request.successful_authenticator, SessionAuthentication):
+            proved_at, via = session_signed_in_at(request._request), "session"
+        else:
+            return error_response(
+                errors.NotAllowed(
+                    "a token cannot issue its successor: send the account's password as "
+                    '{"password": "..."}, or sign in and issue one at /accounts/token/'
+                )
+            )
+        token = services.api_token_issue(user=user, proved_at=proved_at, via=via)
         body = self.OutputSerializer({**_status(token), "key": token.key}).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 
@@ -158,7 +197,7 @@ class AuditLogListApi(APIView):
 
     class OutputSerializer(serializers.ModelSerializer):
         actor: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-            slug_field="username", read_only=True
+            slug_field="username", read_only=True, allow_null=True
         )
 
         class Meta:
@@ -191,7 +230,7 @@ class AuditLogListApi(APIView):
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        rows = selectors.audit_log_list(**filters.validated_data)
+        rows = selectors.audit_log_list(user=request.user, **filters.validated_data)
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
@@ -205,7 +244,7 @@ class EndpointChoiceSerializer(serializers.ModelSerializer):
 
 class EndpointSerializer(serializers.ModelSerializer):
     created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:
@@ -319,10 +358,6 @@ class EndpointUpdateApi(APIView):
         return Response(EndpointSerializer(endpoint).data)
 
 
-ERROR = OpenApiResponse(
-    response=inline_serializer("WorkflowErrorOutput", {"detail": serializers.CharField()}),
-    description="The rule or reason that refused the request.",
-)
 CONFLICT = OpenApiResponse(
     response=inline_serializer(
         "VersionConflictOutput",
@@ -345,6 +380,9 @@ class WorkflowApi(APIView):
 
 
 class JobListApi(WorkflowApi):
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.JOBS_READ
 
     @extend_schema(responses=JobOutputSerializer(many=True))

@@ -228,7 +228,30 @@ def endpoint_policy(
         "base_url": endpoint.base_url,
         "model": endpoint.model,
         "api_key": key if key is not None else api_key(endpoint),
+        "label": endpoint.name,
     }
     if sampling:
         spec["sampling"] = sampling
     return build_policy(spec)
+
+
+# --- what a policy spec shows to whom -----------------------------------------------------------
+
+_ADDRESS_KEYS = frozenset({"base_url", "url", "host", "endpoint_url"})
+_SECRET_KEY_PARTS = ("key", "token", "secret", "password", "authorization", "credential")
+
+
+def public_policy_spec(spec: Any, *, addresses: bool = False) -> Any:
+    """The policy spec (or info, or sampling) without credentials (api keys, tokens, passwords)
+    at any depth, and without the addresses of model servers unless ``addresses`` (staff only:
+    internal host names; the endpoint's name says which model)."""
+    if isinstance(spec, dict):
+        return {
+            key: public_policy_spec(value, addresses=addresses)
+            for key, value in spec.items()
+            if not any(part in str(key).lower() for part in _SECRET_KEY_PARTS)
+            and (addresses or str(key).lower() not in _ADDRESS_KEYS)
+        }
+    if isinstance(spec, list):
+        return [public_policy_spec(item, addresses=addresses) for item in spec]
+    return spec

@@ -157,3 +157,15 @@ class ModelEndpoint(models.Model):
         if self.credential_env:
             return "env"
         return "file" if self.credential_file else "none"
+
+
+class ApiTokenOrigin(models.Model):
+    """When the password proof behind an API token was given: the sign-in of the session that
+    issued it, or the password sent with the request. A token never renews itself, and no token
+    outlives API_TOKEN_FAMILY_MAX_HOURS after its proof, however often it is reissued."""
+
+    token = models.OneToOneField(
+        "authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="origin"
+    )
+    proved_at = models.DateTimeField()
+    via = models.CharField(max_length=16)  # "session" or "password"

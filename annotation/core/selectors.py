@@ -15,11 +15,33 @@ from annotation.core.models import AuditLog, Job, JobState
 ETA_MIN_ITEMS = 2
 
 
+# Rules registered by the layers above core (annotation.apps: blinding), each giving the entries
+# one user may not read as a Q, or None: an entry is read under its object's read rule.
+AuditReadRule = Callable[[Any], Q | None]
+_audit_read_rules: list[AuditReadRule] = []
+
+
+def register_audit_read_rule(rule: AuditReadRule) -> None:
+    if rule not in _audit_read_rules:
+        _audit_read_rules.append(rule)
+
+
 def audit_log_list(
-    *, object_type: str = "", object_pk: str = "", actor: str = "", action: str = ""
+    *,
+    user: Any,
+    object_type: str = "",
+    object_pk: str = "",
+    actor: str = "",
+    action: str = "",
 ) -> QuerySet[AuditLog]:
-    """The audit log, newest first, filtered by object, actor (username) and action."""
+    """The audit log ``user`` may read, newest first, filtered by object, actor (username) and
+    action. An entry about an object the user may not read (a registered rule says which) is
+    left out, counts included, exactly as the object is from its own lists."""
     rows = AuditLog.objects.select_related("actor")
+    for rule in _audit_read_rules:
+        hidden = rule(user)
+        if hidden is not None:
+            rows = rows.exclude(hidden)
     if object_type:
         rows = rows.filter(object_type=object_type)
     if object_pk:

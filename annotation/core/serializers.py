@@ -14,7 +14,8 @@ from annotation.core.models import Job
 
 
 def _username() -> serializers.SlugRelatedField:
-    return serializers.SlugRelatedField(slug_field="username", read_only=True)
+    # Null when nobody holds the role or the account is gone: the schema must say so.
+    return serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
 
 class JobOutputSerializer(serializers.ModelSerializer):

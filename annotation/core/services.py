@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -16,7 +17,7 @@ from rest_framework.authtoken.models import Token
 
 from annotation.core import endpoints
 from annotation.core.errors import NotAllowed, WorkflowError
-from annotation.core.models import AuditLog, Job, JobState, ModelEndpoint
+from annotation.core.models import ApiTokenOrigin, AuditLog, Job, JobState, ModelEndpoint
 from annotation.core.permissions import check_owner_or_staff
 from annotation.core.roles import Role, forget_roles, user_roles
 
@@ -41,7 +42,7 @@ def audit_log_record(
     return AuditLog.objects.create(
         actor=actor if actor is not None and actor.is_authenticated else None,
         action=action,
-        object_type=type(obj).__name__,
+        object_type=obj._meta.object_name,  # not type(obj): request.user is a lazy proxy
         object_pk=str(obj.pk),
         from_state=from_state,
         to_state=to_state,
@@ -50,16 +51,26 @@ def audit_log_record(
     )
 
 
+TOKEN_PROOFS = ("session", "password")
+
+
 @transaction.atomic
-def api_token_issue(*, user: User) -> Token:
-    """A new API token for ``user``; the one before it (if any) stops working at once."""
+def api_token_issue(*, user: User, proved_at: datetime, via: str) -> Token:
+    """A new API token for ``user``; the one before it (if any) stops working at once.
+
+    ``proved_at`` is when the user's password was last checked for this request: the session's
+    sign-in (``via="session"``) or now, for a password sent with it (``via="password"``). Never
+    a token: a token that could issue its successor would live forever."""
+    if via not in TOKEN_PROOFS:
+        raise WorkflowError(f"a token is issued on a session or a password, not {via!r}")
     replaced = Token.objects.filter(user=user).delete()[0] > 0
     token = Token.objects.create(user=user)
+    ApiTokenOrigin.objects.create(token=token, proved_at=proved_at, via=via)
     audit_log_record(  # the user, not the token: a token's primary key is its secret
         actor=user,
         action="api_token_issued",
         obj=user,
-        comment="replaced the previous token" if replaced else "first token",
+        comment=("replaced the previous token" if replaced else "first token") + f", via {via}",
     )
     return token
 

@@ -24,7 +24,7 @@ from annotation.core.http import HtmxHttpRequest, _expert, _page
 from annotation.core.models import Job, ModelEndpoint
 from annotation.core.permissions import AUDIT_LOG_READ, job_cancel_allowed, require_role
 from annotation.core.roles import Role, accounts_with_roles, user_roles
-from webapp.auth import token_expires_at
+from webapp.auth import session_signed_in_at, token_expires_at
 
 PAGE_SIZE = 50
 
@@ -76,9 +76,11 @@ def roles_set(request: HttpRequest, user_id: int) -> HttpResponse:
 def api_token_page(request: HttpRequest) -> HttpResponse:
     key = ""
     if request.method == "POST":
-        key = services.api_token_issue(user=request.user).key  # type: ignore[arg-type]
+        key = services.api_token_issue(
+            user=_expert(request), proved_at=session_signed_in_at(request), via="session"
+        ).key
     token = Token.objects.filter(user=_expert(request)).first()
-    expires_at = token_expires_at(token.created) if token is not None else None
+    expires_at = token_expires_at(token) if token is not None else None
     return render(
         request,
         "accounts/api_token.html",
@@ -104,9 +106,9 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     query.pop("page", None)
     context = {
         "form": form,
-        "page": Paginator(selectors.audit_log_list(**filters), PAGE_SIZE).get_page(
-            request.GET.get("page")
-        ),
+        "page": Paginator(
+            selectors.audit_log_list(user=request.user, **filters), PAGE_SIZE
+        ).get_page(request.GET.get("page")),
         "query": query.urlencode(),
     }
     return render(request, "audit/log.html", context)

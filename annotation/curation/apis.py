@@ -6,8 +6,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers, status
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -111,6 +117,9 @@ class MyWorkApi(CurationApi):
 
 
 class CurationListApi(CurationApi):
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.CURATION_READ
 
     class FilterSerializer(serializers.Serializer):
@@ -192,6 +201,9 @@ class CurationVersionDetailApi(CurationApi):
 
 class CurationHistoryApi(CurationApi):
     """The audit log (paginated, blinded like the page) and the version chain."""
+
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
 
     role_rule = permissions.CURATION_READ
 
@@ -596,7 +608,28 @@ class DatasetListApi(CurationApi):
 
     role_rule = permissions.DATASETS_READ
 
-    @extend_schema(responses=ExportOutputSerializer(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("page", int, description="1-based page of exports")],
+        responses=inline_serializer(
+            "DatasetListPage",
+            {
+                "accepted": inline_serializer(
+                    "AcceptedCounts",
+                    {
+                        "task": serializers.CharField(),
+                        "YES": serializers.IntegerField(),
+                        "NO": serializers.IntegerField(),
+                        "total": serializers.IntegerField(),
+                    },
+                    many=True,
+                ),
+                "count": serializers.IntegerField(),
+                "next": serializers.URLField(allow_null=True),
+                "previous": serializers.URLField(allow_null=True),
+                "results": ExportOutputSerializer(many=True),
+            },
+        ),
+    )
     def get(self, request: Request) -> Response:
         response = _paginated(
             request, self, selectors.dataset_exports(user=request.user), ExportOutputSerializer

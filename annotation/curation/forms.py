@@ -11,7 +11,6 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.http import QueryDict
 
@@ -21,6 +20,7 @@ from agent.reading import UnsafeArchive, check_zip_directory, iter_zip_member
 from agent.trajectory import Trajectory, TrajectoryFormatError
 from annotation.core.errors import WorkflowError
 from annotation.core.models import ModelEndpoint
+from annotation.core.roles import Role, users_holding
 from annotation.core.tempfiles import temp_dir
 from annotation.curation.models import AuditVerdict, CurationState, VoteValue
 from annotation.curation.selectors import draft_candidates
@@ -181,7 +181,7 @@ class VoteForm(forms.Form):
 class ReassignForm(forms.Form):
     role = forms.ChoiceField(choices=[(role, role.replace("_", " ")) for role in ROLES])
     user = forms.ModelChoiceField(
-        queryset=get_user_model().objects.filter(is_active=True).order_by("username"),
+        queryset=users_holding(Role.EXPERT).order_by("username"),
         to_field_name="username",
         required=False,
         empty_label="nobody (free the role)",
@@ -261,28 +261,42 @@ def read_import_upload(upload: UploadedFile, *, task: str | None = None) -> Impo
             f"{name}: {upload.size} bytes is over the limit of "
             f"{settings.SPECTRUM_UPLOAD_MAX_BYTES} bytes"
         )
-    data = b"".join(upload.chunks())
-    if not data.strip():
-        raise ImportFileError(f"{name} is empty")
-    if data.startswith(ZIP_MAGIC):
+    upload.seek(0)
+    if upload.read(len(ZIP_MAGIC)) == ZIP_MAGIC:
+        data = b"".join(upload.chunks())
         trajectories = _read_sharegpt_zip(data, name, task)
         return ImportFile(trajectories, "import:sharegpt", tuple(cold_start_warnings(trajectories)))
-    return ImportFile(_read_jsonl(data, name), "import:jsonl")
+    upload.seek(0)
+    return ImportFile(_read_jsonl(upload, name), "import:jsonl")
 
 
-def _read_jsonl(data: bytes, name: str) -> list[Trajectory]:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ImportFileError(f"{name} is neither a ZIP nor UTF-8 JSONL text: {error}") from None
+def _read_jsonl(upload: UploadedFile, name: str) -> list[Trajectory]:
+    """A line at a time, so a huge line is refused before it is held, let alone parsed."""
+    line_limit = settings.CURATION_IMPORT_MAX_LINE_BYTES
     trajectories = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    seen_text = False
+    for number, raw in enumerate(iter(lambda: upload.readline(line_limit + 1), b""), start=1):
+        line = raw.rstrip(b"\r\n")
+        if len(line) > line_limit:
+            raise ImportFileError(
+                f"{name} line {number} is over the {line_limit} bytes a JSONL line may have "
+                "(CURATION_IMPORT_MAX_LINE_BYTES)"
+            )
         try:
-            trajectories.append(Trajectory.from_json(line))
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ImportFileError(
+                f"{name} is neither a ZIP nor UTF-8 JSONL text: line {number}: {error}"
+            ) from None
+        if not text.strip():
+            continue
+        seen_text = True
+        try:
+            trajectories.append(Trajectory.from_json(text))
         except TrajectoryFormatError as error:
             raise ImportFileError(f"{name} line {number}: {error}") from None
+    if not seen_text:
+        raise ImportFileError(f"{name} is empty")
     return trajectories
 
 

@@ -16,6 +16,7 @@ from agent.editing import check_same_tool_actions
 from agent.trajectory import Trajectory
 from annotation.core.errors import NotAllowed, VersionConflict, WorkflowError, WrongState
 from annotation.core.models import ImageBlob, Job
+from annotation.core.permissions import CURATE
 from annotation.core.services import audit_log_record, job_create
 from annotation.core.sql import rows_insert
 from annotation.curation.models import (
@@ -537,6 +538,21 @@ def vote_cast(*, curation: Curation, user: User, value: str, comment: str = "") 
 ROLES = ("reviser", "auditor_1", "auditor_2")
 
 
+def _check_may_take_a_role(*, curation: Curation, user: User) -> None:
+    """Only an account that could do the work: active, holding the expert role (the role rule
+    of revising and auditing) and able to read this trajectory (not rating a campaign that
+    holds it). A viewer once became a reviser who could do nothing."""
+    from annotation.blinding import curations_visible_to
+
+    name = user.get_username()
+    if not user.is_active:
+        raise NotAllowed(f"{name} is deactivated")
+    if not CURATE.allows(user):
+        raise NotAllowed(f"{name} is not an expert: only experts revise and audit trajectories")
+    if not curations_visible_to(user=user).filter(pk=curation.pk).exists():
+        raise NotAllowed(f"{name} rates an open campaign holding this trajectory")
+
+
 @transaction.atomic
 def curation_reassign(*, curation: Curation, role: str, user: User | None, actor: User) -> Curation:
     """Staff hand a role to another expert (or free it), keeping the separation of duties."""
@@ -546,6 +562,7 @@ def curation_reassign(*, curation: Curation, role: str, user: User | None, actor
         raise WorkflowError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
     curation = _locked(curation)
     if user is not None:
+        _check_may_take_a_role(curation=curation, user=user)
         others = {r: getattr(curation, f"{r}_id") for r in ROLES if r != role}
         if user.pk in others.values():
             raise NotAllowed("one expert cannot hold two roles on the same trajectory")

@@ -14,6 +14,7 @@ from annotation import blinding
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
+from annotation.core.endpoints import public_policy_spec
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
 from annotation.inspections import permissions as inspection_permissions
@@ -27,6 +28,8 @@ class RunOutputSerializer(serializers.ModelSerializer):
         slug_field="code", read_only=True
     )
     policy_spec = serializers.SerializerMethodField()
+    policy_info = serializers.SerializerMethodField()
+    sampling = serializers.SerializerMethodField()
 
     class Meta:
         model = InspectionRun
@@ -45,8 +48,20 @@ class RunOutputSerializer(serializers.ModelSerializer):
             "created_at",
         ]
 
+    def _shown(self, value: dict) -> dict:
+        # A model server's address is for staff (it names internal hosts); secrets for nobody.
+        request = self.context.get("request")
+        staff = bool(request is not None and request.user.is_staff)
+        return public_policy_spec(value, addresses=staff)
+
     def get_policy_spec(self, run: InspectionRun) -> dict:
-        return {k: v for k, v in run.policy_spec.items() if k != "api_key"}
+        return self._shown(run.policy_spec)
+
+    def get_policy_info(self, run: InspectionRun) -> dict:
+        return self._shown(run.policy_info)
+
+    def get_sampling(self, run: InspectionRun) -> dict:
+        return self._shown(run.sampling)
 
 
 class CandidateOutputSerializer(serializers.ModelSerializer):
@@ -82,6 +97,9 @@ def _get_candidate_for_user(request: Request, candidate_id: int) -> Candidate:
 
 
 class InspectionRunListApi(APIView):
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.INSPECTION_READ
 
     @extend_schema(responses=RunOutputSerializer(many=True))
@@ -90,7 +108,9 @@ class InspectionRunListApi(APIView):
         page = paginator.paginate_queryset(
             blinding.runs_visible_to(user=request.user).select_related("task"), request, view=self
         )
-        return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            RunOutputSerializer(page, many=True, context={"request": request}).data
+        )
 
 
 class InspectionRunCreateApi(APIView):
@@ -128,7 +148,10 @@ class InspectionRunCreateApi(APIView):
             )
         except core_errors.WorkflowError as error:
             return error_response(error)
-        return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
+        return Response(
+            RunOutputSerializer(run, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class InspectionRunDetailApi(APIView):
@@ -137,7 +160,7 @@ class InspectionRunDetailApi(APIView):
     @extend_schema(responses=RunOutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
         run = _get_run_for_user(request, run_id)
-        data = dict(RunOutputSerializer(run).data)
+        data = dict(RunOutputSerializer(run, context={"request": request}).data)
         data["progress"] = selectors.run_progress(run=run, user=request.user)
         data["metrics"] = selectors.run_metrics(run=run, user=request.user)
         data["reproducibility"] = selectors.run_reproducibility(run=run, user=request.user)

@@ -100,6 +100,18 @@ def _check_policy_spec(
 
 
 @transaction.atomic
+def _check_sampling(sampling: dict[str, Any] | None) -> None:
+    """Refused at creation, not by each candidate later: an unknown key (``base_url``,
+    ``api_key``, ``extra_body``...) would otherwise be stored and fail every candidate."""
+    from agent.policies.base import SamplingParams
+
+    try:
+        SamplingParams.coerce(sampling)
+    except (TypeError, ValueError) as error:
+        allowed = ", ".join(SamplingParams.__dataclass_fields__)
+        raise WorkflowError(f"sampling: {error} (allowed keys: {allowed})") from None
+
+
 def inspection_run_create(
     *,
     task: Task,
@@ -132,6 +144,7 @@ def inspection_run_create(
     if missing:
         raise WorkflowError(f"unknown spectrum ids: {missing[:10]}")
     checked_spec, endpoint = _check_policy_spec(policy_spec, user=created_by)
+    _check_sampling(sampling)
     run = InspectionRun.objects.create(
         name=name[:120],
         task=task,

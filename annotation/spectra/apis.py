@@ -70,6 +70,9 @@ class SpectrumOutputSerializer(serializers.ModelSerializer):
 
 
 class SpectrumListApi(APIView):
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.BROWSE
 
     class FilterSerializer(serializers.Serializer):

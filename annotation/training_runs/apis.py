@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -95,6 +96,9 @@ class MetricOutputSerializer(serializers.ModelSerializer):
 
 
 class TrainingRunListApi(APIView):
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.TRAINING_READ
 
     @extend_schema(responses=TrainingRunOutputSerializer(many=True))
@@ -183,6 +187,9 @@ class TrainingRunDetailApi(APIView):
 class TrainingRunMetricsApi(APIView):
     """Metric rows in the order they were written; ``after`` follows a live run."""
 
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
+
     role_rule = permissions.TRAINING_READ
 
     @extend_schema(
@@ -219,6 +226,9 @@ class TrainingRunCancelApi(APIView):
 
 class PolicyCheckpointListApi(APIView):
     """Registered checkpoints; ``policy_spec`` is what an inspection run's ``policy`` takes."""
+
+    # Answers a page (count, next, previous, results): the schema says so too.
+    pagination_class = PageNumberPagination
 
     role_rule = permissions.TRAINING_READ
 

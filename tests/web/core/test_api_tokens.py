@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -11,8 +11,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from annotation.core.models import AuditLog
-from tests.factories import UserFactory
+from annotation.core.models import ApiTokenOrigin, AuditLog
+from tests.factories import PASSWORD, UserFactory
+from webapp.auth import SIGNED_IN_AT
 
 pytestmark = pytest.mark.django_db
 
@@ -57,10 +58,32 @@ def test_it_defaults_to_thirty_days():
     assert project_settings.API_TOKEN_TTL_HOURS == 24 * 30
 
 
-def test_it_issues_a_new_token_through_the_api_and_ends_the_old_one(vera):
+def test_it_refuses_to_let_a_token_issue_its_successor(vera):
+    """A token once renewed itself: chained every 30 days it never expired."""
     old = Token.objects.create(user=vera)
     response = token_client(old.key).post(reverse("api_token_issue"))
+    assert response.status_code == 403
+    assert "a token cannot issue its successor" in response.json()["detail"]
+    assert Token.objects.get(user=vera).key == old.key
+
+
+def test_it_refuses_a_wrong_password_sent_with_a_token(vera):
+    old = Token.objects.create(user=vera)
+    response = token_client(old.key).post(
+        reverse("api_token_issue"), {"password": "not it"}, format="json"
+    )
+    assert response.status_code == 403
+    assert "password is wrong" in response.json()["detail"]
+    assert Token.objects.get(user=vera).key == old.key
+
+
+def test_it_issues_a_new_token_with_the_password_and_ends_the_old_one(vera):
+    old = Token.objects.create(user=vera)
+    response = token_client(old.key).post(
+        reverse("api_token_issue"), {"password": PASSWORD}, format="json"
+    )
     assert response.status_code == 201
+    assert ApiTokenOrigin.objects.get(token__user=vera).via == "password"
     assert response["Cache-Control"] == "no-store"
     body = response.json()
     assert body["key"] != old.key and body["expired"] is False
@@ -113,9 +136,11 @@ def test_it_records_an_issued_token_in_the_audit_log_without_its_key(vera):
     client.post(reverse("api_token_page"))
     entries = AuditLog.objects.filter(action="api_token_issued")
     assert [e.comment for e in entries.order_by("pk")] == [
-        "first token",
-        "replaced the previous token",
+        "first token, via session",
+        "replaced the previous token, via session",
     ]
+    # request.user is a lazy proxy: its class name was recorded as the object type.
+    assert {(e.object_type, e.object_pk) for e in entries} == {("User", str(vera.pk))}
     key = Token.objects.get(user=vera).key
     assert all(key not in str(vars(entry)) for entry in entries)
 
@@ -143,3 +168,51 @@ def test_it_still_answers_a_signed_in_user_without_the_role_with_a_403():
     client = APIClient()
     client.force_login(UserFactory(username="nobody", roles=[]))
     assert client.get(reverse("api_spectrum_list")).status_code == 403
+
+
+# --- a token family's lifetime -------------------------------------------------------------------
+
+
+def signed_in_hours_ago(user, hours: float) -> Client:
+    client = Client()
+    client.force_login(user)
+    session = client.session
+    session[SIGNED_IN_AT] = (timezone.now() - timedelta(hours=hours)).isoformat()
+    session.save()
+    return client
+
+
+def test_it_ends_a_token_at_the_family_cap_after_the_sign_in_it_was_issued_on(vera, settings):
+    settings.API_TOKEN_TTL_HOURS = 720
+    settings.API_TOKEN_FAMILY_MAX_HOURS = 100
+    client = signed_in_hours_ago(vera, 99)
+    client.post(reverse("api_token_page"))
+    token = Token.objects.get(user=vera)
+    assert token_client(token.key).get(reverse("api_spectrum_list")).status_code == 200
+    ApiTokenOrigin.objects.filter(token=token).update(
+        proved_at=timezone.now() - timedelta(hours=101)
+    )
+    response = token_client(token.key).get(reverse("api_spectrum_list"))
+    assert response.status_code == 401
+    assert "at most 100 hours after the password sign-in" in response.json()["detail"]
+
+
+def test_it_reissues_from_an_old_session_no_later_than_the_cap(vera, settings):
+    settings.API_TOKEN_TTL_HOURS = 720
+    settings.API_TOKEN_FAMILY_MAX_HOURS = 100
+    client = signed_in_hours_ago(vera, 90)
+    for _ in range(3):  # reissuing keeps the session's proof: the cap does not move
+        client.post(reverse("api_token_page"))
+    status = client.get(reverse("api_token")).json()["token"]
+    expires = datetime.fromisoformat(status["expires_at"].replace("Z", "+00:00"))
+    assert timedelta(hours=9) < expires - timezone.now() <= timedelta(hours=10)
+
+
+def test_it_starts_a_new_family_on_a_fresh_sign_in(vera, settings):
+    settings.API_TOKEN_FAMILY_MAX_HOURS = 100
+    client = Client()
+    client.force_login(vera)
+    client.post(reverse("api_token_page"))
+    origin = ApiTokenOrigin.objects.get(token__user=vera)
+    assert origin.via == "session"
+    assert timezone.now() - origin.proved_at < timedelta(minutes=5)

@@ -528,6 +528,9 @@ def jobs(world):
         "standardized it": job("standardize", curation_ids=[curation.pk]),
         "sent run-alpha": job("enqueue_candidates", run_id=world.runs["run-alpha"].pk),
         "sent run-gamma": job("enqueue_candidates", run_id=world.runs["run-gamma"].pk),
+        "re-checked run-alpha": job(
+            "inspection_recheck", run_id=world.runs["run-alpha"].pk, candidate_ids=[1]
+        ),
         "drafted elsewhere": job("draft", spectrum_ids=[999998], task="CV"),
     }
     Curation.objects.filter(pk=curation.pk).update(draft_job=made["drafted the item"])
@@ -541,7 +544,13 @@ def test_it_keeps_jobs_that_name_an_items_model_from_its_rater(world, staff_erin
     from annotation.core.jobs import RUNNERS
 
     assert set(BLINDED_JOB_KINDS) <= set(RUNNERS)
-    hidden = {"drafted the item", "drafted its spectrum", "standardized it", "sent run-alpha"}
+    hidden = {
+        "drafted the item",
+        "drafted its spectrum",
+        "standardized it",
+        "sent run-alpha",
+        "re-checked run-alpha",
+    }
     client, api = Client(), APIClient()
     client.force_login(staff_erin)
     api.force_authenticate(staff_erin)

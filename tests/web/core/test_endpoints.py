@@ -191,6 +191,34 @@ def test_it_refuses_a_user_supplied_url_and_calls_nobody(
     assert attacker.calls == [] and server_a.calls == []
 
 
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        {"base_url": "ATTACKER"},
+        {"api_key": "sk-mine"},
+        {"extra_body": {"guided_json": {}}},
+        {"temperature": -1},
+        {"max_new_tokens": "many"},
+    ],
+)
+def test_it_refuses_unknown_or_bad_sampling_at_creation(
+    sampling, cv, ml, attacker, default_endpoint, django_capture_on_commit_callbacks
+):
+    """Such keys were stored, and then every candidate of the run failed on them."""
+    sampling = {k: attacker.base_url if v == "ATTACKER" else v for k, v in sampling.items()}
+    body = run_request(make_spectrum().pk, {"kind": "openai", "endpoint": "default"})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(ml).post(
+            reverse("api_run_create"), body | {"sampling": sampling}, format="json"
+        )
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert detail.startswith("sampling: ")
+    assert "allowed keys: temperature, top_p, max_new_tokens, seed" in detail
+    assert not InspectionRun.objects.exists()
+    assert attacker.calls == []
+
+
 def test_it_sends_a_form_run_to_the_chosen_endpoint_only_with_its_own_key(
     cv, ml, attacker, server_a, server_b, keys, django_capture_on_commit_callbacks
 ):
@@ -640,3 +668,30 @@ def test_it_names_legacy_endpoints_after_their_host_without_clashes():
     assert migration.legacy_endpoint_name("http://GPU-1:8000/v1", taken) == "gpu-1-8000-2"
     assert migration.legacy_endpoint_name("https://api.example.com/v1", set()) == "api.example.com"
     assert migration.legacy_endpoint_name("http://default/v1", set()) == "default-2"
+
+
+# --- an endpoint's address is for staff --------------------------------------------------------
+
+
+def test_it_shows_a_runs_server_address_to_staff_only(cv, ml, staff, expert):
+    from annotation.inspections import services as inspections_services
+
+    run = inspections_services.inspection_run_create(
+        task=cv,
+        spectrum_ids=[make_spectrum().pk],
+        policy_spec={"kind": "rule-based"},
+        created_by=ml,
+        enqueue=False,
+    )
+    internal = "http://gpu-internal-7:8000/v1"
+    InspectionRun.objects.filter(pk=run.pk).update(
+        policy_info={"policy": "openai", "base_url": internal, "model": "spec-o3"}
+    )
+    url = reverse("api_run_detail", args=[run.pk])
+    for reader in (ml, expert):
+        body = api(reader).get(url).json()
+        assert body["policy_info"] == {"policy": "openai", "model": "spec-o3"}
+        assert "gpu-internal-7" not in str(body)
+        listed = api(reader).get(reverse("api_run_list")).json()["results"]
+        assert "gpu-internal-7" not in str(listed)
+    assert api(staff).get(url).json()["policy_info"]["base_url"] == internal

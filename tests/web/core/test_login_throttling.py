@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from axes.models import AccessAttempt
-from django.core.cache import cache
+from django.core.cache import caches
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -24,9 +24,9 @@ def _throttling(settings):
     settings.AXES_ENABLED = True
     settings.AXES_FAILURE_LIMIT = LIMIT
     settings.AXES_COOLOFF_TIME = timedelta(minutes=15)
-    cache.clear()  # the per-address failure counts live in the cache
+    caches["logins"].clear()  # the per-address failure counts live in the shared cache
     yield
-    cache.clear()
+    caches["logins"].clear()
 
 
 @pytest.fixture
@@ -157,3 +157,21 @@ def test_it_counts_nothing_with_throttling_off(irene, spray_limit, settings):
         log_in("wrong password", username=f"guess{number}")
     _, response = log_in(PASSWORD)
     assert response.status_code == 302
+
+
+def test_it_counts_address_failures_in_the_database_shared_by_every_worker(irene):
+    """The count lived in each process's memory: 5 gunicorn workers allowed 5 times the limit."""
+    from django.db import connection
+
+    fail(2, username="someone-else")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM specvet_login_failures")
+        assert cursor.fetchone()[0] == 1
+
+
+def test_it_shares_login_counts_without_a_cache_url_by_default():
+    from webapp import settings as project_settings
+
+    assert not project_settings.CACHE_URL
+    backend = project_settings.CACHES["logins"]["BACKEND"]
+    assert backend == "django.core.cache.backends.db.DatabaseCache"

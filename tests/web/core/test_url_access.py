@@ -237,6 +237,9 @@ MATRIX: dict[str, set[str]] = {
     "candidate_retry": {M, S},
     "api_run_cancel": {M, S},
     "api_candidate_retry": {M, S},
+    # Reproduce: whoever follows runs, for the rule-based inspector (the matrix's runs are)
+    "candidate_reproduce": {E, M, S},
+    "api_candidate_reproduce": {E, M, S},
     # rating
     "rating_campaigns": {R, S},
     "rating_campaign": {R, S},

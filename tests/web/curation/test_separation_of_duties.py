@@ -158,3 +158,49 @@ def test_it_keeps_verdicts_blind_while_the_round_is_open(curation, people):
 
     audit(curation, people["third"])
     assert len(selectors.audits_visible_to(curation=curation, user=people["third"])) == 3
+
+
+# --- who may be handed a role ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("roles", [["viewer"], ["rater"], ["ml_engineer"], []])
+def test_it_refuses_to_hand_a_role_to_an_account_that_cannot_curate(curation, people, roles):
+    """A viewer once became a reviser and could do nothing."""
+    account = UserFactory(username="bystander", roles=roles)
+    for role in ("reviser", "auditor_1"):
+        with pytest.raises(core_errors.NotAllowed, match="bystander is not an expert"):
+            reassign(curation, people, role, account)
+    assert curation.reviser == people["reviser"] and curation.auditor_1 == people["auditor"]
+
+
+def test_it_refuses_a_deactivated_expert(curation, people):
+    people["third"].is_active = False
+    people["third"].save()
+    with pytest.raises(core_errors.NotAllowed, match="third is deactivated"):
+        reassign(curation, people, "auditor_1", people["third"])
+
+
+def test_it_refuses_an_expert_rating_an_open_campaign_that_holds_the_trajectory(curation, people):
+    from annotation.rating import services as rating_services
+
+    rating_services.campaign_create(
+        name="holds it",
+        raters=[people["third"]],
+        raters_per_item=1,
+        sources=rating_services.rating_sources_from_curations([curation]),
+        created_by=people["staff"],
+        seed=1,
+    )
+    with pytest.raises(core_errors.NotAllowed, match="third rates an open campaign"):
+        reassign(curation, people, "auditor_1", people["third"])
+    reassign(curation, people, "auditor_1", people["fourth"])
+    assert curation.auditor_1 == people["fourth"]
+
+
+def test_it_offers_only_experts_in_the_reassign_form(people):
+    from annotation.curation.forms import ReassignForm
+
+    UserFactory(username="vera", roles=["viewer"])
+    offered = {user.username for user in ReassignForm().fields["user"].queryset}
+    assert "vera" not in offered and "staff" not in offered
+    assert {"reviser", "auditor", "third"} <= offered

@@ -316,18 +316,18 @@ def test_it_refuses_a_standardization_that_moves_a_tool_call(
     assert curation.state == CurationState.APPROVED
 
 
-def test_it_lets_only_staff_reassign(curation, reviser, first_auditor, staff, bystander):
+def test_it_lets_only_staff_reassign(curation, reviser, first_auditor, staff, outsider):
     curation_services.curation_screen(curation=curation, user=first_auditor, keep=True)
     curation_services.curation_claim_revision(curation=curation, user=reviser)
     with pytest.raises(core_errors.NotAllowed, match="only staff"):
         curation_services.curation_reassign(
-            curation=curation, role="reviser", user=bystander, actor=reviser
+            curation=curation, role="reviser", user=outsider, actor=reviser
         )
     curation_services.curation_reassign(
-        curation=curation, role="reviser", user=bystander, actor=staff
+        curation=curation, role="reviser", user=outsider, actor=staff
     )
     curation.refresh_from_db()
-    assert curation.reviser == bystander
+    assert curation.reviser == outsider
 
 
 def test_it_discards_with_a_reason_and_keeps_the_trajectory(curation, first_auditor):
