@@ -127,10 +127,11 @@ def test_it_inspects_every_real_spectrum_for_every_task(corpus: list) -> None:
     for task in TASKS:
         definition = get_task(task)
         for entry, spectrum in corpus:
-            decision = inspector.begin(spectrum=spectrum, task=definition, use_tool=True).decision
+            episode = inspector.begin(spectrum=spectrum, task=definition, use_tool=True)
+            decision = episode.decision
             assert decision is not None
             assert decision["prediction"] in ("YES", "NO"), entry.id
-            answer = inspector.generate([{"role": "user", "content": "go"}])
+            answer = episode.generate([{"role": "user", "content": "go"}])
             assert answer.startswith("<think>"), entry.id
 
 
