@@ -72,7 +72,7 @@ real-data: install
 
 # The inspector on real data (development / validation) beside SpecVI-mini (synthetic).
 real-bench: real-data
-	$(PY) -m agent.real_bench
+	$(PY) -m agent.bench.real
 
 clean:
 	rm -rf $(VENV) staticfiles var/specvi-mini .pytest_cache
