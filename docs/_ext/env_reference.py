@@ -121,7 +121,7 @@ def settings_page(reads: dict[str, EnvRead], described: dict[str, dict[str, str]
         "(`docs/_ext/env_reference.py`), the meanings from `docs/reference/settings.toml`; the",
         "build fails when a variable is read but not described or described but not read.",
         "One settings module, `webapp/settings.py`, reads most of them; a few are read where",
-        "they are used (the *read in* column says where).",
+        "they are used (the first column says where).",
         "",
     ]
     groups: dict[str, list[str]] = {}
@@ -129,8 +129,8 @@ def settings_page(reads: dict[str, EnvRead], described: dict[str, dict[str, str]
         if name in reads or described[name].get("dynamic"):
             groups.setdefault(described[name]["group"], []).append(name)
     for group, names in groups.items():
-        lines += [f"## {group}", "", "| variable | default in the code | read in | meaning |"]
-        lines.append("|---|---|---|---|")
+        lines += [f"## {group}", "", "| variable, default in the code, read in | meaning |"]
+        lines.append("|---|---|")
         for name in names:
             read = reads.get(name, EnvRead(name, None))
             default = f"`{_cell(read.default)}`" if read.default is not None else "(none)"
@@ -138,7 +138,7 @@ def settings_page(reads: dict[str, EnvRead], described: dict[str, dict[str, str]
                 described[name]["dynamic"]
             )
             lines.append(
-                f"| `{name}` | {default} | {where} | {_cell(described[name]['meaning'])} |"
+                f"| `{name}`<br>default: {default}<br>{where} | {_cell(described[name]['meaning'])} |"
             )
         lines.append("")
     return "\n".join(lines)

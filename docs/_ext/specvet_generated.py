@@ -75,6 +75,10 @@ def commands_reference() -> None:
         command = load_command_class(app, name)
         lines += [f"### `{name}`", "", str(command.help).strip(), ""]
         lines += _fenced(command.create_parser("manage.py", name).format_help())
+        # The module's own account (usage, what is measured or changed), where it gives one.
+        about = sys.modules[type(command).__module__].__doc__ or ""
+        if len(about.strip().splitlines()) > 1:
+            lines += [f"From `{type(command).__module__}`:", ""] + _fenced(about.strip())
     lines += ["## `python -m agent.bench`", ""]
     lines += _fenced(make_parser().format_help())
     from agent.bench import real

@@ -66,7 +66,7 @@ def test_it_reports_a_variable_read_but_undescribed_and_one_described_but_unread
 def test_it_puts_each_variable_on_the_page_with_its_default_from_the_code(name: str) -> None:
     reads, described = env_reference.env_reads(), env_reference.meanings()
     page = env_reference.settings_page(reads, described)
-    row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
+    row = next(line for line in page.splitlines() if line.startswith(f"| `{name}`<br>"))
     if name == "SPECTRUM_MAX_PIXELS":
         assert "`1000000`" in row and "webapp/settings.py:" in row
     assert described[name]["meaning"].split()[0] in row
