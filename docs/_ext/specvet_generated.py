@@ -98,7 +98,7 @@ def _schema_type(schema: dict[str, Any]) -> str:
     if schema.get("type") == "array":
         return f"array of {_schema_type(schema.get('items', {}))}"
     if "oneOf" in schema or "allOf" in schema:
-        parts = schema.get("oneOf") or schema.get("allOf")
+        parts = schema.get("oneOf") or schema.get("allOf") or []
         return " or ".join(_schema_type(part) for part in parts)
     kind = str(schema.get("type", "object"))
     return f"{kind} ({schema['format']})" if "format" in schema else kind
