@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from agent.bench_bombs import (
+from agent.bench.bombs import (
     csv_gz_rows,
     fits_gz_zeros,
     format_bomb_report,
