@@ -23,10 +23,16 @@ from annotation import blinding
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core import services as core_services
-from annotation.core.apis import CONFLICT, ERROR, WorkflowApi
+from annotation.core.apis import ERROR, WorkflowApi
 from annotation.core.http import _expert
 from annotation.core.models import AuditLog, ImageBlob
-from annotation.core.serializers import JobOutputSerializer, _paginated, _username
+from annotation.core.serializers import (
+    BAD_REQUEST,
+    CONFLICT,
+    JobOutputSerializer,
+    _paginated,
+    _username,
+)
 from annotation.curation import datasets, selectors, services
 from annotation.curation.forms import (
     EditorState,
@@ -265,7 +271,7 @@ class CurationScreenApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: CurationOutputSerializer, 400: ERROR, 403: ERROR, 409: ERROR},
+        responses={200: CurationOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -278,7 +284,9 @@ class CurationScreenApi(CurationApi):
 class CurationClaimRevisionApi(CurationApi):
     role_rule = permissions.CURATE
 
-    @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
+    @extend_schema(
+        request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: CONFLICT}
+    )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         services.curation_claim_revision(curation=curation, user=_expert(request))
@@ -317,7 +325,7 @@ class CurationRevisionSaveApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: VersionOutputSerializer, 400: ERROR, 403: ERROR, 409: CONFLICT},
+        responses={201: VersionOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -422,7 +430,9 @@ class CurationSubmitForAuditApi(CurationApi):
 class CurationClaimAuditApi(CurationApi):
     role_rule = permissions.CURATE
 
-    @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
+    @extend_schema(
+        request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: CONFLICT}
+    )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         services.curation_claim_audit(curation=curation, user=_expert(request))
@@ -445,7 +455,7 @@ class AuditSubmitApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: AuditOutputSerializer, 400: ERROR, 403: ERROR, 409: CONFLICT},
+        responses={201: AuditOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -466,7 +476,7 @@ class VoteCastApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: VoteOutputSerializer, 400: ERROR, 403: ERROR, 409: ERROR},
+        responses={201: VoteOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -485,7 +495,7 @@ class CurationReassignApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: CurationOutputSerializer, 400: ERROR, 403: ERROR},
+        responses={200: CurationOutputSerializer, 400: BAD_REQUEST, 403: ERROR},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -508,7 +518,7 @@ class CurationStandardizeApi(CurationApi):
 
     role_rule = permissions.CURATION_MANAGE
 
-    @extend_schema(request=None, responses={202: JobOutputSerializer, 403: ERROR, 409: ERROR})
+    @extend_schema(request=None, responses={202: JobOutputSerializer, 403: ERROR, 409: CONFLICT})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         standardize_run_check(curation, _expert(request))
@@ -554,7 +564,7 @@ class DraftJobCreateApi(CurationApi):
                 )
             return teacher
 
-    @extend_schema(request=InputSerializer, responses={201: JobOutputSerializer, 400: ERROR})
+    @extend_schema(request=InputSerializer, responses={201: JobOutputSerializer, 400: BAD_REQUEST})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -583,7 +593,7 @@ class CurationImportApi(CurationApi):
         created_ids = serializers.ListField(child=serializers.IntegerField())
         skipped = serializers.ListField(child=serializers.CharField())
 
-    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, 400: ERROR})
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, 400: BAD_REQUEST})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -651,7 +661,7 @@ class DatasetExportCreateApi(CurationApi):
         responses={
             201: ExportOutputSerializer,
             200: OpenApiResponse(ExportOutputSerializer, description="unchanged: the latest"),
-            400: ERROR,
+            400: BAD_REQUEST,
         },
     )
     def post(self, request: Request) -> Response:

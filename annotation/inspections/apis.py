@@ -17,6 +17,7 @@ from annotation.core.apis import error_response
 from annotation.core.endpoints import public_policy_spec
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
+from annotation.core.serializers import BAD_REQUEST, CONFLICT
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections import reproduction, selectors, services
 from annotation.inspections.models import Candidate, InspectionRun
@@ -129,7 +130,7 @@ class InspectionRunCreateApi(APIView):
         confidence_threshold = serializers.FloatField(min_value=0, max_value=1, default=0.0)
         name = serializers.CharField(max_length=120, required=False, allow_blank=True)
 
-    @extend_schema(request=InputSerializer, responses=RunOutputSerializer)
+    @extend_schema(request=InputSerializer, responses={201: RunOutputSerializer})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -272,7 +273,9 @@ class CandidateReproduceApi(APIView):
 class CandidateRetryApi(APIView):
     role_rule = permissions.INSPECTION_CONTROL
 
-    @extend_schema(request=None, responses=CandidateOutputSerializer)
+    @extend_schema(
+        request=None, responses={200: CandidateOutputSerializer, 400: BAD_REQUEST, 409: CONFLICT}
+    )
     def post(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
         try:

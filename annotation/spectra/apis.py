@@ -262,7 +262,7 @@ class SpectrumUploadApi(APIView):
             except ResolutionError as error:
                 raise serializers.ValidationError(str(error)) from None
 
-    @extend_schema(request=InputSerializer, responses=SpectrumOutputSerializer(many=True))
+    @extend_schema(request=InputSerializer, responses={201: SpectrumOutputSerializer(many=True)})
     def post(self, request: Request) -> Response:
         try:
             form = request.data

@@ -141,7 +141,7 @@ class TrainingRunCreateApi(APIView):
             help_text="any of learning_rate, num_train_epochs, max_steps, use_lora, lora_r",
         )
 
-    @extend_schema(request=InputSerializer, responses=TrainingRunOutputSerializer)
+    @extend_schema(request=InputSerializer, responses={201: TrainingRunOutputSerializer})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         # The exports this user may read (annotation/blinding.py); another version is unknown.
