@@ -86,6 +86,42 @@ class CandidateOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+class RunDetailOutputSerializer(RunOutputSerializer):
+    """The run, how far it is, its figures, and a page of its candidates (``?page=``)."""
+
+    progress = serializers.DictField(help_text="candidate counts by state, the pace and the ETA")
+    metrics = serializers.DictField(
+        allow_null=True, help_text="on a labelled set: F1, accuracy, calibration (else null)"
+    )
+    reproducibility = serializers.DictField(help_text="what the background re-check found")
+    candidates = CandidateOutputSerializer(many=True, help_text="this page of the candidates")
+    candidates_count = serializers.IntegerField(help_text="all the candidates this user may read")
+
+    class Meta(RunOutputSerializer.Meta):
+        fields = [
+            *RunOutputSerializer.Meta.fields,
+            "progress",
+            "metrics",
+            "reproducibility",
+            "candidates",
+            "candidates_count",
+        ]
+
+
+class RolloutOutputSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    prediction = serializers.CharField(allow_blank=True, help_text="YES, NO or blank")
+    confidence = serializers.FloatField(allow_null=True)
+    trajectory = serializers.DictField(help_text="the stored trajectory (steps and answer)")
+
+
+class CandidateDetailOutputSerializer(CandidateOutputSerializer):
+    rollouts = RolloutOutputSerializer(many=True)
+
+    class Meta(CandidateOutputSerializer.Meta):
+        fields = [*CandidateOutputSerializer.Meta.fields, "rollouts"]
+
+
 def _get_run_for_user(request: Request, run_id: int) -> InspectionRun:
     """The run, if this user may read it; otherwise 404, as if there were none (Blinding)."""
     runs = blinding.runs_visible_to(user=request.user).select_related("task")
@@ -158,7 +194,7 @@ class InspectionRunCreateApi(APIView):
 class InspectionRunDetailApi(APIView):
     role_rule = permissions.INSPECTION_READ
 
-    @extend_schema(responses=RunOutputSerializer)
+    @extend_schema(responses=RunDetailOutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
         run = _get_run_for_user(request, run_id)
         data = dict(RunOutputSerializer(run, context={"request": request}).data)
@@ -192,7 +228,7 @@ class InspectionRunCancelApi(APIView):
 class CandidateDetailApi(APIView):
     role_rule = permissions.INSPECTION_READ
 
-    @extend_schema(responses=CandidateOutputSerializer)
+    @extend_schema(responses=CandidateDetailOutputSerializer)
     def get(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
         data = dict(CandidateOutputSerializer(candidate).data)

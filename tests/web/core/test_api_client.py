@@ -125,23 +125,27 @@ def test_it_runs_the_main_flows_through_a_client_generated_from_the_schema(
     deadline = time.monotonic() + 120
     while True:
         run = _api("inspections.inspections_retrieve").sync(run_id=created.id, client=client)
-        assert isinstance(run, models.RunOutput), run
-        states = {row["state"] for row in run.additional_properties["candidates"]}
+        assert isinstance(run, models.RunDetailOutput), run
+        states = {row.state.value for row in run.candidates}
         if states <= {"done", "failed"} or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert states == {"done"}, run.additional_properties["candidates"]
+    assert states == {"done"}, run.candidates
+    assert run.candidates_count == len(spectra) and run.progress is not None
 
     # Each candidate read through the client is the one of its own spectrum.
-    for row in run.additional_properties["candidates"]:
+    for row in run.candidates:
         candidate = _api("inspections.inspections_candidates_retrieve").sync(
-            candidate_id=row["id"], client=client
+            candidate_id=row.id, client=client
         )
-        assert isinstance(candidate, models.CandidateOutput), candidate
-        stored = Candidate.objects.get(pk=row["id"])
+        assert isinstance(candidate, models.CandidateDetailOutput), candidate
+        stored = Candidate.objects.get(pk=row.id)
         assert candidate.spectrum == stored.spectrum_id
         assert candidate.object_id == stored.spectrum.object_id
         assert candidate.verdict == stored.verdict
+        assert [r.prediction for r in candidate.rollouts] == [
+            r.prediction for r in stored.rollouts.order_by("index")
+        ]
 
     chosen = Candidate.objects.filter(run_id=created.id).order_by("id").first()
     assert chosen is not None
