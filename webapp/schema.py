@@ -15,6 +15,7 @@ from annotation.core.serializers import (
     FORBIDDEN,
     NOT_FOUND,
     THROTTLED,
+    TOO_LARGE,
     UNAUTHENTICATED,
     BadRequestOutputSerializer,
 )
@@ -27,7 +28,7 @@ class SpecvetAutoSchema(AutoSchema):
     """Names nested `InputSerializer`/`OutputSerializer` classes after their view, so the
     components of different endpoints never collide; and documents the refusals every operation
     of this API may answer, from what the view declares (authentication, role rule, path
-    parameters, pagination, input, throttling). Refusals particular to one operation (409, 413,
+    parameters, pagination, input and its size, throttling). Refusals particular to one operation (409, 413,
     202) are declared on it with extend_schema."""
 
     def _get_serializer_name(
@@ -71,6 +72,8 @@ class SpecvetAutoSchema(AutoSchema):
         )
         if takes_input or answers_workflow_errors:
             found["400"] = BAD_REQUEST
+        if unsafe and self.get_request_serializer() is not None:
+            found["413"] = TOO_LARGE  # webapp.api_errors
         if any(isinstance(permission, IsAuthenticated) for permission in view.get_permissions()):
             found["401"] = UNAUTHENTICATED
         rule = getattr(view, "role_rule", None)

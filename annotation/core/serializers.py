@@ -55,7 +55,7 @@ def _paginated(request: Request, view: APIView, rows: Any, serializer: Any) -> R
 
 
 class ErrorOutputSerializer(serializers.Serializer):
-    """A refusal (401, 403, 404, 409, 413, 415, 429): DRF's and core.errors' ``{"detail": ...}``."""
+    """A refusal (401, 403, 404, 409, 413, 429): DRF's and core.errors' ``{"detail": ...}``."""
 
     detail = serializers.CharField(help_text="why, in words a user can act on")
 
@@ -104,6 +104,10 @@ CONFLICT = OpenApiResponse(
     ConflictOutputSerializer,
     description="The object is not in a state where this applies (perhaps someone else moved "
     "it), or the save was based on an older version (head names the latest); nothing was saved.",
+)
+TOO_LARGE = OpenApiResponse(
+    ErrorOutputSerializer,
+    description="The request body is over DATA_UPLOAD_MAX_MEMORY_SIZE (the answer names it).",
 )
 THROTTLED = OpenApiResponse(
     ErrorOutputSerializer,
