@@ -208,9 +208,6 @@ class CurationVersionDetailApi(CurationApi):
 class CurationHistoryApi(CurationApi):
     """The audit log (paginated, blinded like the page) and the version chain."""
 
-    # Answers a page (count, next, previous, results): the schema says so too.
-    pagination_class = PageNumberPagination
-
     role_rule = permissions.CURATION_READ
 
     class EntryOutputSerializer(serializers.ModelSerializer):
@@ -227,7 +224,20 @@ class CurationHistoryApi(CurationApi):
             model = TrajectoryVersion
             fields = ["number", "kind", "author", "comment", "created_at"]
 
-    @extend_schema(responses=EntryOutputSerializer(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("page", int, description="1-based page of the log")],
+        # A page of the log (count, next, previous, results) and the whole version chain.
+        responses=inline_serializer(
+            "CurationHistoryPage",
+            {
+                "count": serializers.IntegerField(),
+                "next": serializers.URLField(allow_null=True),
+                "previous": serializers.URLField(allow_null=True),
+                "results": EntryOutputSerializer(many=True),
+                "versions": VersionSummarySerializer(many=True),
+            },
+        ),
+    )
     def get(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         rows = history_visible_to(curation=curation, user=_expert(request))
@@ -656,11 +666,17 @@ class DatasetExportCreateApi(CurationApi):
     class InputSerializer(serializers.Serializer):
         task = serializers.CharField(required=False, allow_blank=True, default="")
 
+    class OutputSerializer(ExportOutputSerializer):
+        new = serializers.BooleanField(help_text="false: nothing changed, this is the latest")
+
+        class Meta(ExportOutputSerializer.Meta):
+            fields = [*ExportOutputSerializer.Meta.fields, "new"]
+
     @extend_schema(
         request=InputSerializer,
         responses={
-            201: ExportOutputSerializer,
-            200: OpenApiResponse(ExportOutputSerializer, description="unchanged: the latest"),
+            201: OutputSerializer,
+            200: OpenApiResponse(OutputSerializer, description="unchanged: the latest"),
             400: BAD_REQUEST,
         },
     )

@@ -18,6 +18,7 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from tests.factories import UserFactory
+from tests.web.core.test_api_contract import undocumented_keys
 from tests.web.core.test_api_fuzz import (  # noqa: F401  (fixtures)
     api_schema,
     app,
@@ -47,11 +48,11 @@ def viewer_token(request) -> str:
 @pytest.mark.parametrize("label", [label for label in GET_LABELS if label not in SKIP])
 def test_it_answers_what_the_schema_documents(label, who, request):
     # By name: parameters named like the imported fixtures would shadow them.
-    built, schema = request.getfixturevalue("world"), request.getfixturevalue("api_schema")
+    built, api = request.getfixturevalue("world"), request.getfixturevalue("api_schema")
     token = request.getfixturevalue("staff_token" if who == "staff" else "viewer_token")
     from django.db import transaction
 
-    operation = schema.find_operation_by_label(label)
+    operation = api.find_operation_by_label(label)
     headers = {"Authorization": f"Token {token}"}
     strategy = st.sampled_from(path_choices(built, operation.path)).flatmap(
         lambda fixed: operation.as_strategy(
@@ -72,6 +73,11 @@ def test_it_answers_what_the_schema_documents(label, who, request):
             response = case.call(headers=headers)
             statuses.append(response.status_code)
             case.validate_response(response, checks=[response_schema_conformance])
+            documented = operation.definition.raw["responses"].get(str(response.status_code))
+            schema = (documented or {}).get("content", {}).get("application/json", {})
+            if response.status_code == 200 and "schema" in schema:
+                extra = undocumented_keys(response.json(), schema["schema"], api.raw_schema, "body")
+                assert not extra, f"{label} as {who}: undocumented keys {sorted(extra)}"
             transaction.set_rollback(True)
 
     statuses: list[int] = []

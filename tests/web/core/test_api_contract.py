@@ -57,6 +57,32 @@ def viewer_token(request) -> str:
     return Token.objects.create(user=UserFactory(username="low", roles=["viewer"])).key
 
 
+def undocumented_keys(body: Any, schema: dict[str, Any], spec: dict[str, Any], at: str) -> set[str]:
+    """Where ``body`` holds an object key its schema neither lists nor allows as an additional
+    property. JSON Schema lets such keys through, but a client generated from the schema cannot
+    name them (it keeps them as a loose dict at best)."""
+    while "$ref" in schema:
+        schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    if "allOf" in schema:
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            while "$ref" in part:
+                part = spec["components"]["schemas"][part["$ref"].rsplit("/", 1)[-1]]
+            merged = {**merged, **part}
+        schema = merged
+    found: set[str] = set()
+    if isinstance(body, dict) and "properties" in schema:
+        if "additionalProperties" not in schema:
+            found |= {f"{at}.{key}" for key in set(body) - set(schema["properties"])}
+        for key, value in body.items():
+            if key in schema["properties"]:
+                found |= undocumented_keys(value, schema["properties"][key], spec, f"{at}.{key}")
+    elif isinstance(body, list) and isinstance(schema.get("items"), dict):
+        for value in body[:5]:
+            found |= undocumented_keys(value, schema["items"], spec, f"{at}[]")
+    return found
+
+
 def failures_of(case: Any, headers: dict[str, str], statuses: list[int]) -> list[str]:
     """Each check that failed on one request: '<status> <check title>'."""
     response = case.call(headers=headers)
@@ -67,7 +93,16 @@ def failures_of(case: Any, headers: dict[str, str], statuses: list[int]) -> list
         return [f"{response.status_code} {failure.title}" for failure in group.exceptions]
     except Failure as failure:
         return [f"{response.status_code} {failure.title}"]
-    return []
+    documented = case.operation.definition.raw["responses"].get(str(response.status_code), {})
+    schema = documented.get("content", {}).get("application/json", {}).get("schema")
+    content_type = {k.lower(): v for k, v in response.headers.items()}.get("content-type", [""])
+    if schema is None or "json" not in content_type[0]:
+        return []
+    spec = case.operation.schema.raw_schema
+    return [
+        f"{response.status_code} Undocumented key {where}"
+        for where in sorted(undocumented_keys(response.json(), schema, spec, "body"))
+    ]
 
 
 # Set up before the test's own transaction: built inside it (by getfixturevalue alone), the
