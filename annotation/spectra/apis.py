@@ -94,6 +94,22 @@ class SpectrumListApi(APIView):
         return paginator.get_paginated_response(SpectrumOutputSerializer(page, many=True).data)
 
 
+class SpectrumArrayPageSerializer(serializers.Serializer):
+    offset = serializers.IntegerField()
+    count = serializers.IntegerField()
+    total = serializers.IntegerField()
+    next_offset = serializers.IntegerField(allow_null=True, help_text="null on the last page")
+    next = serializers.URLField(required=False, help_text="the next page's URL")
+    wavelength = serializers.ListField(child=serializers.FloatField())
+    flux = serializers.ListField(
+        child=serializers.FloatField(allow_null=True), help_text="NaN as null"
+    )
+    ivar = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    mask = serializers.ListField(
+        child=serializers.BooleanField(), allow_null=True, help_text="true = bad pixel"
+    )
+
+
 class SpectrumDetailApi(APIView):
     role_rule = permissions.BROWSE
 
@@ -102,6 +118,14 @@ class SpectrumDetailApi(APIView):
 
         class Meta(SpectrumOutputSerializer.Meta):
             fields = [*SpectrumOutputSerializer.Meta.fields, "meta"]
+
+    class DocumentedOutputSerializer(OutputSerializer):
+        """What the schema documents: the spectrum, and with ``?arrays=1`` a page of pixels."""
+
+        arrays = SpectrumArrayPageSerializer(required=False)
+
+        class Meta(SpectrumOutputSerializer.Meta):
+            fields = [*SpectrumOutputSerializer.Meta.fields, "meta", "arrays"]
 
     class ArraysSerializer(serializers.Serializer):
         arrays = serializers.BooleanField(required=False, default=False)
@@ -119,7 +143,7 @@ class SpectrumDetailApi(APIView):
                 )
             return value
 
-    @extend_schema(parameters=[ArraysSerializer], responses=OutputSerializer)
+    @extend_schema(parameters=[ArraysSerializer], responses=DocumentedOutputSerializer)
     def get(self, request: Request, spectrum_id: int) -> Response:
         query = self.ArraysSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -262,7 +286,7 @@ class SpectrumUploadApi(APIView):
             except ResolutionError as error:
                 raise serializers.ValidationError(str(error)) from None
 
-    @extend_schema(request=InputSerializer, responses=SpectrumOutputSerializer(many=True))
+    @extend_schema(request=InputSerializer, responses={201: SpectrumOutputSerializer(many=True)})
     def post(self, request: Request) -> Response:
         try:
             form = request.data
