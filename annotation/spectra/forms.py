@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from agent.resolution import Resolution, ResolutionError, parse_user_value
+from agent.spectra.declared import COLUMNS_HELP, DeclarationError, parse_columns
 from annotation.spectra.models import Label, Task
 
 RESOLUTION_HELP = (
@@ -53,8 +54,28 @@ class SpectrumUploadForm(forms.Form):
         label="Resolving power R", max_length=40, required=False, help_text=RESOLUTION_HELP
     )
 
+    columns = forms.CharField(
+        label="Columns", max_length=200, required=False, help_text=COLUMNS_HELP
+    )
+    wavelength_frame = forms.ChoiceField(
+        label="Wavelength frame",
+        choices=[
+            ("", "as the file says (else assumed vacuum)"),
+            ("air", "air"),
+            ("vacuum", "vacuum"),
+        ],
+        required=False,
+        help_text="Declare it when the file does not say; a file that says otherwise is refused.",
+    )
+
     def clean_resolution(self) -> Resolution | None:
         return _user_resolution(self.cleaned_data.get("resolution") or "")
+
+    def clean_columns(self) -> tuple[str, ...] | None:
+        try:
+            return parse_columns(self.cleaned_data.get("columns") or "")
+        except DeclarationError as error:
+            raise forms.ValidationError(str(error)) from None
 
 
 class RenderForm(forms.Form):
