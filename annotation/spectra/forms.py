@@ -44,8 +44,10 @@ class SpectrumUploadForm(forms.Form):
     # The form metaclass moves declared fields into base_fields, so this does not replace
     # BaseForm.files (the uploaded files) at run time; the stubs see an override.
     files = MultipleFileField(  # type: ignore[assignment]
-        help_text="LAMOST, SDSS spec-*, DESI coadd-*, SpecVI-Bench parquet, CSV/ASCII/NPZ tables; "
-        "gzip is fine. The format is detected from the content."
+        help_text="LAMOST, SDSS spec-* and spSpec, DESI coadd-*, 1-D FITS images with a "
+        "wavelength WCS (IRAF, stellar libraries), FITS FLUX/ERROR/WAVELENGTH extensions, FITS "
+        "tables (ESO Phase 3, CALSPEC), SpecVI-Bench parquet, CSV/ASCII/NPZ tables; gzip is fine. "
+        "The format is detected from the content."
     )
     dataset = forms.SlugField(max_length=80, initial="uploads")
     task = forms.ModelChoiceField(queryset=Task.objects.all(), required=False, to_field_name="code")
