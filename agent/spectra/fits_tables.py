@@ -16,7 +16,6 @@ from agent.spectra.images import _ivar_from, _kept, _resolution, _survey
 from agent.spectra.value import (
     Spectrum,
     _finish,
-    _finite_float,
     frame_meta,
     vacuum_wavelengths,
     validate_arrays,
@@ -119,8 +118,6 @@ def load_table(hdus: fits.HDUList, table: Any, source: str, limits: ReadLimits) 
         source=source,
         survey=_survey(primary, table.header),
         object_id=str(meta.get("OBJECT", "")),
-        ra=_finite_float(primary.get("RA")),
-        dec=_finite_float(primary.get("DEC")),
         meta=meta,
         resolution=_resolution(table.header, primary, source),
     )

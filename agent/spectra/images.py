@@ -36,7 +36,11 @@ _ERROR_EXTENSIONS = {
 }  # fmt: skip
 _WAVELENGTH_EXTENSIONS = ("WAVELENGTH", "WAVE", "LAMBDA")
 _MASK_EXTENSIONS = ("MASK", "QUAL", "QUALITY", "DQ")
-_KEPT_KEYS = ("OBJECT", "TELESCOP", "INSTRUME", "DATE-OBS", "EXPTIME", "SPTYPE", "BUNIT", "ORIGIN")
+# RA and DEC are kept as written: headers give them in degrees, hours, radians or sexagesimal.
+_KEPT_KEYS = (
+    "OBJECT", "TELESCOP", "INSTRUME", "DATE-OBS", "EXPTIME", "SPTYPE", "SPECTYPE", "BUNIT",
+    "ORIGIN", "RA", "DEC", "EQUINOX",
+)  # fmt: skip
 _RESOLUTION_KEYS = ("RESOLVPW", "SPEC_RES")
 
 
@@ -88,8 +92,6 @@ def load_image(hdus: fits.HDUList, source: str, limits: ReadLimits) -> Spectrum:
         source=source,
         survey=_survey(primary, header),
         object_id=str(meta.get("OBJECT", "")),
-        ra=_finite_float(primary.get("RA", header.get("RA"))),
-        dec=_finite_float(primary.get("DEC", header.get("DEC"))),
         meta=meta,
         resolution=_resolution(header, primary, source),
     )

@@ -402,3 +402,13 @@ def test_it_parses_declarations_and_says_what_is_accepted() -> None:
         parse_columns("wavelength,flux,flux")
     with pytest.raises(DeclarationError, match="neither 'air' nor 'vacuum'"):
         parse_frame("water")
+
+
+def test_it_keeps_header_coordinates_as_written_not_as_degrees(tmp_path: Path) -> None:
+    # STELIB writes RA in radians ("RA = 6.0972 / Mean RA 23 17 22.7"); others hours or degrees
+    path = image_1d(
+        tmp_path / "s.fits", {"CRVAL1": 3200.0, "CDELT1": 1.0, "RA": 6.0972, "DEC": -0.0795}
+    )
+    spectrum = load_one(path)
+    assert (spectrum.ra, spectrum.dec) == (None, None)
+    assert (spectrum.meta["RA"], spectrum.meta["DEC"]) == (6.0972, -0.0795)
