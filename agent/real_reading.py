@@ -5,9 +5,9 @@ refusals grouped by reason.
     python -m agent.real_corpus fetch                 # the cache, once
     python -m agent.real_reading [--json out.json]    # the figures
 
-Where specutils is installed, each file it also reads is cross-checked: same number of pixels,
-wavelengths within 1e-6 relative (after its air/vacuum frame is undone) and the same flux. It is
-not a dependency; without it the figures say "specutils not installed".
+Where specutils is installed (requirements-dev.txt; agent/spectra does not use it), each file it
+also reads is cross-checked: same number of pixels, wavelengths within 1e-6 relative (after the
+air-to-vacuum conversion is undone) and the same flux; without it the figures say so.
 """
 
 from __future__ import annotations
@@ -99,12 +99,12 @@ def cross_check(path: Path, spectrum: Spectrum) -> str:
     """What specutils reads from ``path`` compared with ``spectrum`` (see the module docstring)."""
     if importlib.util.find_spec("specutils") is None:
         return "not installed"
-    from specutils import Spectrum1D  # type: ignore[import-not-found,unused-ignore]
+    from specutils import Spectrum as SpecutilsSpectrum  # type: ignore[import-untyped]
 
     try:
-        theirs = Spectrum1D.read(str(path))
+        theirs = SpecutilsSpectrum.read(str(path))
     except Exception as exc:  # specutils raises anything from "no loader" to a parse error
-        return f"no loader ({type(exc).__name__})"
+        return f"not read by specutils ({type(exc).__name__}: {str(exc)[:70]})"
     wave = np.asarray(theirs.spectral_axis.to_value("Angstrom"), dtype=np.float64).reshape(-1)
     flux = np.asarray(theirs.flux.value, dtype=np.float64).reshape(-1)
     if wave.size != len(spectrum):

@@ -66,8 +66,9 @@ def header_grid(header: fits.Header, size: int, where: str) -> tuple[np.ndarray,
         raise SpectrumFormatError(
             f"{where}: DC-FLAG = {dc_flag:g}: the image has no wavelength calibration"
         )
+    # FITS pixels count from 1, and a missing CRPIX1 is 0 (WCS paper I), as astropy.wcs reads it
     reference = _finite_float(header.get("CRPIX1"))
-    offset = pixel + 1.0 - (1.0 if reference is None else reference)
+    offset = pixel + 1.0 - (0.0 if reference is None else reference)
     ctype = str(_json_safe(header.get("CTYPE1")) or "").upper()
     scale = angstrom_per(header_wavelength_unit(header), where)
     if dc_flag == 1:

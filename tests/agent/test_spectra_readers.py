@@ -38,6 +38,8 @@ def refused(path: Path, *parts: str, **kwargs) -> str:
 
 def image_1d(path: Path, cards: dict, data: np.ndarray = FLUX) -> Path:
     hdu = fits.PrimaryHDU(np.asarray(data, dtype=np.float32))
+    if "CRVAL1" in cards:
+        hdu.header["CRPIX1"] = 1.0
     for key, value in cards.items():
         hdu.header[key] = value
     hdu.writeto(path)
@@ -70,6 +72,13 @@ def test_it_reads_a_1d_image_with_a_linear_wcs(tmp_path: Path, step_key: str) ->
 def test_it_counts_the_reference_pixel_from_one(tmp_path: Path) -> None:
     path = image_1d(tmp_path / "s.fits", {"CRVAL1": 5000.0, "CDELT1": 1.0, "CRPIX1": 11.0})
     assert load_one(path).wavelength[10] == 5000.0
+
+
+def test_it_takes_a_missing_crpix1_as_zero_as_the_fits_standard_does(tmp_path: Path) -> None:
+    hdu = fits.PrimaryHDU(FLUX.astype(np.float32))
+    hdu.header.update({"CRVAL1": 4000.0, "CDELT1": 2.0})
+    hdu.writeto(tmp_path / "s.fits")
+    np.testing.assert_array_equal(load_one(tmp_path / "s.fits").wavelength, 4002.0 + 2.0 * PIXEL)
 
 
 def test_it_reads_an_iraf_log10_grid_with_dc_flag(tmp_path: Path) -> None:
@@ -275,7 +284,7 @@ def with_card(raw: bytes, keyword: bytes, card: bytes) -> bytes:
 
 def image_bytes(**cards) -> bytes:
     hdu = fits.PrimaryHDU(FLUX.astype(np.float32))
-    hdu.header.update({"CRVAL1": 4000.0, "CDELT1": 2.0, **cards})
+    hdu.header.update({"CRVAL1": 4000.0, "CDELT1": 2.0, "CRPIX1": 1.0, **cards})
     buffer = io.BytesIO()
     hdu.writeto(buffer)
     return buffer.getvalue()
