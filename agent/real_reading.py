@@ -4,6 +4,7 @@ refusals grouped by reason.
 
     python -m agent.real_corpus fetch                 # the cache, once
     python -m agent.real_reading [--json out.json]    # the figures
+    python -m agent.real_reading --wheel W.whl --under folder/   # a library not yet in it
 
 Where specutils is installed (requirements-dev.txt; agent/spectra does not use it), each file it
 also reads is cross-checked: same number of pixels, wavelengths within 1e-6 relative (after the
@@ -18,6 +19,7 @@ import json
 import re
 import sys
 import tempfile
+import zipfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -83,6 +85,10 @@ def read_one(
     except (real_corpus.CorpusUnavailable, KeyError, OSError) as exc:
         outcome.reason = f"not reachable: {exc}"
         return outcome
+    return read_path(outcome, path, with_specutils=with_specutils)
+
+
+def read_path(outcome: FileOutcome, path: Path, *, with_specutils: bool) -> FileOutcome:
     try:
         spectra = load_spectra(path)
     except SpectrumFormatError as exc:
@@ -128,10 +134,34 @@ def cross_check(path: Path, spectrum: Spectrum) -> str:
 def reading_figures(
     entries: Sequence[real_corpus.CorpusEntry], *, with_specutils: bool = True
 ) -> ReadingFigures:
-    figures = ReadingFigures()
     with tempfile.TemporaryDirectory(prefix="specvet-reading-") as folder:
-        for entry in entries:
-            figures.outcomes.append(read_one(entry, Path(folder), with_specutils=with_specutils))
+        outcomes = [read_one(e, Path(folder), with_specutils=with_specutils) for e in entries]
+    return summarise(outcomes)
+
+
+_SPECTRUM_FILE = re.compile(r"\.(?:fits?|fts)(?:\.gz)?$", re.IGNORECASE)
+
+
+def wheel_figures(wheel: Path, under: str, *, with_specutils: bool = True) -> ReadingFigures:
+    """Every FITS member of ``wheel`` under the folder ``under``, read as shipped: the figures
+    for a library before it has entries in the manifest."""
+    outcomes = []
+    with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory() as folder:
+        members = [
+            m for m in archive.namelist() if m.startswith(under) and _SPECTRUM_FILE.search(m)
+        ]
+        for number, member in enumerate(sorted(members)):
+            path = Path(folder) / str(number) / Path(member).name
+            path.parent.mkdir()
+            path.write_bytes(archive.read(member))
+            outcome = FileOutcome(id=member, member=member, read=False)
+            outcomes.append(read_path(outcome, path, with_specutils=with_specutils))
+            path.unlink()
+    return summarise(outcomes)
+
+
+def summarise(outcomes: list[FileOutcome]) -> ReadingFigures:
+    figures = ReadingFigures(outcomes=outcomes)
     figures.files = len(figures.outcomes)
     figures.read = sum(outcome.read for outcome in figures.outcomes)
     figures.refused = figures.files - figures.read
@@ -144,8 +174,7 @@ def reading_figures(
 
 def report(figures: ReadingFigures) -> str:
     lines = [
-        f"{figures.files} files of the real corpus, read as shipped: {figures.read} read, "
-        f"{figures.refused} refused"
+        f"{figures.files} files, read as shipped: {figures.read} read, {figures.refused} refused"
     ]
     for title, counts in (
         ("refused, by reason", figures.refusals),
@@ -163,7 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent.real_reading", description=__doc__)
     parser.add_argument("--split", choices=real_corpus.SPLITS)
     parser.add_argument("--json", type=Path, help="also write every file's outcome here")
+    parser.add_argument("--wheel", type=Path, help="read a wheel's FITS members instead")
+    parser.add_argument("--under", default="", help="with --wheel: only members in this folder")
     args = parser.parse_args(argv)
+    if args.wheel:
+        figures = wheel_figures(args.wheel, args.under)
+        print(f"{args.wheel.name}:{args.under}")
+        print(report(figures))
+        return 0
     try:
         real_corpus.fetch(download=False, quiet=True)
     except real_corpus.CorpusUnavailable as exc:

@@ -3,6 +3,8 @@ of the new layouts where specutils is installed (it is not a dependency: those t
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,14 @@ import pytest
 from astropy.io import fits
 
 from agent import real_corpus
-from agent.real_reading import cross_check, reading_figures, reason_class, report, shipped_file
+from agent.real_reading import (
+    cross_check,
+    reading_figures,
+    reason_class,
+    report,
+    shipped_file,
+    wheel_figures,
+)
 from agent.spectra import load_spectra
 
 
@@ -28,9 +37,7 @@ def test_it_reads_every_real_file_of_the_corpus_as_shipped(entries: list) -> Non
     refused = {o.id: o.reason for o in figures.outcomes if not o.read}
     assert refused == {}
     assert figures.read == figures.files == len(entries)
-    assert f"{len(entries)} files of the real corpus, read as shipped: {len(entries)} read" in (
-        report(figures)
-    )
+    assert f"{len(entries)} files, read as shipped: {len(entries)} read" in report(figures)
 
 
 def test_it_reports_each_file_with_its_own_pixel_count(entries: list, tmp_path: Path) -> None:
@@ -46,6 +53,27 @@ def test_it_groups_refusals_without_the_path_and_the_numbers() -> None:
     assert reason_class(message, "/tmp/x/a.fits") == (
         "not a spectrum: N pixels; a spectrum needs at least N"
     )
+
+
+def test_it_reads_the_fits_members_of_a_wheel_each_with_its_own_outcome(tmp_path: Path) -> None:
+    wheel = tmp_path / "library.whl"
+    good = io.BytesIO()
+    hdu = fits.PrimaryHDU(np.ones(100, dtype=np.float32))
+    hdu.header.update({"CRVAL1": 4000.0, "CDELT1": 1.0, "CRPIX1": 1.0})
+    hdu.writeto(good)
+    short = io.BytesIO()
+    fits.PrimaryHDU(np.ones(10, dtype=np.float32), header=hdu.header).writeto(short)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("lib/data/a_short.fits", short.getvalue())
+        archive.writestr("lib/data/b_good.fits", good.getvalue())
+        archive.writestr("lib/data/readme.txt", "not a spectrum file name")
+        archive.writestr("lib/other/c.fits", good.getvalue())
+    figures = wheel_figures(wheel, "lib/data/", with_specutils=False)
+    assert [(o.id, o.read, o.pixels) for o in figures.outcomes] == [
+        ("lib/data/a_short.fits", False, 0),
+        ("lib/data/b_good.fits", True, 100),
+    ]
+    assert figures.refusals == {"not a spectrum: N pixels; a spectrum needs at least N": 1}
 
 
 # --- specutils, where installed --------------------------------------------------------------
