@@ -169,11 +169,9 @@ def _fits_spectra(hdus: fits.HDUList, source: str, limits: ReadLimits) -> list[S
         )
     if _is_lamost_image(hdus[0], telescope):
         return [_load_lamost_old(hdus[0], source)]
-    table = spectrum_table(hdus)
-    if table is not None:
-        return [load_table(hdus, table, source, limits)]
-    if is_spectrum_image_layout(hdus):
-        return [load_image(hdus, source, limits)]
+    generic = _generic_fits(hdus, source, limits)
+    if generic is not None:
+        return generic
     if telescope.startswith("SDSS") or "SPECOBJ" in names or "SPALL" in names:
         raise SpectrumFormatError(f"{source}: SDSS file without the COADD HDU (missing HDU COADD)")
     if telescope == "LAMOST":
@@ -185,6 +183,24 @@ def _fits_spectra(hdus: fits.HDUList, source: str, limits: ReadLimits) -> list[S
         "read are 1-D images with a wavelength WCS, FLUX/ERROR/WAVELENGTH image extensions, "
         "tables with wavelength and flux columns, and the LAMOST, SDSS and DESI layouts)"
     )
+
+
+def _generic_fits(hdus: fits.HDUList, source: str, limits: ReadLimits) -> list[Spectrum] | None:
+    """A table with wavelength and flux columns, or a spectrum image; None when neither."""
+    try:
+        table = spectrum_table(hdus)
+        if table is not None:
+            return [load_table(hdus, table, source, limits)]
+        if is_spectrum_image_layout(hdus):
+            return [load_image(hdus, source, limits)]
+    except SpectrumFormatError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        # astropy converts columns and header values lazily; a damaged TFORM or TDIM fails here
+        raise SpectrumFormatError(
+            f"{source}: corrupt FITS table or image ({type(exc).__name__}: {exc})"
+        ) from exc
+    return None
 
 
 def _is_lamost_image(primary: fits.PrimaryHDU, telescope: str) -> bool:

@@ -56,7 +56,11 @@ def image_pixels(hdu: fits.hdu.base.ExtensionHDU | fits.PrimaryHDU) -> int:
 def is_spectrum_image_layout(hdus: fits.HDUList) -> bool:
     """A flux image: a named flux extension, or a primary image of one spectrum."""
     names = {hdu.name.upper() for hdu in hdus}
-    if any(_is_image(hdus[name]) for name in FLUX_EXTENSIONS if name in names):
+    if any(
+        _is_image(hdus[name]) and hdus[name].data is not None
+        for name in FLUX_EXTENSIONS
+        if name in names
+    ):
         return True
     return _is_image(hdus[0]) and hdus[0].data is not None
 
@@ -70,14 +74,14 @@ def load_image(hdus: fits.HDUList, source: str, limits: ReadLimits) -> Spectrum:
     meta: dict[str, Any] = {"layout": layout}
     ivar = None
     for name, kind in _ERROR_EXTENSIONS.items():
-        if name in {hdu.name.upper() for hdu in hdus} and _is_image(hdus[name]):
+        if _has_image(hdus, name):
             ivar = _ivar_from(_extension(hdus, name, flux.size, source, limits), kind)
             meta["error_from"] = f"HDU {name} ({kind})"
             break
     if ivar is None and sigma is not None:
         ivar = _ivar_from(sigma, "sigma")
     for name in _MASK_EXTENSIONS:
-        if name in {hdu.name.upper() for hdu in hdus} and _is_image(hdus[name]):
+        if _has_image(hdus, name):
             mask = _extension(hdus, name, flux.size, source, limits) != 0
             break
     wavelength, frame = _wavelengths(hdus, header, primary, flux.size, where, source, limits, meta)
@@ -103,6 +107,12 @@ def _flux_hdu(hdus: fits.HDUList) -> Any:
         if name in names and _is_image(hdus[name]) and hdus[name].data is not None:
             return hdus[name]
     return hdus[0]
+
+
+def _has_image(hdus: fits.HDUList, name: str) -> bool:
+    """An image extension ``name`` with data (an empty one is left out, as if absent)."""
+    names = {hdu.name.upper() for hdu in hdus}
+    return name in names and _is_image(hdus[name]) and hdus[name].data is not None
 
 
 def _is_image(hdu: Any) -> bool:
@@ -194,8 +204,7 @@ def _wavelengths(
     limits: ReadLimits,
     meta: dict[str, Any],
 ) -> tuple[np.ndarray, dict[str, str]]:
-    names = {hdu.name.upper() for hdu in hdus}
-    wave_name = next((n for n in _WAVELENGTH_EXTENSIONS if n in names and _is_image(hdus[n])), None)
+    wave_name = next((n for n in _WAVELENGTH_EXTENSIONS if _has_image(hdus, n)), None)
     if wave_name is not None:
         wave_header = hdus[wave_name].header
         unit = header_flux_unit(wave_header) or header_wavelength_unit(wave_header)

@@ -73,6 +73,11 @@ def header_grid(header: fits.Header, size: int, where: str) -> tuple[np.ndarray,
     scale = angstrom_per(header_wavelength_unit(header), where)
     if dc_flag == 1:
         return 10.0 ** (start + step * offset) * scale, {"wavelength_grid": "log10 (DC-FLAG = 1)"}
+    if ctype.endswith("-LOG") and scale == 1.0 and 0 < start < 5.0:
+        # SDSS/MaNGA write 'WAVE-LOG' over log10 Angstrom; read as FITS WCS paper III says,
+        # CRVAL1 would be a wavelength of under 5 Angstrom, which no such spectrum starts at
+        grid = 10.0 ** (start + step * offset)
+        return grid, {"wavelength_grid": f"log10 (CTYPE1 = {ctype!r}, CRVAL1 = {start:g})"}
     if ctype.endswith("-LOG"):
         grid = start * np.exp(step * offset / start)
         return grid * scale, {"wavelength_grid": f"logarithmic (CTYPE1 = {ctype!r})"}
@@ -92,8 +97,9 @@ _VACUUM = frozenset({"vac", "vacuum", "v"})
 
 
 def header_frame(header: fits.Header, ctype_key: str = "CTYPE1") -> tuple[str, str] | None:
-    """(frame, basis) from AIRORVAC, VACUUM, or the WCS axis type (FITS WCS paper III: 'AWAV'
-    is air, 'WAVE' vacuum); None when the header says nothing."""
+    """(frame, basis) from AIRORVAC, VACUUM, or an 'AWAV' axis; None when the header says
+    nothing. 'WAVE' is vacuum in FITS WCS paper III, but writers put it over air wavelengths
+    too (MaNGA's MILES templates), so it is not taken as a statement."""
     air_or_vacuum = _json_safe(header.get("AIRORVAC"))
     if isinstance(air_or_vacuum, str) and air_or_vacuum.lower() in _AIR | _VACUUM:
         frame = "air" if air_or_vacuum.lower() in _AIR else "vacuum"
@@ -104,8 +110,6 @@ def header_frame(header: fits.Header, ctype_key: str = "CTYPE1") -> tuple[str, s
     ctype = str(_json_safe(header.get(ctype_key)) or "").upper()
     if ctype.startswith("AWAV"):
         return "air", f"{ctype_key} = {ctype!r} (air by the FITS WCS standard)"
-    if ctype.startswith("WAVE"):
-        return "vacuum", f"{ctype_key} = {ctype!r} (vacuum by the FITS WCS standard)"
     return None
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from astropy.io import fits
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -187,7 +188,36 @@ def survey_bytes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     write_lamost_old(folder / "lamost_old.fits", n_pixels=200)
     write_sdss_spec(folder / "sdss.fits")
     write_desi_coadd(folder / "desi.fits", n_targets=2)
+    write_new_layouts(folder)
     return {path.stem: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+NEW_LAYOUTS = ["image_1d", "image_extensions", "table_one_row"]
+
+
+def write_new_layouts(folder: Path) -> None:
+    """One file of each layout issue 23 added: a 1-D WCS image, FLUX/ERROR/WAVELENGTH image
+    extensions, and an ESO Phase 3 table of arrays in one row."""
+    size = 200
+    flux = np.linspace(1.0, 2.0, size)
+    image = fits.PrimaryHDU(flux.astype(np.float32))
+    image.header.update({"CRVAL1": 4000.0, "CDELT1": 2.0, "CRPIX1": 1.0, "DC-FLAG": 0})
+    image.header.update({"BUNIT": "erg/cm2/s/A", "OBJECT": "HD 1", "AIRORVAC": "air"})
+    image.writeto(folder / "image_1d.fits")
+    fits.HDUList(
+        [
+            fits.PrimaryHDU(),
+            fits.ImageHDU(flux, name="FLUX"),
+            fits.ImageHDU(np.full(size, 0.1), name="ERROR"),
+            fits.ImageHDU(np.geomspace(3800.0, 9000.0, size), name="WAVELENGTH"),
+        ]
+    ).writeto(folder / "image_extensions.fits")
+    columns = {"WAVE": np.linspace(300.0, 900.0, size), "FLUX": flux, "ERR": flux / 10.0}
+    table = fits.BinTableHDU.from_columns(
+        [fits.Column(name=n, format=f"{size}D", array=v[None, :]) for n, v in columns.items()]
+    )
+    table.columns["WAVE"].unit = "nm"
+    fits.HDUList([fits.PrimaryHDU(), table]).writeto(folder / "table_one_row.fits")
 
 
 edits = st.lists(
@@ -205,7 +235,10 @@ def overwrite(raw: bytes, changes: list[tuple[float, int]]) -> bytes:
 
 
 @PROPERTY_SETTINGS
-@given(layout=st.sampled_from(["lamost_new", "lamost_old", "sdss", "desi"]), changes=edits)
+@given(
+    layout=st.sampled_from(["lamost_new", "lamost_old", "sdss", "desi", *NEW_LAYOUTS]),
+    changes=edits,
+)
 def test_it_refuses_or_validates_every_corruption_of_a_survey_file(
     survey_bytes: dict[str, bytes], layout: str, changes: list[tuple[float, int]]
 ) -> None:
@@ -216,7 +249,7 @@ def test_it_refuses_or_validates_every_corruption_of_a_survey_file(
 
 @PROPERTY_SETTINGS
 @given(
-    layout=st.sampled_from(["lamost_new", "sdss"]),
+    layout=st.sampled_from(["lamost_new", "sdss", *NEW_LAYOUTS]),
     fraction=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
 )
 def test_it_refuses_every_truncation_of_a_gzipped_file(

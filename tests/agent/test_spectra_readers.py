@@ -92,8 +92,15 @@ def test_it_reads_a_fits_wave_log_axis(tmp_path: Path) -> None:
     cards = {"CRVAL1": 4000.0, "CDELT1": 0.5, "CRPIX1": 1.0, "CTYPE1": "WAVE-LOG"}
     spectrum = load_one(image_1d(tmp_path / "s.fits", cards))
     np.testing.assert_allclose(spectrum.wavelength, 4000.0 * np.exp(0.5 * PIXEL / 4000.0))
-    assert spectrum.meta["wavelength_frame"] == "vacuum"
-    assert spectrum.meta["wavelength_frame_source"] == "file"
+    # 'WAVE' is vacuum by the standard, but is written over air wavelengths too: not a statement
+    assert spectrum.meta["wavelength_frame_source"] == "assumed"
+
+
+def test_it_reads_sdss_wave_log_over_log10_angstrom(tmp_path: Path) -> None:
+    # MaNGA's MaStar templates: CTYPE1 = 'WAVE-LOG', CRVAL1 = 3.5601, CDELT1 = 1e-4
+    cards = {"CRVAL1": 3.5601, "CDELT1": 1e-4, "CTYPE1": "WAVE-LOG"}
+    spectrum = load_one(image_1d(tmp_path / "s.fits", cards))
+    np.testing.assert_allclose(spectrum.wavelength, 10.0 ** (3.5601 + 1e-4 * PIXEL), rtol=1e-12)
 
 
 def test_it_converts_a_nanometre_axis(tmp_path: Path) -> None:
@@ -193,6 +200,21 @@ def test_it_reads_flux_error_and_wavelength_extensions(
     np.testing.assert_array_equal(spectrum.wavelength, wave)
     np.testing.assert_array_equal(spectrum.flux, FLUX)
     np.testing.assert_allclose(spectrum.ivar, ivar)
+
+
+def test_it_refuses_an_empty_flux_extension_naming_the_layout(tmp_path: Path) -> None:
+    fits.HDUList([fits.PrimaryHDU(), fits.ImageHDU(name="FLUX")]).writeto(tmp_path / "e.fits")
+    refused(tmp_path / "e.fits", "FITS layout not recognised", "HDUs: PRIMARY, FLUX")
+
+
+def test_it_leaves_out_an_empty_error_extension(tmp_path: Path) -> None:
+    # MaNGA's MILESHC_51.fits: an IVAR extension without data
+    hdu = fits.PrimaryHDU(FLUX)
+    hdu.header.update({"CRVAL1": 3540.5, "CDELT1": 0.9, "CRPIX1": 1.0})
+    fits.HDUList([hdu, fits.ImageHDU(name="IVAR")]).writeto(tmp_path / "hc.fits")
+    spectrum = load_one(tmp_path / "hc.fits")
+    assert spectrum.ivar is None
+    np.testing.assert_allclose(spectrum.wavelength, 3540.5 + 0.9 * PIXEL)
 
 
 def test_it_refuses_extensions_of_different_lengths(tmp_path: Path) -> None:
