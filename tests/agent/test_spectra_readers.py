@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from agent.spectra import Declared, SpectrumFormatError, air_to_vacuum, load_spectra
+from agent.spectra import (
+    Declared,
+    ReadLimits,
+    SpectrumFormatError,
+    SpectrumTooLarge,
+    air_to_vacuum,
+    load_spectra,
+)
 from agent.spectra.declared import DeclarationError, parse_columns, parse_frame
 
 N = 200
@@ -443,3 +450,17 @@ def test_it_keeps_header_coordinates_as_written_not_as_degrees(tmp_path: Path) -
     spectrum = load_one(path)
     assert (spectrum.ra, spectrum.dec) == (None, None)
     assert (spectrum.meta["RA"], spectrum.meta["DEC"]) == (6.0972, -0.0795)
+
+
+# --- the limits hold for the new layouts ---------------------------------------------------------
+
+
+def test_it_refuses_a_1d_image_over_the_pixel_limit_before_converting_it(tmp_path: Path) -> None:
+    path = image_1d(tmp_path / "big.fits", {"CRVAL1": 3000.0, "CDELT1": 0.01}, np.ones(5000))
+    with pytest.raises(SpectrumTooLarge, match=r"5000 pixels in one spectrum; the limit is 1000"):
+        load_spectra(path, limits=ReadLimits(max_pixels=1000))
+
+
+def test_it_refuses_a_table_of_arrays_over_the_pixel_limit(tmp_path: Path) -> None:
+    with pytest.raises(SpectrumTooLarge, match=r"200 pixels in one spectrum.*SPECTRUM_MAX_PIXELS"):
+        load_spectra(eso_phase3(tmp_path / "ADP.fits"), limits=ReadLimits(max_pixels=100))
