@@ -18,7 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.resolution import Resolution, ResolutionError, parse_user_value
-from agent.spectra import SpectrumFormatError
+from agent.spectra import Declared, SpectrumFormatError
+from agent.spectra.declared import COLUMNS_HELP, DeclarationError, parse_columns
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import _expert
@@ -278,6 +279,22 @@ class SpectrumUploadApi(APIView):
             "resolving power (1800, R=1800), an FWHM in Å (2.5 A) or in km/s (150 km/s)",
         )
 
+        columns = serializers.CharField(
+            max_length=200, required=False, allow_blank=True, default="", help_text=COLUMNS_HELP
+        )
+        wavelength_frame = serializers.ChoiceField(
+            choices=["", "air", "vacuum"],
+            default="",
+            help_text="air or vacuum, when the file does not say; a file that says otherwise is "
+            "refused. Left blank: as the file says, else assumed vacuum (recorded as assumed)",
+        )
+
+        def validate_columns(self, value: str) -> tuple[str, ...] | None:
+            try:
+                return parse_columns(value)
+            except DeclarationError as error:
+                raise serializers.ValidationError(str(error)) from None
+
         def validate_resolution(self, value: str) -> Resolution | None:
             if not value.strip():
                 return None
@@ -312,6 +329,9 @@ class SpectrumUploadApi(APIView):
                 task=data.get("task"),
                 label=data["label"],
                 resolution=data.get("resolution"),
+                declared=Declared(
+                    columns=data.get("columns"), frame=data.get("wavelength_frame") or None
+                ),
             )
         except (SpectrumFormatError, core_errors.UploadRejected) as error:
             return Response(
