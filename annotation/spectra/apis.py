@@ -211,7 +211,7 @@ class SpectrumPlotWindowApi(APIView):
         y_range = serializers.ListField(
             child=serializers.FloatField(),
             allow_null=True,
-            help_text="robust flux range of the window: 1st-99th percentile, padded",
+            help_text="flux range of the window: the agent image's limits (isolated spikes left out), padded",
         )
 
     @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
