@@ -181,3 +181,15 @@ def test_it_rejects_a_bad_policy_through_the_api(ml_api_client, labelled):
     )
     assert response.status_code == 400
     assert "policy kind" in response.data["detail"]
+
+
+def test_it_marks_each_policys_own_fields_for_the_form_to_show_that_policy_only(ml_client):
+    # Issue 26: checkpoint, model path and endpoint all showed whichever policy was chosen.
+    body = ml_client.get(reverse("run_create")).content.decode()
+    assert 'data-policy="checkpoint"' in body and 'name="checkpoint"' in body
+    assert 'data-policy="transformers"' in body and 'data-policy="openai"' in body
+    assert "js/policy_form.js" in body
+    # the button sits in its own row, not in a grid column
+    assert (
+        '<div class="form-actions"><button type="submit" class="primary">Start run</button>' in body
+    )
