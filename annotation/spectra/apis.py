@@ -238,7 +238,14 @@ class SpectrumUploadApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
-        dataset = serializers.SlugField(max_length=80, default="uploads")
+        dataset = serializers.SlugField(
+            max_length=80,
+            default="uploads",
+            error_messages={
+                "invalid": "the data set name may hold only letters, digits, underscores (_) "
+                "and hyphens (-), e.g. lamost-dr7"
+            },
+        )
         task = serializers.SlugRelatedField(
             slug_field="code", queryset=Task.objects.all(), required=False, allow_null=True
         )
