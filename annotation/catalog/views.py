@@ -46,6 +46,9 @@ from annotation.spectra.models import Task
 # The list's columns, with the sort key of those that sort.
 HEADERS = (
     ("Object", "object_id"),
+    ("Designation", ""),
+    ("Data set", ""),
+    ("Spectrum", ""),
     ("Survey", ""),
     ("RA (°)", "ra"),
     ("Dec (°)", "dec"),
@@ -110,6 +113,7 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
             page.entries,
             detail_prefix=reverse("catalog_detail", args=[0])[:-2],
             list_url=list_url,
+            spectrum_prefix=reverse("spectrum_detail", args=[0])[:-2],
         )
     context.update(
         filters=filters,
