@@ -196,11 +196,17 @@
     function apply(range) {
       if (range && !state.userY) Plotly.relayout(node, { "yaxis.range": range.slice() });
     }
+    const known = data.wavelength.filter(function (x) { return x !== null; });
+    const xSpan = known.length ? [known[0], known[known.length - 1]] : null;
     node.on("plotly_relayout", function (ev) {
       if (ev["xaxis.autorange"] || ev["yaxis.autorange"]) {
+        // Reset and Autoscale: the whole spectrum, x its own span and y the whole's range.
         state.userY = false;
         state.lo = state.hi = null;
-        apply(data.y_range);
+        const whole = {};
+        if (data.y_range) whole["yaxis.range"] = data.y_range.slice();
+        if (xSpan && ev["xaxis.autorange"]) whole["xaxis.range"] = xSpan.slice();
+        Plotly.relayout(node, whole);
         return;
       }
       if (ev["yaxis.range[0]"] !== undefined) {
@@ -294,7 +300,12 @@
     const medium = data.viewer ? ", " + data.viewer.medium.stored : "";
     const layout = {
       margin: { l: 60, r: 10, t: 18 + rows.count * LABEL_ROW_PX, b: 45 },
-      xaxis: { title: { text: (data.rest_frame ? "Rest-frame wavelength (Å" : "Wavelength (Å") + medium + ")" } },
+      // The spectrum's own span: an autorange would stretch to overlays beyond it (sky and
+      // telluric regions of the whole optical range around a short CSV).
+      xaxis: {
+        title: { text: (data.rest_frame ? "Rest-frame wavelength (Å" : "Wavelength (Å") + medium + ")" },
+        range: known.length ? xSpan.slice() : undefined,
+      },
       yaxis: { title: { text: "Flux" + unit }, fixedrange: false, range: data.y_range || undefined },
       shapes: markers.shapes.concat(inspectedShapes(inspectedRanges)),
       annotations: markers.annotations.concat(inspectedLabels(inspectedRanges)),
