@@ -760,3 +760,32 @@ def vetting_queue(user: Any) -> QuerySet[Candidate]:
         .select_related("run__task", "spectrum")
         .order_by("finished_at", "id")
     )
+
+
+@dataclass(frozen=True)
+class ListNeighbours:
+    """Where an entry sits in the filtered, sorted list it was opened from."""
+
+    previous_id: int | None
+    next_id: int | None
+    position: int | None  # 1-based; None when the entry is not among the first COUNT_CAP rows
+    count: int
+    capped: bool
+
+
+def list_neighbours(rows: QuerySet[CatalogEntry], entry_id: int) -> ListNeighbours:
+    """The previous and next entries of ``entry_id`` in ``rows`` (the list's own filters and
+    sort), reading at most COUNT_CAP ids, the rows the list's pages reach."""
+    ids = list(rows.values_list("id", flat=True)[: COUNT_CAP + 1])
+    capped = len(ids) > COUNT_CAP
+    ids = ids[:COUNT_CAP]
+    if entry_id not in ids:
+        return ListNeighbours(None, None, None, len(ids), capped)
+    at = ids.index(entry_id)
+    return ListNeighbours(
+        previous_id=ids[at - 1] if at > 0 else None,
+        next_id=ids[at + 1] if at + 1 < len(ids) else None,
+        position=at + 1,
+        count=len(ids),
+        capped=capped,
+    )

@@ -181,8 +181,24 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "rollouts": _entry_rollouts(candidate),
             "decisions": decisions,
             "provenance": _provenance(entry),
+            **_list_navigation(request, entries, entry.pk),
         },
     )
+
+
+def _list_navigation(request: HttpRequest, entries: Any, entry_id: int) -> dict[str, Any]:
+    """The list the entry was opened from (its filters, sort and page travel in the query):
+    the way back to it, and the previous and next entries within it."""
+    query = _query_without(request)
+    try:
+        filters = catalog.filters_from_query(request.GET)
+    except catalog.CatalogQueryError:
+        return {"list_query": "", "neighbours": None}
+    rows = blinding.catalog_entries_visible_to(
+        user=request.user,
+        rows=catalog.catalog_rows(filters, catalog.normalize_sort(request.GET.get("sort"))),
+    )
+    return {"list_query": query, "neighbours": catalog.list_neighbours(rows, entry_id)}
 
 
 @require_role(permissions.BROWSE)
