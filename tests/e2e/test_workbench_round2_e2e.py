@@ -211,4 +211,21 @@ def test_it_flags_duplicates_in_the_catalog_with_data_set_and_spectrum_links(
     expect(page.locator("#spectrum-plot.js-plotly-plot")).to_be_attached()
     page.goto("/vetting/")
     _shot(page, "vetting_queue")
+    # "?" shows the page's keys, the queue's one-key decisions among them
+    page.keyboard.press("?")
+    sheet = page.locator("#key-sheet")
+    expect(sheet).to_be_visible()
+    for key in ("Y", "N", "U"):
+        expect(sheet.locator("kbd", has_text=key).first).to_be_visible()
+    _shot(page, "key_sheet")
+    page.keyboard.press("Escape")
+    expect(sheet).to_be_hidden()
+    # the catalog entry page: back to the list and next/previous within it
+    page.goto("/catalog/?sort=object_id")
+    page.locator(".catalog-table tbody tr a").first.click()
+    expect(page.locator("#list-next")).to_be_visible()
+    page.keyboard.press("j")
+    expect(page).to_have_url(re.compile(r"/catalog/\d+/\?sort=object_id"))
+    page.keyboard.press("?")
+    expect(page.locator("#key-sheet")).to_contain_text("Back to the list")
     pages.assert_clean()
