@@ -84,6 +84,10 @@ DENSE_POINTS_PER_COLUMN = 2.0
 SPIKE_SMOOTH_WIDTH = 5
 SPIKE_THRESHOLD_SIGMA = 8.0
 SPIKE_REACH_FRACTION = 0.5
+SPIKE_MAX_PIXELS = 2  # a run of more candidate pixels is a feature, never a spike
+SPIKE_CONTINUUM_WIDTH = 15  # pixels of the running median a spike's neighbours are compared to
+SPIKE_NOISE_SIGMAS = 3.0
+SPIKE_SUPPORT_RATIO = 2.0
 Y_MARGIN_FRACTION = 0.06
 
 
@@ -335,35 +339,71 @@ def robust_limits(flux: np.ndarray, smooth: np.ndarray) -> tuple[float, float]:
     """Y limits that ignore isolated spikes but keep real features and the noise.
 
     ``flux`` are good pixels, ``smooth`` their running median (width SPIKE_SMOOTH_WIDTH), so a
-    feature narrower than 3 pixels (cosmic ray, hot pixel) stands out in ``flux - smooth`` while
-    broad lines do not. A pixel is a spike candidate when its residual exceeds
-    SPIKE_THRESHOLD_SIGMA robust sigmas (MAD) and 5% of the smooth range; a candidate is left out
-    of the limits only when it lies more than SPIKE_REACH_FRACTION of the other pixels' span
-    beyond them, i.e. only when keeping it would squash the rest of the plot. Plain percentiles
-    fail both ways: in an 80-pixel window one cosmic ray still drags the 99.5th percentile, while
-    in a 3900-pixel full view they cut the peak off a strong emission line a few pixels wide.
+    feature narrower than 3 pixels stands out in ``flux - smooth`` while broad lines do not. A
+    pixel is a spike candidate when its residual exceeds SPIKE_THRESHOLD_SIGMA robust sigmas (MAD)
+    and 5% of the smooth range. A run of at most SPIKE_MAX_PIXELS candidates is a spike (cosmic
+    ray, hot pixel) only when it stands alone: its nearer-to-it neighbour lies within the noise of
+    the local continuum, or rises over it by less than 1/SPIKE_SUPPORT_RATIO of how far the run
+    rises over that neighbour. The peak of a strong line only a pixel or two wide has neighbours
+    well up its flanks, so it is kept (issue 26: a CSV's H-alpha peak at 1.3 was clipped at 1.13).
+    A spike is left out of the limits only when it lies more than SPIKE_REACH_FRACTION of the
+    other pixels' span beyond them, i.e. only when keeping it would squash the rest of the plot.
+    Plain percentiles fail both ways: in an 80-pixel window one cosmic ray still drags the 99.5th
+    percentile, while in a full view they cut the peak off a strong emission line.
     """
     flux = np.asarray(flux, dtype=np.float64)
     smooth = np.asarray(smooth, dtype=np.float64)
     if flux.size == 0:
         raise ValueError("robust_limits needs at least one good pixel; got none")
-    residual = np.abs(flux - smooth)
-    sigma = 1.4826 * float(np.median(residual))
+    residual = flux - smooth
+    sigma = 1.4826 * float(np.median(np.abs(residual)))
     threshold = max(SPIKE_THRESHOLD_SIGMA * sigma, 0.05 * float(smooth.max() - smooth.min()))
     # Never empty: at least half the pixels have a residual <= its median <= threshold.
-    is_candidate = residual > threshold
-    kept = flux[~is_candidate]
+    is_spike = _isolated_runs(flux, residual, np.abs(residual) > threshold, sigma)
+    kept = flux[~is_spike]
     lo, hi = float(kept.min()), float(kept.max())
     reach = SPIKE_REACH_FRACTION * (hi - lo)
-    candidates = flux[is_candidate]
-    lo = float(candidates[candidates >= lo - reach].min(initial=lo))
-    hi = float(candidates[candidates <= hi + reach].max(initial=hi))
+    spikes = flux[is_spike]
+    lo = float(spikes[spikes >= lo - reach].min(initial=lo))
+    hi = float(spikes[spikes <= hi + reach].max(initial=hi))
     span = hi - lo
     if span <= 0 or not math.isfinite(span):
         half = abs(hi) * 0.05 if hi != 0 else 0.5
         return lo - half, hi + half
     margin = Y_MARGIN_FRACTION * span
     return lo - margin, hi + margin
+
+
+def _isolated_runs(
+    flux: np.ndarray, residual: np.ndarray, is_candidate: np.ndarray, sigma: float
+) -> np.ndarray:
+    """The candidate pixels that belong to a spike (see robust_limits), as a boolean mask."""
+    is_spike = np.zeros(flux.size, dtype=bool)
+    index = np.flatnonzero(is_candidate)
+    if index.size == 0 or flux.size < 3:
+        return is_spike
+    breaks = np.flatnonzero(np.diff(index) > 1) + 1
+    start = index[np.r_[0, breaks]]
+    end = index[np.r_[breaks - 1, index.size - 1]]
+    peak = np.where(np.abs(residual[end]) > np.abs(residual[start]), end, start)
+    sign = np.sign(residual[peak])
+    # Flux measured along the run's direction (up for a spike, down for a dip).
+    left = np.where(start > 0, sign * flux[np.maximum(start - 1, 0)], np.nan)
+    right = np.where(end < flux.size - 1, sign * flux[np.minimum(end + 1, flux.size - 1)], np.nan)
+    neighbour = np.fmax(left, right)
+    half = SPIKE_CONTINUUM_WIDTH // 2
+    padded = np.pad(flux, half, mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, SPIKE_CONTINUUM_WIDTH)[peak]
+    continuum = sign * np.median(windows, axis=1)
+    rise_over_neighbour = sign * flux[peak] - neighbour
+    neighbour_rise = neighbour - continuum
+    alone = neighbour_rise <= np.maximum(
+        SPIKE_NOISE_SIGMAS * sigma, rise_over_neighbour / SPIKE_SUPPORT_RATIO
+    )
+    is_run_spike = (end - start + 1 <= SPIKE_MAX_PIXELS) & np.isfinite(neighbour) & alone
+    is_spike[start[is_run_spike]] = True
+    is_spike[end[is_run_spike]] = True
+    return is_spike
 
 
 # --- line geometry ------------------------------------------------------------------------------

@@ -41,6 +41,9 @@ def envsecret(name: str, default: str = "") -> str:
 
 
 DEBUG = envbool("DEBUG", "True")
+# The site's own 404/500 pages even with DEBUG on (webapp.middleware.FriendlyErrorPagesMiddleware);
+# False gives Django's technical pages, which list every URL pattern, for development.
+FRIENDLY_ERROR_PAGES = envbool("FRIENDLY_ERROR_PAGES", "True")
 SECRET_KEY = envsecret("SECRET_KEY") or (
     "insecure-dev-key-only-for-the-embedded-default" if DEBUG else ""
 )
@@ -66,6 +69,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "webapp.middleware.FriendlyErrorPagesMiddleware",  # first: sees the final 404 of any URL
     "django.middleware.security.SecurityMiddleware",
     "annotation.spectra.uploads.UploadTemporaryFilesMiddleware",  # deletes a request's temporary uploads
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -392,10 +396,18 @@ MODEL_ENDPOINT_SECRET_DIRS = envlist("MODEL_ENDPOINT_SECRET_DIRS", "/run/secrets
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"refusal_without_traceback": {"()": "webapp.middleware.RefusalWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
-    # Failed logins and lockouts are warnings; every successful login is not worth a line.
-    "loggers": {"axes": {"level": os.getenv("LOG_LEVEL_AXES", "WARNING")}},
+    "loggers": {
+        # Failed logins and lockouts are warnings; every successful login is not worth a line.
+        "axes": {"level": os.getenv("LOG_LEVEL_AXES", "WARNING")},
+        # Django's default config gives "django" its own console handler (with DEBUG on) that
+        # also propagates to the root's: every line, 403 tracebacks included, came out twice.
+        # Naming the logger here drops that handler; the root's prints each record once.
+        "django": {"level": "INFO"},
+        "django.request": {"filters": ["refusal_without_traceback"]},
+    },
 }
 
 if not DEBUG:

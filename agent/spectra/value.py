@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -374,3 +375,22 @@ def _redshift(value: Any) -> float:
     """Pipeline redshift; missing, non-finite or the -9999 sentinel (anything <= -1) means 0."""
     number = _finite_float(value)
     return 0.0 if number is None or number <= -1.0 else number
+
+
+def iau_designation(ra: float | None, dec: float | None) -> str:
+    """The IAU-style designation JHHMMSS.ss+DDMMSS.s of ICRS degrees (truncated, not rounded, as
+    the IAU asks and LAMOST and SDSS print it); "" when either coordinate is unknown."""
+    if ra is None or dec is None or not (math.isfinite(ra) and math.isfinite(dec)):
+        return ""
+    if not (0.0 <= ra < 360.0 and -90.0 <= dec <= 90.0):
+        return ""
+    hours = ra / 15.0
+    hh = int(hours)
+    mm = int((hours - hh) * 60.0)
+    ss = math.floor(((hours - hh) * 60.0 - mm) * 60.0 * 100.0) / 100.0
+    sign = "-" if dec < 0 else "+"
+    degrees = abs(dec)
+    dd = int(degrees)
+    dm = int((degrees - dd) * 60.0)
+    ds = math.floor(((degrees - dd) * 60.0 - dm) * 60.0 * 10.0) / 10.0
+    return f"J{hh:02d}{mm:02d}{ss:05.2f}{sign}{dd:02d}{dm:02d}{ds:04.1f}"

@@ -21,7 +21,8 @@ from typing import Any, cast
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Exists, F, OrderBy, OuterRef, QuerySet
+from django.db.models import Count, Exists, F, IntegerField, OrderBy, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from annotation.core.endpoints import public_policy_spec  # noqa: F401  (re-exported: views, reports)
 from annotation.inspections.models import (
@@ -32,7 +33,7 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
 )
 from annotation.rating.models import RatingAssignment
-from annotation.spectra.models import Task
+from annotation.spectra.models import Spectrum, Task
 
 COUNT_CAP = 10_000
 PAGE_SIZE = 50
@@ -142,11 +143,51 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
     CatalogColumn(
         "created_at", "created_at", "time", "", "time.creation", "When the entry was written (UTC)"
     ),
+    CatalogColumn(
+        "designation", "designation", "str", "", "meta.id", "IAU name JHHMMSS.ss+DDMMSS.s (RA/Dec)"
+    ),
+    CatalogColumn("dataset", "dataset", "str", "", "meta.dataset", "Data set the spectrum is in"),
+    CatalogColumn(
+        "spectrum_id",
+        "spectrum_id",
+        "int",
+        "",
+        "meta.id",
+        "Stored spectrum; /spectra/<id>/; 0: gone",
+    ),
+    CatalogColumn(
+        "content_hash",
+        "content_hash",
+        "str",
+        "",
+        "meta.id",
+        "SHA-256 of the spectrum content (same: same data)",
+    ),
+    CatalogColumn(
+        "duplicates", "duplicates", "int", "", "meta.number", "Other spectra of the same content"
+    ),
 )
 COLUMN_NAMES = tuple(column.name for column in CATALOG_COLUMNS)
 _SOURCES = tuple(column.source for column in CATALOG_COLUMNS)
+# Computed per row by catalog_rows, not stored.
+_ANNOTATED = frozenset({"duplicates"})
 # Everything a list row shows; candidate_id is the only column a page never needs.
-LIST_FIELDS = (*_SOURCES, "candidate_id")
+LIST_FIELDS = (*(s for s in _SOURCES if s not in _ANNOTATED), "candidate_id")
+
+
+def _duplicates() -> Coalesce:
+    """How many other stored spectra hold the same content (the same file loaded into several
+    data sets is several spectra): an index lookup on the content hash per row shown."""
+    others = (
+        Spectrum.objects.filter(content_hash=OuterRef("content_hash"))
+        .exclude(content_hash="")
+        .exclude(pk=OuterRef("spectrum_id"))
+        .order_by()
+        .values("content_hash")
+        .annotate(n=Count("pk"))
+        .values("n")[:1]
+    )
+    return Coalesce(Subquery(others, output_field=IntegerField()), 0)
 
 
 # --- filters and sorting ----------------------------------------------------------------------
@@ -311,6 +352,7 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
         rows = rows.filter(run_id=filters.run)
     if filters.synthetic is not None:
         rows = rows.filter(synthetic=filters.synthetic)
+    rows = rows.annotate(duplicates=_duplicates())
     return rows.order_by(*_ordering(normalize_sort(sort)))
 
 
@@ -419,6 +461,12 @@ class CatalogRowView:
     run_id: int
     created: str
     expert_tally: str = ""  # "YES 1 · NO 1" when the experts disagree
+    designation: str = ""
+    dataset: str = ""
+    spectrum_url: str = ""
+    spectrum_id: int | None = None
+    duplicates: int = 0
+    duplicate_of: str = ""  # "also in lamost (spectrum 12), uploads (spectrum 40)"
 
 
 def _expert_tallies(candidate_ids: list[int]) -> dict[int, str]:
@@ -440,12 +488,32 @@ def _expert_tallies(candidate_ids: list[int]) -> dict[int, str]:
     }
 
 
+def _duplicate_notes(entries: list[CatalogEntry]) -> dict[str, list[tuple[int, str]]]:
+    """The stored spectra of each duplicated content on the page: one query per page."""
+    hashes = {e.content_hash for e in entries if getattr(e, "duplicates", 0) and e.content_hash}
+    found: dict[str, list[tuple[int, str]]] = {}
+    if hashes:
+        rows = Spectrum.objects.filter(content_hash__in=hashes).order_by("pk")
+        for pk, content_hash, dataset in rows.values_list("pk", "content_hash", "dataset"):
+            found.setdefault(content_hash, []).append((pk, dataset))
+    return found
+
+
+def _also_in(entry: CatalogEntry, notes: dict[str, list[tuple[int, str]]]) -> str:
+    others = [(pk, ds) for pk, ds in notes.get(entry.content_hash, []) if pk != entry.spectrum_id]
+    return ", ".join(f"{dataset} (spectrum {pk})" for pk, dataset in others[:10])
+
+
 def _fixed(value: float | None, decimals: int) -> str:
     return "" if value is None else f"{value:.{decimals}f}"
 
 
 def list_rows(
-    entries: Iterable[CatalogEntry], *, detail_prefix: str, list_url: str
+    entries: Iterable[CatalogEntry],
+    *,
+    detail_prefix: str,
+    list_url: str,
+    spectrum_prefix: str = "/spectra/",
 ) -> list[CatalogRowView]:
     """Rows for the list page; ``detail_prefix`` is the detail URL without the id."""
     from django.utils import timezone
@@ -457,6 +525,7 @@ def list_rows(
         if e.expert_decision == EXPERT_SPLIT and e.candidate_id is not None
     ]
     tallies = _expert_tallies(split) if split else {}
+    notes = _duplicate_notes(entries)
     return [
         CatalogRowView(
             detail_url=f"{detail_prefix}{entry.pk}/",
@@ -479,6 +548,12 @@ def list_rows(
             expert_tally=tallies.get(entry.candidate_id, "")
             if entry.candidate_id is not None
             else "",
+            designation=entry.designation,
+            dataset=entry.dataset,
+            spectrum_id=entry.spectrum_id,
+            spectrum_url=f"{spectrum_prefix}{entry.spectrum_id}/" if entry.spectrum_id else "",
+            duplicates=int(getattr(entry, "duplicates", 0) or 0),
+            duplicate_of=_also_in(entry, notes),
         )
         for entry in entries
     ]
@@ -684,4 +759,33 @@ def vetting_queue(user: Any) -> QuerySet[Candidate]:
         .exclude(Exists(decided))
         .select_related("run__task", "spectrum")
         .order_by("finished_at", "id")
+    )
+
+
+@dataclass(frozen=True)
+class ListNeighbours:
+    """Where an entry sits in the filtered, sorted list it was opened from."""
+
+    previous_id: int | None
+    next_id: int | None
+    position: int | None  # 1-based; None when the entry is not among the first COUNT_CAP rows
+    count: int
+    capped: bool
+
+
+def list_neighbours(rows: QuerySet[CatalogEntry], entry_id: int) -> ListNeighbours:
+    """The previous and next entries of ``entry_id`` in ``rows`` (the list's own filters and
+    sort), reading at most COUNT_CAP ids, the rows the list's pages reach."""
+    ids = list(rows.values_list("id", flat=True)[: COUNT_CAP + 1])
+    capped = len(ids) > COUNT_CAP
+    ids = ids[:COUNT_CAP]
+    if entry_id not in ids:
+        return ListNeighbours(None, None, None, len(ids), capped)
+    at = ids.index(entry_id)
+    return ListNeighbours(
+        previous_id=ids[at - 1] if at > 0 else None,
+        next_id=ids[at + 1] if at + 1 < len(ids) else None,
+        position=at + 1,
+        count=len(ids),
+        capped=capped,
     )

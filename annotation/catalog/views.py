@@ -46,6 +46,9 @@ from annotation.spectra.models import Task
 # The list's columns, with the sort key of those that sort.
 HEADERS = (
     ("Object", "object_id"),
+    ("Designation", ""),
+    ("Data set", ""),
+    ("Spectrum", ""),
     ("Survey", ""),
     ("RA (°)", "ra"),
     ("Dec (°)", "dec"),
@@ -110,6 +113,7 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
             page.entries,
             detail_prefix=reverse("catalog_detail", args=[0])[:-2],
             list_url=list_url,
+            spectrum_prefix=reverse("spectrum_detail", args=[0])[:-2],
         )
     context.update(
         filters=filters,
@@ -177,8 +181,24 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "rollouts": _entry_rollouts(candidate),
             "decisions": decisions,
             "provenance": _provenance(entry),
+            **_list_navigation(request, entries, entry.pk),
         },
     )
+
+
+def _list_navigation(request: HttpRequest, entries: Any, entry_id: int) -> dict[str, Any]:
+    """The list the entry was opened from (its filters, sort and page travel in the query):
+    the way back to it, and the previous and next entries within it."""
+    query = _query_without(request)
+    try:
+        filters = catalog.filters_from_query(request.GET)
+    except catalog.CatalogQueryError:
+        return {"list_query": "", "neighbours": None}
+    rows = blinding.catalog_entries_visible_to(
+        user=request.user,
+        rows=catalog.catalog_rows(filters, catalog.normalize_sort(request.GET.get("sort"))),
+    )
+    return {"list_query": query, "neighbours": catalog.list_neighbours(rows, entry_id)}
 
 
 @require_role(permissions.BROWSE)

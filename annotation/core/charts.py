@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from agent.render import SPIKE_SMOOTH_WIDTH, robust_limits, running_median
+
 # Plotly renders trace names, axis and tick labels, annotations, titles and hover text as its
 # own pseudo-HTML (<b>, <br>, <a href=...>) and substitutes %{...} in hover templates.
 _PLOTLY_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "%": "&#37;"})
@@ -124,23 +126,15 @@ def thin_spectrum(
     return thinned
 
 
-# Flux quantiles that bound the plot's y-axis: the ±1σ band, a few hot pixels or the noisy blue
-# end of a survey spectrum must not squash the continuum into a sliver of the plot.
-Y_RANGE_QUANTILES = (0.01, 0.99)
-Y_RANGE_PADDING = 0.08  # of the quantile span, each side, so the line does not touch the frame
-
-
 def robust_y_range(flux: np.ndarray) -> list[float] | None:
-    """[low, high] for a flux axis: the 1st and 99th percentiles of the finite flux, padded.
+    """[low, high] for a flux axis: the agent's own image limits (agent.render.robust_limits) over
+    the finite flux, so the interactive plot and the agent's image show the same thing: every
+    real feature, strong lines included, but not an isolated cosmic ray that would squash the rest.
 
     None when no pixel is finite (Plotly then picks its own range)."""
     finite = np.asarray(flux, dtype=float)
     finite = finite[np.isfinite(finite)]
     if finite.size == 0:
         return None
-    low, high = (float(value) for value in np.quantile(finite, Y_RANGE_QUANTILES))
-    span = high - low
-    if span <= 0:  # a flat window: any visible band around it
-        span = abs(high) or 1.0
-    pad = span * Y_RANGE_PADDING
-    return [low - pad, high + pad]
+    low, high = robust_limits(finite, running_median(finite, SPIKE_SMOOTH_WIDTH))
+    return [low, high]

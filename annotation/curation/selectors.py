@@ -517,3 +517,15 @@ def dataset_exports(*, user: Any) -> QuerySet[DatasetExport]:
     one holding a curation of a campaign they rate is left out while it is open)."""
     rows = DatasetExport.objects.select_related("created_by").order_by("-version")
     return blinding.dataset_exports_visible_to(user=user, rows=rows)
+
+
+def audit_default_base_number(curation: Curation) -> int:
+    """The version an audit's diff starts from: the one audited in the round before (round 2
+    compares what was audited, v2, with the revision, v3), or v1 in the first round."""
+    audited = (
+        curation.audits.filter(round__lt=curation.audit_round)
+        .order_by("-round", "-version_number")
+        .values_list("version_number", flat=True)
+        .first()
+    )
+    return int(audited) if audited else 1

@@ -373,8 +373,9 @@ def _audit_context(
 ) -> dict[str, Any]:
     user = _expert(request)
     head = selectors.head_version(curation)
-    raw_base = request.GET.get("base", "1")
-    base = curation.versions.filter(number=int(raw_base) if raw_base.isdigit() else 1).first()
+    raw_base = request.GET.get("base", "")
+    number = int(raw_base) if raw_base.isdigit() else selectors.audit_default_base_number(curation)
+    base = curation.versions.filter(number=number).first()
     visible = selectors.audits_visible_to(curation=curation, user=user)
     diff = version_diff(base or head, head)
     return {

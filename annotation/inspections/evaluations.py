@@ -166,6 +166,24 @@ def latest_finished(jobs: QuerySet[Job]) -> Job | None:
     return jobs.filter(state=JobState.SUCCEEDED).first()
 
 
+def recent_durations(jobs: QuerySet[Job], *, limit: int = 5) -> list[dict[str, Any]]:
+    """How long the last finished evaluations took (seconds), with their policy: the page's time
+    estimate is what this installation measured, not a promise (it said "about half a minute"
+    of a 69 s job)."""
+    finished = jobs.filter(
+        state=JobState.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False
+    )
+    return [
+        {
+            "seconds": round((job.finished_at - job.started_at).total_seconds()),
+            "policy": policy_label((job.result or {}).get("policy", {})),
+            "job_id": job.pk,
+        }
+        for job in finished[:limit]
+        if job.finished_at is not None and job.started_at is not None
+    ]
+
+
 def policy_label(spec: dict[str, Any]) -> str:
     kind = str(spec.get("kind", "?"))
     detail = spec.get("endpoint") or spec.get("checkpoint") or spec.get("model_path") or ""

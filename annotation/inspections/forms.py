@@ -33,6 +33,14 @@ class PolicyChoiceForm(forms.Form):
     model_path = forms.CharField(max_length=500, required=False, help_text="checkpoint folder")
     endpoint = EndpointChoiceField(required=False)
 
+    # The fields that belong to one policy only (the page shows them for that policy).
+    POLICY_FIELDS = {"checkpoint": "checkpoint", "model_path": "transformers", "endpoint": "openai"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, policy in self.POLICY_FIELDS.items():
+            self.fields[name].widget.attrs["data-policy"] = policy
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         policy = data.get("policy")

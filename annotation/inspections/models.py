@@ -156,10 +156,19 @@ class CatalogEntry(models.Model):
     expert_decision = models.CharField(max_length=8, blank=True)
     synthetic = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Which stored spectrum the entry is about: the same file in three data sets is three
+    # spectra, told apart by data set and spectrum id and grouped by content hash (issue 26).
+    spectrum = models.ForeignKey(
+        Spectrum, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    dataset = models.CharField(max_length=80, blank=True, default="", db_default="")
+    designation = models.CharField(max_length=24, blank=True, default="", db_default="")
+    content_hash = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-id"]
         indexes = [
+            models.Index(fields=["content_hash"], name="catalog_content_hash"),
             models.Index(
                 fields=["task_code", "verdict", "-confidence"], name="catalog_task_verdict"
             ),

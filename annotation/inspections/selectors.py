@@ -89,18 +89,25 @@ def run_metrics(*, run: InspectionRun, user: Any = None) -> dict[str, Any] | Non
     predictions = [verdict or None for _, verdict, _ in rows]
     confidences = [min(1.0, max(0.0, confidence or 0.0)) for _, _, confidence in rows]
     report = classification_report(labels, predictions)
+    # Calibration is of the answers given: a candidate with no answer has no confidence to
+    # calibrate (counted as 0 it made "ECE 0.000" of a run that never answered).
+    answered = [i for i, prediction in enumerate(predictions) if prediction is not None]
     bins = reliability_bins(
-        confidences, [p == t for p, t in zip(predictions, labels, strict=True)], n_bins=10
+        [confidences[i] for i in answered],
+        [predictions[i] == labels[i] for i in answered],
+        n_bins=10,
     )
     curve = f1_coverage_curve(labels, predictions, confidences)
     return {
         "n": report.n,
+        "answered": len(answered),
+        "no_answer": report.n - len(answered),
         "accuracy": report.accuracy,
         "f1": report.f1,
         "precision": report.precision,
         "recall": report.recall,
         "confusion": report.confusion.as_dict(),
-        "ece": expected_calibration_error(bins),
+        "ece": expected_calibration_error(bins) if answered else None,
         "reliability": [
             {
                 "low": b.low,

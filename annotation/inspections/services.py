@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agent.spectra.value import iau_designation
 from agent.trajectory import Trajectory
 from annotation.core.errors import WorkflowError, WrongState
 from annotation.core.permissions import check_owner_or_staff
@@ -500,6 +501,10 @@ _CATALOG_COLUMNS = [
     "snr",
     "policy_name",
     "synthetic",
+    "spectrum_id",
+    "dataset",
+    "designation",
+    "content_hash",
 ]
 
 
@@ -535,6 +540,10 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
                 snr=spectrum.snr,
                 policy_name=str(run.policy_info.get("name") or run.policy_spec.get("kind"))[:120],
                 synthetic=spectrum.synthetic,
+                spectrum=spectrum,
+                dataset=spectrum.dataset,
+                designation=iau_designation(spectrum.ra, spectrum.dec),
+                content_hash=spectrum.content_hash,
             )
         )
     _candidates_update(candidates=[candidate for candidate, _ in finished], fields=_FINAL_FIELDS)

@@ -290,6 +290,7 @@ def _evaluations_page(
         "shown_policy": evaluations.policy_label(result.get("policy", {})) if shown else "",
         "rows": evaluations.evaluation_table(shown) if shown else [],
         "missing_parts": result.get("missing_parts", []),
+        "durations": evaluations.recent_durations(jobs),
     }
     return render(request, "inspections/evaluations.html", context, status=status)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -52,6 +52,8 @@ class RatingSource:
     task: Task
     spectrum: Spectrum | None
     dataset: str = ""
+    # People who shaped this trajectory (a curation's reviser and auditors): they may not rate it.
+    involved: dict[int, str] = field(default_factory=dict)  # user id -> their part in it
 
 
 def _fresh_seed() -> int:
@@ -100,6 +102,7 @@ def campaign_create(
     if not sources:
         raise WorkflowError("a campaign needs at least one trajectory to rate")
     unique_raters = list({rater.pk: rater for rater in raters}.values())
+    _refuse_conflicts_of_interest(unique_raters, sources)
     seed = int(seed if seed is not None else _fresh_seed())
     rng = np.random.default_rng(seed)
     campaign = RatingCampaign.objects.create(
@@ -176,6 +179,38 @@ def rating_sources_from_rollouts(rollouts: Iterable[Rollout]) -> list[RatingSour
     return sources
 
 
+def _refuse_conflicts_of_interest(raters: list[User], sources: list[RatingSource]) -> None:
+    """Nobody rates a trajectory they revised or audited (every rater sees every item they are
+    assigned, and assignment is random, so the refusal is for the campaign as a whole)."""
+    conflicts = []
+    for rater in raters:
+        for source in sources:
+            part = source.involved.get(rater.pk)
+            if part:
+                conflicts.append(f"{rater.get_username()} is the {part} of {source.source}")
+    if conflicts:
+        raise WorkflowError(
+            "conflict of interest: raters may not rate a trajectory they revised or audited ("
+            + "; ".join(conflicts[:5])
+            + (f"; and {len(conflicts) - 5} more" if len(conflicts) > 5 else "")
+            + "): leave them out of the raters or the curation out of the campaign"
+        )
+
+
+def _curation_involved(curation: Curation) -> dict[int, str]:
+    involved: dict[int, str] = {}
+    for auditor_id in curation.audits.values_list("auditor_id", flat=True):
+        involved[auditor_id] = "auditor"
+    for auditor in curation.auditors:
+        involved[auditor.pk] = "auditor"
+    authors = curation.versions.exclude(author=None).values_list("author_id", flat=True)
+    for author_id in authors:
+        involved[author_id] = "reviser"
+    if curation.reviser_id is not None:
+        involved[curation.reviser_id] = "reviser"
+    return involved
+
+
 def rating_sources_from_curations(curations: Iterable[Curation]) -> list[RatingSource]:
     sources = []
     for curation in curations:
@@ -188,6 +223,7 @@ def rating_sources_from_curations(curations: Iterable[Curation]) -> list[RatingS
                 task=curation.task,
                 spectrum=curation.spectrum,
                 dataset=curation.spectrum.survey,
+                involved=_curation_involved(curation),
             )
         )
     return sources

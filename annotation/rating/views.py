@@ -52,7 +52,7 @@ from annotation.rating.services import campaign_create_from_choices, judge_run_s
 RUBRIC_ROWS = [{"score": score, "text": text} for score, text in RUBRIC.items()]
 OUTCOME_KEYS = [
     {"outcome": "left", "key": "ArrowLeft", "symbol": "←", "label": "left better"},
-    {"outcome": "tie", "key": "ArrowDown", "symbol": "↓", "label": "tie"},
+    {"outcome": "tie", "key": "t", "symbol": "T", "label": "tie"},
     {"outcome": "right", "key": "ArrowRight", "symbol": "→", "label": "right better"},
 ]
 

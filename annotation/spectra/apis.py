@@ -236,7 +236,7 @@ class SpectrumPlotWindowApi(APIView):
         y_range = serializers.ListField(
             child=serializers.FloatField(),
             allow_null=True,
-            help_text="robust flux range of the window: 1st-99th percentile, padded",
+            help_text="flux range of the window: the agent image's limits (isolated spikes left out), padded",
         )
 
     @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
@@ -263,7 +263,14 @@ class SpectrumUploadApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         files = serializers.ListField(child=serializers.FileField(), allow_empty=False)
-        dataset = serializers.SlugField(max_length=80, default="uploads")
+        dataset = serializers.SlugField(
+            max_length=80,
+            default="uploads",
+            error_messages={
+                "invalid": "the data set name may hold only letters, digits, underscores (_) "
+                "and hyphens (-), e.g. lamost-dr7"
+            },
+        )
         task = serializers.SlugRelatedField(
             slug_field="code", queryset=Task.objects.all(), required=False, allow_null=True
         )

@@ -24,6 +24,13 @@ def _user_resolution(text: str) -> Resolution | None:
         raise forms.ValidationError(str(error)) from None
 
 
+# Django's own message speaks of a "slug", a word astronomers need not know (issue 26).
+DATASET_NAME_INVALID = (
+    "The data set name may hold only letters, digits, underscores (_) and hyphens (-), "
+    "e.g. lamost-dr7; “%(value)s” has other characters (spaces or punctuation)."
+)
+
+
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -49,7 +56,13 @@ class SpectrumUploadForm(forms.Form):
         "tables (ESO Phase 3, CALSPEC), SpecVI-Bench parquet, CSV/ASCII/NPZ tables; gzip is fine. "
         "The format is detected from the content."
     )
-    dataset = forms.SlugField(max_length=80, initial="uploads")
+    dataset = forms.SlugField(
+        label="Data set",
+        max_length=80,
+        initial="uploads",
+        help_text="A name for this batch: letters, digits, _ and -, e.g. lamost-dr7",
+        error_messages={"invalid": DATASET_NAME_INVALID},
+    )
     task = forms.ModelChoiceField(queryset=Task.objects.all(), required=False, to_field_name="code")
     label = forms.ChoiceField(choices=[("", "unlabelled"), *Label.choices], required=False)
     resolution = forms.CharField(

@@ -416,6 +416,11 @@ def spectrum_wavelength_medium(row: Spectrum) -> dict[str, str]:
     return {"stored": "vacuum", "in_file": in_file}
 
 
+# What the viewer's controls accept (spectrum_viewer.js holds them to these): a smoothing kernel
+# wider than 101 pixels froze the tab, and z <= -1 has no meaning (1 + z is the stretch factor).
+VIEWER_LIMITS = {"z_min": -0.01, "z_max": 10.0, "smooth_width_min": 1, "smooth_width_max": 101}
+
+
 def spectrum_viewer_data(*, row: Spectrum, wave: np.ndarray, flux: np.ndarray) -> dict[str, Any]:
     """What the viewer's control bar draws over the plot (plot coordinates are rest frame when
     the spectrum has a redshift: `frame_z` converts the observed-frame sky regions)."""
@@ -429,6 +434,7 @@ def spectrum_viewer_data(*, row: Spectrum, wave: np.ndarray, flux: np.ndarray) -
         "flux_unit": charts.plotly_text(unit["unit"]),
         "flux_unit_text": unit["unit"],  # raw, for the metadata table (Django escapes it)
         "flux_unit_source": unit["source"],
+        "limits": VIEWER_LIMITS,
     }
 
 

@@ -111,6 +111,15 @@ def training_progress(*, run: TrainingRun) -> dict[str, Any]:
     }
 
 
+def training_run_has_f1(*, run: TrainingRun) -> bool:
+    """Whether the run measures an F1 to chart: GRPO scores its rollouts; SFT only when its
+    config sets validation tasks (an empty F1 chart with an axis of -1 to 4 said nothing)."""
+    if run.stage == "grpo":
+        return True
+    config = run.config if isinstance(run.config, dict) else {}
+    return bool(config.get("validation_tasks")) or run.metrics.filter(name="val_f1").exists()
+
+
 def training_chart_points(*, run: TrainingRun, after: int = 0) -> dict[str, Any]:
     """Figure 6 series recorded after metric row ``after``: {last_id, series: {name: {x, y}}}."""
     rows = (

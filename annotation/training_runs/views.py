@@ -117,6 +117,7 @@ def training_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
             "config_yaml": yaml.safe_dump(run.config, sort_keys=True),
             "lineage": selectors.lineage_summary(checkpoint.lineage) if checkpoint else None,
             "can_cancel": not run.job.finished and job_cancel_allowed(run.job, request.user),  # type: ignore[arg-type]
+            "shows_f1": selectors.training_run_has_f1(run=run),
         }
     )
     return render(request, "training/detail.html", context)

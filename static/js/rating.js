@@ -1,10 +1,11 @@
-// Rating pages (paper Figure 7): keys 0-5 score, arrows judge a pair, "?" toggles the rubric.
+// Rating pages (paper Figure 7): keys 0-5 score, ← / → judge a pair and t a tie, "?" toggles the rubric.
 // The server answers a submission with the next item's panel (htmx swap); this file redraws
 // the spectrum plots of the new panel. No inline scripts: data comes through json_script.
 (function () {
   "use strict";
 
-  const OUTCOME_KEYS = { ArrowLeft: "left", ArrowDown: "tie", ArrowRight: "right" };
+  // ↓ scrolls a long trajectory, so a tie has its own letter (it recorded a tie before).
+  const OUTCOME_KEYS = { ArrowLeft: "left", t: "tie", T: "tie", ArrowRight: "right" };
   let busy = false;
 
   function typing(target) {

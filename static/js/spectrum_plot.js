@@ -115,13 +115,69 @@
     };
   }
 
-  // The y-axis follows the flux, not the ±1σ band: the 1st-99th percentile of what is shown,
-  // padded (charts.robust_y_range on the server gives the same for the whole and each zoom).
-  function quantile(sorted, q) {
-    const at = (sorted.length - 1) * q;
-    const below = Math.floor(at);
-    const above = Math.min(below + 1, sorted.length - 1);
-    return sorted[below] + (sorted[above] - sorted[below]) * (at - below);
+  // The y-axis follows the flux, not the ±1σ band, with the agent's own image limits
+  // (agent/render.py robust_limits; charts.robust_y_range gives the same on the server for the
+  // whole and each zoom): every real feature, strong lines included, but not an isolated spike.
+  const SPIKE_SMOOTH_WIDTH = 5, SPIKE_THRESHOLD_SIGMA = 8, SPIKE_REACH_FRACTION = 0.5;
+  const SPIKE_MAX_PIXELS = 2, SPIKE_CONTINUUM_WIDTH = 15, SPIKE_NOISE_SIGMAS = 3;
+  const SPIKE_SUPPORT_RATIO = 2, Y_MARGIN_FRACTION = 0.06;
+
+  function median(values) {
+    const sorted = values.slice().sort(function (a, b) { return a - b; });
+    const mid = sorted.length >> 1;
+    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  }
+
+  function runningMedianAt(values, width, i) {
+    const half = width >> 1, last = values.length - 1, window = [];
+    for (let k = i - half; k <= i + half; k++) window.push(values[Math.min(Math.max(k, 0), last)]);
+    return median(window);
+  }
+
+  function robustLimits(flux) {
+    const n = flux.length;
+    const smooth = n < SPIKE_SMOOTH_WIDTH ? flux.slice()
+      : flux.map(function (_, i) { return runningMedianAt(flux, SPIKE_SMOOTH_WIDTH, i); });
+    const residual = flux.map(function (v, i) { return v - smooth[i]; });
+    const sigma = 1.4826 * median(residual.map(Math.abs));
+    const threshold = Math.max(SPIKE_THRESHOLD_SIGMA * sigma,
+      0.05 * (Math.max.apply(null, smooth) - Math.min.apply(null, smooth)));
+    const spike = new Array(n).fill(false);
+    for (let i = 0; i < n && n >= 3; i++) {
+      if (Math.abs(residual[i]) <= threshold) continue;
+      let end = i;
+      while (end + 1 < n && Math.abs(residual[end + 1]) > threshold) end++;
+      const start = i;
+      i = end;
+      if (end - start + 1 > SPIKE_MAX_PIXELS) continue;
+      const peak = Math.abs(residual[end]) > Math.abs(residual[start]) ? end : start;
+      const sign = Math.sign(residual[peak]);
+      const sides = [];
+      if (start > 0) sides.push(sign * flux[start - 1]);
+      if (end < n - 1) sides.push(sign * flux[end + 1]);
+      if (!sides.length) continue;
+      const neighbour = Math.max.apply(null, sides);
+      const continuum = sign * runningMedianAt(flux, SPIKE_CONTINUUM_WIDTH, peak);
+      const rise = sign * flux[peak] - neighbour;
+      if (neighbour - continuum <= Math.max(SPIKE_NOISE_SIGMAS * sigma, rise / SPIKE_SUPPORT_RATIO)) {
+        spike[start] = spike[end] = true;
+      }
+    }
+    let lo = Infinity, hi = -Infinity;
+    flux.forEach(function (v, i) { if (!spike[i]) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+    const reach = SPIKE_REACH_FRACTION * (hi - lo);
+    let low = lo, high = hi;
+    flux.forEach(function (v, i) {
+      if (!spike[i]) return;
+      if (v >= lo - reach) low = Math.min(low, v);
+      if (v <= hi + reach) high = Math.max(high, v);
+    });
+    const span = high - low;
+    if (!(span > 0) || !Number.isFinite(span)) {
+      const half = high !== 0 ? Math.abs(high) * 0.05 : 0.5;
+      return [low - half, high + half];
+    }
+    return [low - Y_MARGIN_FRACTION * span, high + Y_MARGIN_FRACTION * span];
   }
 
   function robustRange(wavelength, flux, lo, hi) {
@@ -130,11 +186,7 @@
       const x = wavelength[i], y = flux[i];
       if (y !== null && Number.isFinite(y) && x >= lo && x <= hi) shown.push(y);
     }
-    if (!shown.length) return null;
-    shown.sort(function (a, b) { return a - b; });
-    const low = quantile(shown, 0.01), high = quantile(shown, 0.99);
-    const span = high - low > 0 ? high - low : (Math.abs(high) || 1);
-    return [low - span * 0.08, high + span * 0.08];
+    return shown.length ? robustLimits(shown) : null;
   }
 
   function wireYRange(node, data) {
@@ -144,11 +196,17 @@
     function apply(range) {
       if (range && !state.userY) Plotly.relayout(node, { "yaxis.range": range.slice() });
     }
+    const known = data.wavelength.filter(function (x) { return x !== null; });
+    const xSpan = known.length ? [known[0], known[known.length - 1]] : null;
     node.on("plotly_relayout", function (ev) {
       if (ev["xaxis.autorange"] || ev["yaxis.autorange"]) {
+        // Reset and Autoscale: the whole spectrum, x its own span and y the whole's range.
         state.userY = false;
         state.lo = state.hi = null;
-        apply(data.y_range);
+        const whole = {};
+        if (data.y_range) whole["yaxis.range"] = data.y_range.slice();
+        if (xSpan && ev["xaxis.autorange"]) whole["xaxis.range"] = xSpan.slice();
+        Plotly.relayout(node, whole);
         return;
       }
       if (ev["yaxis.range[0]"] !== undefined) {
@@ -238,19 +296,27 @@
     const rows = labelRows(windows, xSpan, Math.max((node.clientWidth || 600) - 70, 100));
     const markers = windowShapes(windows, rows.rowOf);
     const inspectedRanges = data.inspected || [];
-    const inspected = inspectedShapes(inspectedRanges);
     const unit = data.viewer && data.viewer.flux_unit ? " (" + data.viewer.flux_unit + ")" : "";
     const medium = data.viewer ? ", " + data.viewer.medium.stored : "";
     const layout = {
       margin: { l: 60, r: 10, t: 18 + rows.count * LABEL_ROW_PX, b: 45 },
-      xaxis: { title: { text: (data.rest_frame ? "Rest-frame wavelength (Å" : "Wavelength (Å") + medium + ")" } },
+      // The spectrum's own span: an autorange would stretch to overlays beyond it (sky and
+      // telluric regions of the whole optical range around a short CSV).
+      xaxis: {
+        title: { text: (data.rest_frame ? "Rest-frame wavelength (Å" : "Wavelength (Å") + medium + ")" },
+        range: known.length ? xSpan.slice() : undefined,
+      },
       yaxis: { title: { text: "Flux" + unit }, fixedrange: false, range: data.y_range || undefined },
-      shapes: markers.shapes.concat(inspected),
+      shapes: markers.shapes.concat(inspectedShapes(inspectedRanges)),
       annotations: markers.annotations.concat(inspectedLabels(inspectedRanges)),
       showlegend: false,
       dragmode: "zoom",
     };
-    node._specvetLayers = { base: { shapes: layout.shapes, annotations: layout.annotations } };
+    // The inspected windows are their own layer: the live page adds to them as steps arrive.
+    node._specvetLayers = {
+      base: { shapes: markers.shapes, annotations: markers.annotations },
+      inspected: { shapes: inspectedShapes(inspectedRanges), annotations: inspectedLabels(inspectedRanges) },
+    };
     node._specvetData = data;
     Plotly.newPlot(node, traces, layout, { responsive: true, displaylogo: false }).then(function () {
       node.dataset.plotReady = "1";
@@ -260,13 +326,22 @@
       const note = ev.annotation || {};
       if (note.name !== "inspected-label") return;
       const index = Number(String(note.text).replace(/\D/g, "")) - 1;
-      const range = inspectedRanges[index];
+      const range = (node._specvetData.inspected || [])[index];
       if (!range) return;
       zoomTo(node, range[0], range[1]);
       node.dispatchEvent(new CustomEvent("specvet:window", { detail: { range: range } }));
     });
     wireZoom(node, data, wireYRange(node, data));
     return node;
+  }
+
+  // Every window inspected so far (the live page calls this as steps arrive); the viewer's
+  // chips follow through the specvet:inspected event.
+  function setInspectedAll(node, ranges) {
+    if (!node || !node._specvetData) return;
+    node._specvetData.inspected = ranges.slice();
+    setLayer(node, "inspected", inspectedShapes(ranges), inspectedLabels(ranges));
+    node.dispatchEvent(new CustomEvent("specvet:inspected", { detail: { ranges: ranges.slice() } }));
   }
 
   function setInspected(node, range) {
@@ -322,7 +397,8 @@
   }
 
   window.specvetPlot = {
-    draw: draw, setInspected: setInspected, readJson: readJson, setLayer: setLayer, zoomTo: zoomTo,
+    draw: draw, setInspected: setInspected, setInspectedAll: setInspectedAll, readJson: readJson,
+    setLayer: setLayer, zoomTo: zoomTo,
   };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();

@@ -7,6 +7,9 @@
   "use strict";
 
   const C_KMS = 299792.458;
+  // Bounds the server states (selectors.VIEWER_LIMITS); these are the fallbacks. A smoothing
+  // width of 100000 froze the tab for ~50 s, and z = -1 put every line at zero wavelength.
+  const LIMITS = { z_min: -0.01, z_max: 10, smooth_width_min: 1, smooth_width_max: 101 };
   const KIND_COLOURS = {
     balmer: "rgba(190, 30, 45, 0.75)",
     emission: "rgba(0, 110, 60, 0.75)",
@@ -58,6 +61,7 @@
     this.info = this.data.viewer || { lines: [], sky: [], masked: [], frame_z: 0 };
     this.frameZ = this.data.rest_frame ? Number(this.info.frame_z) || 0 : 0;
     this.z = this.frameZ;
+    this.limits = Object.assign({}, LIMITS, this.info.limits || {});
     // Markers outside the spectrum would stretch the x-axis's autorange: only those inside it.
     const known = (this.data.wavelength || []).filter(function (x) { return x !== null; });
     this.span = known.length ? [known[0], known[known.length - 1]] : [-Infinity, Infinity];
@@ -81,25 +85,66 @@
     const number = this.field("z-number");
     if (slider) {
       const wide = this.frameZ > 0.5 ? Math.min(7, Math.ceil(this.frameZ * 2)) : 1;
-      slider.min = inKms ? "-3000" : "-0.01";
+      slider.min = inKms ? String(Math.round(this.limits.z_min * C_KMS)) : String(this.limits.z_min);
       slider.max = inKms ? "3000" : String(wide);
       slider.step = inKms ? "1" : "0.0001";
       if (slider !== skip) slider.value = String(value);
     }
     if (number && number !== skip) number.value = inKms ? value.toFixed(1) : value.toFixed(5);
-    if (number) number.step = inKms ? "1" : "0.0001";
+    if (number) {
+      number.step = inKms ? "1" : "0.0001";
+      number.min = String(inKms ? Math.round(this.limits.z_min * C_KMS) : this.limits.z_min);
+      number.max = String(inKms ? Math.round(this.limits.z_max * C_KMS) : this.limits.z_max);
+    }
     const shown = this.field("z-shown");
     if (shown) {
       shown.textContent = "z = " + this.z.toFixed(5) + " (cz = " + (this.z * C_KMS).toFixed(0) + " km/s)";
     }
   };
 
+  // The message under a control that was given a value out of its bounds (textContent only).
+  Viewer.prototype.warn = function (text) {
+    const note = this.field("limit-note");
+    if (!note) return;
+    note.textContent = text;
+    note.hidden = !text;
+  };
+
   Viewer.prototype.setFrom = function (input) {
     const value = Number(input.value);
-    if (!Number.isFinite(value)) return;
-    this.z = this.unit() === "kms" ? value / C_KMS : value;
-    this.showZ(input);
+    if (input.value === "" || !Number.isFinite(value)) return;
+    const inKms = this.unit() === "kms";
+    const z = inKms ? value / C_KMS : value;
+    const lo = this.limits.z_min, hi = this.limits.z_max;
+    if (z < lo || z > hi) {
+      this.z = Math.min(Math.max(z, lo), hi);
+      this.warn("Redshift " + input.value + (inKms ? " km/s" : "") + " is out of range: z must lie between " +
+        lo + " and " + hi + " (cz " + (lo * C_KMS).toFixed(0) + " to " + (hi * C_KMS).toFixed(0) +
+        " km/s); set to " + this.z.toFixed(5) + ".");
+      this.showZ(null);
+    } else {
+      this.z = z;
+      this.warn("");
+      this.showZ(input);
+    }
     this.drawLines();
+  };
+
+  // The smoothing width, held to its bounds; the box shows the width actually used.
+  Viewer.prototype.smoothWidth = function () {
+    const box = this.field("smooth-width");
+    const lo = this.limits.smooth_width_min, hi = this.limits.smooth_width_max;
+    const asked = Math.round(Number((box || {}).value));
+    if (!Number.isFinite(asked) || (box && box.value === "")) return 5;
+    const width = Math.min(Math.max(asked, lo), hi);
+    if (width !== asked) {
+      this.warn("Smoothing width " + box.value + " px is out of range: it must lie between " + lo +
+        " and " + hi + " px; set to " + width + ".");
+      box.value = String(width);
+    } else {
+      this.warn("");
+    }
+    return width;
   };
 
   Viewer.prototype.drawLines = function () {
@@ -165,7 +210,7 @@
 
   Viewer.prototype.drawSmooth = function () {
     const kind = (this.field("smooth") || {}).value || "none";
-    const width = Math.max(1, Number((this.field("smooth-width") || {}).value) || 5);
+    const width = this.smoothWidth();
     const raw = this.field("raw");
     const fluxIndex = this.node._specvetFluxIndex;
     const smoothIndex = fluxIndex + 1;
@@ -299,6 +344,7 @@
       if (self.node.dataset.smoothing && self.node.dataset.smoothing !== "none") self.drawSmooth();
     });
     this.node.addEventListener("specvet:window", function (ev) { self.selectWindow(ev.detail.range); });
+    this.node.addEventListener("specvet:inspected", function () { self.drawChips(); });
     document.addEventListener("click", function (ev) {
       const header = ev.target.closest ? ev.target.closest("#steps .step[data-shown-range] header") : null;
       if (!header) return;

@@ -445,3 +445,21 @@ def test_it_checks_every_timed_render_against_a_fresh_render_of_its_own_window()
         verify_renders(
             [(spectrum, blue, "w", blue_png, blue_png), (spectrum, red, "w", red_png, blue_png)]
         )
+
+
+@pytest.mark.parametrize("sigma_pixels", [0.7, 0.8, 1.0, 1.5])
+def test_it_keeps_the_peak_of_a_line_only_a_pixel_or_two_wide(sigma_pixels):
+    # Issue 26: a CSV with a flat continuum of 1.0 and an H-alpha line peaking at 1.3 was drawn
+    # with its peak clipped at ~1.13 (the peak pixel was taken for a cosmic ray).
+    pixels = np.arange(500.0)
+    flux = 1.0 + 0.3 * np.exp(-0.5 * ((pixels - 263.0) / sigma_pixels) ** 2)
+    lo, hi = robust_limits(flux, running_median(flux, 5))
+    assert lo < 1.0 and hi >= flux.max()
+
+
+def test_it_still_drops_a_two_pixel_cosmic_ray_in_noise():
+    flux = np.random.default_rng(5).normal(100.0, 5.0, 3000)
+    flux[2000:2002] = [800.0, 900.0]
+    lo, hi = robust_limits(flux, running_median(flux, 5))
+    others = np.delete(flux, [2000, 2001])
+    assert lo <= others.min() and others.max() <= hi < 200.0

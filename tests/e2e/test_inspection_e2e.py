@@ -101,6 +101,11 @@ def test_it_starts_a_rule_based_run_and_shows_the_steps_as_they_arrive(
     expect(steps).to_have_count(candidate.live_steps.count())
     expect(steps.first.locator(".tool-call")).to_contain_text("spectral_visualization_tool")
     expect(steps.first.locator("img.tool-png")).to_have_js_property("complete", True)
+    # Issue 26: the viewer's "Inspected windows" follow the steps without a reload.
+    windows = live.locator("#steps [data-shown-range]").count()
+    assert windows > 0
+    expect(live.locator("[data-viewer=inspected] .inspected-chip")).to_have_count(windows)
+    expect(live.locator("[data-viewer=inspected-empty]")).to_be_hidden()
     expect(live.locator("#outcome")).to_contain_text(f"Verdict: {candidate.verdict}")
     # The run page's progress poll sees the end and reloads with the metrics and their charts.
     expect(progress).to_contain_text("2 done")

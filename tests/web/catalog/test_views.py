@@ -459,3 +459,36 @@ def test_it_shows_provenance_without_credentials_or_model_server_addresses():
         "endpoint": "default",
         "nested": {"model": "spec-o3"},
     }
+
+
+# --- working from the list (issue 26) ----------------------------------------------------------
+
+
+def test_it_keeps_the_lists_filters_and_sort_in_each_rows_link(expert_client, six_entries):
+    body = expert_client.get(
+        reverse("catalog_list"), {"survey": "LAMOST", "sort": "object_id"}
+    ).content.decode()
+    a = six_entries["A"]
+    assert (
+        f'href="{reverse("catalog_detail", args=[a.pk])}?survey=LAMOST&amp;sort=object_id"' in body
+    )
+
+
+def test_it_steps_to_the_previous_and_next_entry_of_the_filtered_list(expert_client, six_entries):
+    # LAMOST rows sorted by object id: A-1, A-2, B-1, D-1, E-1 (C-1 is SDSS)
+    query = {"survey": "LAMOST", "sort": "object_id"}
+    order = ["A", "F", "B", "D", "E"]
+    for at, name in enumerate(order):
+        entry = six_entries[name]
+        response = expert_client.get(reverse("catalog_detail", args=[entry.pk]), query)
+        neighbours = response.context["neighbours"]
+        assert neighbours.position == at + 1 and neighbours.count == len(order)
+        expected_previous = six_entries[order[at - 1]].pk if at > 0 else None
+        expected_next = six_entries[order[at + 1]].pk if at + 1 < len(order) else None
+        assert (neighbours.previous_id, neighbours.next_id) == (expected_previous, expected_next)
+    body = expert_client.get(
+        reverse("catalog_detail", args=[six_entries["B"].pk]), query
+    ).content.decode()
+    back = f'href="{reverse("catalog_list")}?survey=LAMOST&amp;sort=object_id"'
+    nxt = f'href="{reverse("catalog_detail", args=[six_entries["D"].pk])}?survey=LAMOST&amp;sort=object_id"'
+    assert back in body and nxt in body and 'data-key="j"' in body

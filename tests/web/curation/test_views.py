@@ -849,3 +849,35 @@ def test_it_explains_an_export_with_nothing_accepted(auditor):
     response = client_for(auditor).post(reverse("dataset_export"))
     assert response.status_code == 400
     assert b"there is no accepted trajectory to export yet" in response.content
+
+
+def test_it_diffs_round_two_from_the_version_audited_in_round_one(
+    curation, reviser, auditor, second_auditor
+):
+    # Issue 26: round 2's diff started at v1; the auditors want what they audited (v2) vs v3.
+    to_audit(curation, reviser, auditor, second_auditor)
+    audited = curation.head_number
+    for user, verdict in ((auditor, "request_changes"), (second_auditor, "approve")):
+        curation_services.audit_submit(
+            curation=curation,
+            user=user,
+            version_number=audited,
+            verdict=verdict,
+            comment="Widen the window." if verdict == "request_changes" else "",
+        )
+    curation.refresh_from_db()
+    revise(curation, reviser, think="Widened to the blue wing.")
+    curation_services.curation_submit_for_audit(
+        curation=curation, user=reviser, base_number=curation.head_number
+    )
+    curation.refresh_from_db()
+    assert curation.audit_round == 2 and curation.head_number == audited + 1
+    body = audit_page(curation, auditor).content.decode()
+    assert f'<span class="diff diff-old" title="v{audited}">' in body
+    # the first version is still one click away
+    assert 'title="v1"' in audit_page_with_base(curation, auditor, 1)
+
+
+def audit_page_with_base(curation, user, base: int) -> str:
+    url = reverse("curation_audit", args=[curation.pk])
+    return client_for(user).get(url, {"base": base}).content.decode()

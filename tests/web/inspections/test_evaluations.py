@@ -109,3 +109,31 @@ def test_it_answers_a_bad_form_with_its_errors(engineer, client) -> None:
     assert response.status_code == 400
     assert "choose one of the registered model endpoints" in response.content.decode()
     assert not Job.objects.filter(kind=evaluations.JOB_KIND).exists()
+
+
+def test_it_promises_no_duration_it_has_not_measured(engineer, client) -> None:
+    # Issue 26: the page promised "about half a minute" for a 69 s job.
+    client.force_login(engineer)
+    page = client.get(reverse("evaluation_list")).content.decode()
+    assert "half a minute" not in page
+    assert "no evaluation has finished here yet to measure one" in page
+
+
+def test_it_states_how_long_the_last_evaluation_took(engineer, client) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    started = timezone.now() - timedelta(minutes=5)
+    job = Job.objects.create(
+        kind=evaluations.JOB_KIND,
+        state=JobState.SUCCEEDED,
+        params={},
+        result={"policy": {"kind": "rule-based"}},
+        started_at=started,
+        finished_at=started + timedelta(seconds=69),
+        created_by=engineer,
+    )
+    client.force_login(engineer)
+    page = client.get(reverse("evaluation_list")).content.decode()
+    assert f'The last evaluation here took 69 s (rule-based, <a href="/jobs/{job.pk}/">' in page

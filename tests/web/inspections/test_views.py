@@ -181,3 +181,45 @@ def test_it_rejects_a_bad_policy_through_the_api(ml_api_client, labelled):
     )
     assert response.status_code == 400
     assert "policy kind" in response.data["detail"]
+
+
+def test_it_marks_each_policys_own_fields_for_the_form_to_show_that_policy_only(ml_client):
+    # Issue 26: checkpoint, model path and endpoint all showed whichever policy was chosen.
+    body = ml_client.get(reverse("run_create")).content.decode()
+    assert 'data-policy="checkpoint"' in body and 'name="checkpoint"' in body
+    assert 'data-policy="transformers"' in body and 'data-policy="openai"' in body
+    assert "js/policy_form.js" in body
+    # the button sits in its own row, not in a grid column
+    assert (
+        '<div class="form-actions"><button type="submit" class="primary">Start run</button>' in body
+    )
+
+
+def test_it_says_a_run_without_answers_has_no_metrics_rather_than_ece_zero(
+    ml_client, labelled, django_capture_on_commit_callbacks
+):
+    # Issue 26: a run whose candidates never answered showed "TN 0 / FN 1, ECE 0.000".
+    start(ml_client, django_capture_on_commit_callbacks)
+    run = InspectionRun.objects.get()
+    Candidate.objects.filter(run=run).update(verdict="", confidence=None)
+    response = ml_client.get(reverse("run_detail", args=[run.pk]))
+    body = response.content.decode()
+    metrics = response.context["metrics"]
+    assert metrics["answered"] == 0 and metrics["no_answer"] == 2 and metrics["ece"] is None
+    assert "None of the 2 labelled candidates got a valid YES or NO answer" in body
+    assert "ECE" not in body and 'id="run-metrics"' not in body
+
+
+def test_it_calibrates_only_the_answers_given(
+    ml_client, labelled, django_capture_on_commit_callbacks
+):
+    start(ml_client, django_capture_on_commit_callbacks)
+    run = InspectionRun.objects.get()
+    Candidate.objects.filter(run=run, spectrum__object_id="NEG").update(verdict="", confidence=None)
+    answered = Candidate.objects.get(run=run, spectrum__object_id="POS")
+    metrics = ml_client.get(reverse("run_detail", args=[run.pk])).context["metrics"]
+    assert metrics["answered"] == 1 and metrics["no_answer"] == 1
+    right = answered.verdict == "YES"
+    # one answer in one bin: ECE is |accuracy - confidence| of that answer alone
+    assert metrics["ece"] == pytest.approx(abs(float(right) - answered.confidence))
+    assert sum(b["count"] for b in metrics["reliability"]) == 1

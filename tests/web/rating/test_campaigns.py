@@ -13,7 +13,13 @@ from annotation.rating import jobs, selectors
 from annotation.rating import services as rating_services
 from annotation.rating.models import CampaignItem, JudgeScore, RatingAssignment
 from annotation.spectra.models import Task
-from tests.factories import UserFactory, make_endpoint, make_spectrum, make_trajectory
+from tests.factories import (
+    UserFactory,
+    make_curation,
+    make_endpoint,
+    make_spectrum,
+    make_trajectory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -221,3 +227,42 @@ def test_it_refuses_pairs_for_a_closed_campaign(raters, staff):
             campaign=campaign, pairs=[(a, b)], raters_per_pair=1, actor=staff
         )
     assert not campaign.pairs.exists()
+
+
+# --- conflict of interest (issue 26) ------------------------------------------------------------
+
+
+def _audited_curation():
+    from tests.web.curation.test_services import to_audit
+
+    reviser = UserFactory(username="rev", roles=["expert", "rater"])
+    auditor = UserFactory(username="aud", roles=["expert", "rater"])
+    second = UserFactory(username="aud2", roles=["expert"])
+    curation = to_audit(make_curation(), reviser, auditor, second)
+    return curation, reviser, auditor
+
+
+@pytest.mark.parametrize("role", ["reviser", "auditor"])
+def test_it_refuses_a_rater_who_shaped_the_trajectory_being_rated(raters, staff, role):
+    curation, reviser, auditor = _audited_curation()
+    involved = reviser if role == "reviser" else auditor
+    with pytest.raises(core_errors.WorkflowError) as refused:
+        rating_services.campaign_create_from_choices(
+            name="coi", description="", raters=[raters[0], involved], raters_per_item=1,
+            runs=[], rollouts_per_run=1, curations=[curation], pair_runs=None,
+            raters_per_pair=1, seed=1, created_by=staff,
+        )  # fmt: skip
+    message = str(refused.value)
+    assert "conflict of interest" in message
+    assert f"{involved.username} is the {role} of curation:{curation.pk}" in message
+    assert not CampaignItem.objects.exists()
+
+
+def test_it_accepts_raters_who_had_no_part_in_the_trajectory(raters, staff):
+    curation, _, _ = _audited_curation()
+    campaign = rating_services.campaign_create_from_choices(
+        name="fine", description="", raters=list(raters), raters_per_item=1,
+        runs=[], rollouts_per_run=1, curations=[curation], pair_runs=None,
+        raters_per_pair=1, seed=1, created_by=staff,
+    )  # fmt: skip
+    assert campaign.items.count() == 1

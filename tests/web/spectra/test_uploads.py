@@ -64,3 +64,15 @@ def test_it_refuses_an_oversized_page_upload_without_keeping_its_content(
     assert "over the limit of 100 bytes" in response.content.decode()
     assert [type(file) for file in seen] == [OversizedUpload]
     assert not Spectrum.objects.exists()
+
+
+def test_it_explains_a_bad_data_set_name_without_the_word_slug(expert_client):
+    upload = SimpleUploadedFile("ok.csv", b"wavelength,flux\n" + b"4000.0,1.0\n" * 5)
+    response = expert_client.post(
+        reverse("spectrum_upload"), {"files": [upload], "dataset": "my data/set"}
+    )
+    body = response.content.decode()
+    assert "slug" not in body.lower()
+    assert "The data set name may hold only letters, digits, underscores (_) and hyphens" in body
+    assert "my data/set" in body
+    assert not Spectrum.objects.exists()

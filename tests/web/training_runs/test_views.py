@@ -264,8 +264,44 @@ def test_it_folds_an_unexpected_failures_traceback_under_its_reason(ml_client, r
 def test_it_shows_each_stage_only_its_own_charts(ml_client, run):
     training_runs_services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
     body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
-    assert 'id="chart-loss"' in body and 'id="chart-f1"' in body
+    assert 'id="chart-loss"' in body
     assert 'id="chart-reward"' not in body and 'id="chart-length"' not in body
+    # An SFT run without validation tasks measures no F1: no empty F1 chart (issue 26).
+    assert not run.config.get("validation_tasks")
+    assert 'id="chart-f1"' not in body
+
+
+def test_it_shows_the_f1_chart_of_an_sft_run_that_validates(ml_client, run):
+    training_runs_services.training_metrics_record(
+        run_id=run.pk, step=1, metrics={"loss": 2.5, "val_f1": 0.5}
+    )
+    body = ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
+    assert 'id="chart-f1"' in body
+
+
+def test_it_takes_the_cancel_button_away_once_a_polled_run_has_finished(
+    ml_client, run, lineage_folder
+):
+    assert "Cancel run" in ml_client.get(reverse("training_detail", args=[run.pk])).content.decode()
+    training_runs_services.training_run_claim(run_id=run.pk)
+    training_runs_services.training_metrics_record(run_id=run.pk, step=1, metrics={"loss": 2.5})
+    training_runs_services.training_run_finish(
+        run_id=run.pk, checkpoint_path=lineage_folder, result={}
+    )
+    body = poll(ml_client, run).content.decode()
+    actions = re.search(r'<div id="training-actions" hx-swap-oob="true">(.*?)</div>', body, re.S)
+    assert actions is not None and "Cancel run" not in actions.group(1)
+    # the steps logged: the "charts fill in" note goes
+    empty = re.search(r'<p[^>]*id="charts-empty"[^>]*>', body)
+    assert empty is not None and "hx-swap-oob" in empty.group(0) and "hidden" in empty.group(0)
+    assert "The charts fill in" not in body
+
+
+def test_it_says_no_step_was_logged_when_a_polled_run_finishes_without_one(ml_client, run):
+    training_runs_services.training_run_claim(run_id=run.pk)
+    core_services.job_fail(job_id=run.job_id, error="OSError: disk full")
+    body = poll(ml_client, run).content.decode()
+    assert re.search(r'id="charts-empty" hx-swap-oob="true">No step was logged', body)
 
 
 def test_it_marks_each_stages_data_fields_for_the_form_to_show_one_stage(ml_client):
