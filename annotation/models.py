@@ -35,6 +35,7 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
     LiveStep,
+    ModelPromotion,
     Rollout,
 )
 from annotation.rating.models import (
@@ -50,6 +51,7 @@ from annotation.rating.models import (
 from annotation.spectra.models import (
     Label,
     Spectrum,
+    SpectrumLabel,
     Task,
 )
 from annotation.training_runs.models import (
@@ -70,6 +72,7 @@ __all__ = [
     "Task",
     "Label",
     "Spectrum",
+    "SpectrumLabel",
     "CurationState",
     "Curation",
     "VersionKind",
@@ -92,6 +95,7 @@ __all__ = [
     "ExpertDecisionValue",
     "ExpertDecision",
     "CatalogEntry",
+    "ModelPromotion",
     "RatingCampaign",
     "CampaignItem",
     "RatingAssignment",

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Exists, F, OrderBy, OuterRef, QuerySet
+from django.db.models import Exists, F, OrderBy, OuterRef, Q, QuerySet
 
 from annotation.core.endpoints import public_policy_spec  # noqa: F401  (re-exported: views, reports)
 from annotation.inspections.models import (
@@ -30,8 +30,11 @@ from annotation.inspections.models import (
     CatalogEntry,
     ExpertDecision,
     ExpertDecisionValue,
+    InspectionRun,
+    ModelPromotion,
 )
 from annotation.rating.models import RatingAssignment
+from annotation.spectra.labels import LabelState
 from annotation.spectra.models import Task
 
 COUNT_CAP = 10_000
@@ -57,6 +60,9 @@ NULLS_LAST_KEYS = frozenset({"snr", "ra", "dec"})
 VERDICT_CHOICES = ("YES", "NO", "none")
 EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
 EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
+LABEL_STATE_CHOICES = (*LabelState.ALL, "none")
+# ?model= takes a model key, or "current": each task's promoted model (annotation.learning).
+CURRENT_MODEL = "current"
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -131,6 +137,38 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "Expert vetting: YES, NO, unsure; empty: not vetted",
     ),
     CatalogColumn(
+        "model",
+        "model_label",
+        "str",
+        "",
+        "meta.software",
+        "Model that gave the verdict: rule-based version, checkpoint hash or endpoint and model",
+    ),
+    CatalogColumn(
+        "model_key",
+        "model_key",
+        "str",
+        "",
+        "meta.id",
+        "Stable key of that model (rule-based@version, checkpoint:sha256, endpoint:name/model)",
+    ),
+    CatalogColumn(
+        "vetted_label",
+        "vetted_label",
+        "str",
+        "",
+        "src.class",
+        "Label of the spectrum from expert vetting (two agree, or a third resolves); empty: none",
+    ),
+    CatalogColumn(
+        "label_state",
+        "label_state",
+        "str",
+        "",
+        "meta.code",
+        "Vetting label state: pending, conflict (awaiting a third expert), agreed, resolved",
+    ),
+    CatalogColumn(
         "synthetic",
         "synthetic",
         "bool",
@@ -164,6 +202,8 @@ class CatalogFilters:
     object_id: str = ""  # prefix; case-sensitive on PostgreSQL (SQLite's LIKE ignores case)
     run: int | None = None
     synthetic: bool | None = None
+    label_state: str = ""  # pending | conflict | agreed | resolved | none (no decision yet)
+    model: str = ""  # a model key, or "current" (each task's current model)
 
     def as_query(self) -> dict[str, str]:
         """The GET parameters that give these filters back through filters_from_query."""
@@ -234,9 +274,23 @@ def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
         object_id=(params.get("object_id") or "").strip(),
         run=_int_param(params, "run"),
         synthetic=_bool_param(params, "synthetic"),
+        label_state=_choice_param(params, "label_state", LABEL_STATE_CHOICES),
+        model=_model_param(params),
     )
     check_filters(filters)
     return filters
+
+
+MODEL_KEY_MAX = 200
+
+
+def _model_param(params: Mapping[str, str]) -> str:
+    value = (params.get("model") or "").strip()
+    if len(value) > MODEL_KEY_MAX:
+        raise CatalogQueryError(
+            f"model must be a model key of at most {MODEL_KEY_MAX} characters; got {len(value)}"
+        )
+    return value
 
 
 def limit_from_query(params: Mapping[str, str]) -> int | None:
@@ -311,7 +365,49 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
         rows = rows.filter(run_id=filters.run)
     if filters.synthetic is not None:
         rows = rows.filter(synthetic=filters.synthetic)
+    if filters.label_state:
+        rows = rows.filter(label_state="" if filters.label_state == "none" else filters.label_state)
+    if filters.model == CURRENT_MODEL:
+        rows = rows.filter(_current_model_rows())
+    elif filters.model:
+        rows = rows.filter(model_key=filters.model)
     return rows.order_by(*_ordering(normalize_sort(sort)))
+
+
+def _current_model_rows() -> Q:
+    """Entries written by their task's current model (the latest promotion per task); a task
+    with no promotion shows none."""
+    current = current_models()
+    if not current:
+        return Q(pk__in=[])
+    condition = Q()
+    for task_code, model_key in current.items():
+        condition |= Q(task_code=task_code, model_key=model_key)
+    return condition
+
+
+def current_models() -> dict[str, str]:
+    """task code -> the key of its current model (the latest promotion)."""
+    current: dict[str, str] = {}
+    for task_code, model_key in ModelPromotion.objects.order_by("-created_at", "-id").values_list(
+        "task__code", "model_key"
+    ):
+        current.setdefault(task_code, model_key)
+    return current
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    key: str
+    label: str
+
+
+def model_choices(runs: QuerySet[InspectionRun]) -> list[ModelChoice]:
+    """The models behind ``runs`` (those the user may read), newest first, one per key."""
+    seen: dict[str, str] = {}
+    for key, label in runs.exclude(model_key="").values_list("model_key", "model_label"):
+        seen.setdefault(key, label or key)
+    return [ModelChoice(key=key, label=label) for key, label in seen.items()]
 
 
 def survey_choices() -> list[str]:
@@ -417,6 +513,10 @@ class CatalogRowView:
     policy_name: str
     expert_decision: str
     run_id: int
+    model_key: str
+    model_label: str
+    vetted_label: str
+    label_state: str
     created: str
     expert_tally: str = ""  # "YES 1 · NO 1" when the experts disagree
 
@@ -473,6 +573,10 @@ def list_rows(
             policy_name=entry.policy_name,
             expert_decision=entry.expert_decision,
             run_id=entry.run_id,
+            model_key=entry.model_key,
+            model_label=entry.model_label,
+            vetted_label=entry.vetted_label,
+            label_state=entry.label_state,
             created=timezone.localtime(entry.created_at).strftime("%Y-%m-%d %H:%M")
             if entry.created_at
             else "",
@@ -677,11 +781,19 @@ def rollout_ratings(rollout_ids: Iterable[int]) -> dict[int, list[RatingAssignme
 
 
 def vetting_queue(user: Any) -> QuerySet[Candidate]:
-    """Finished candidates routed to an expert that this user has not decided, oldest first."""
+    """Finished candidates that wait for this user's decision: those routed to an expert, and
+    those whose first two experts disagree (a conflict: this user has not decided, so is
+    neither of them). Conflicts come first, then the oldest; a candidate whose spectrum has its
+    label for the task already is done."""
     decided = ExpertDecision.objects.filter(candidate=OuterRef("pk"), expert=user)
+    in_conflict = Exists(
+        CatalogEntry.objects.filter(candidate=OuterRef("pk"), label_state=LabelState.CONFLICT)
+    )
     return (
-        Candidate.objects.filter(needs_expert=True, state=CandidateState.DONE)
+        Candidate.objects.annotate(in_conflict=in_conflict)
+        .filter(Q(needs_expert=True) | Q(in_conflict=True), state=CandidateState.DONE)
         .exclude(Exists(decided))
+        .exclude(catalog_entry__label_state__in=LabelState.LABELLED)
         .select_related("run__task", "spectrum")
-        .order_by("finished_at", "id")
+        .order_by(F("in_conflict").desc(), "finished_at", "id")
     )

@@ -53,8 +53,9 @@ HEADERS = (
     ("Verdict", ""),
     ("Confidence", "confidence"),
     ("S/N", "snr"),
-    ("Policy", ""),
+    ("Model", ""),
     ("Expert", ""),
+    ("Label", ""),
     ("Run", ""),
     ("Created", "created_at"),
 )
@@ -120,6 +121,8 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         surveys=catalog.survey_choices(),
         verdicts=catalog.VERDICT_CHOICES,
         decisions=catalog.EXPERT_DECISION_CHOICES,
+        label_states=catalog.LABEL_STATE_CHOICES,
+        models=catalog.model_choices(blinding.runs_visible_to(user=request.user)),
         columns=catalog.CATALOG_COLUMNS,
         count_cap=catalog.COUNT_CAP,
         export_limit=catalog.EXPORT_ROW_LIMIT,
@@ -155,6 +158,31 @@ def _provenance(entry: CatalogEntry) -> dict[str, Any]:
     }
 
 
+def _label_context(
+    request: HttpRequest, entry: CatalogEntry, candidate: Candidate | None
+) -> dict[str, Any]:
+    """The spectrum's vetted label with the decisions behind it, less decisions made on runs
+    this user may not read."""
+    label = (
+        spectra_selectors.vetted_label(spectrum_id=candidate.spectrum_id, task_id=entry.run.task_id)
+        if candidate is not None
+        else None
+    )
+    readable = set(
+        blinding.runs_visible_to(user=request.user)
+        .filter(pk__in=[d.get("run_id") for d in (label.decisions if label else [])])
+        .values_list("pk", flat=True)
+    )
+    return {
+        "label": label,
+        "label_decisions": [
+            d for d in (label.decisions if label else []) if d["run_id"] in readable
+        ],
+        "is_current_model": bool(entry.model_key)
+        and catalog.current_models().get(entry.task_code) == entry.model_key,
+    }
+
+
 @require_role(permissions.BROWSE)
 @require_GET
 def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
@@ -177,6 +205,7 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "rollouts": _entry_rollouts(candidate),
             "decisions": decisions,
             "provenance": _provenance(entry),
+            **_label_context(request, entry, candidate),
         },
     )
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from agent import inspection_tasks as agent_tasks
 from agent.resolution import Resolution
@@ -22,7 +23,8 @@ from agent.spectra import SpectrumFormatError, load_spectra, spectrum_to_npz_byt
 from annotation.core.errors import UploadRejected
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
-from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.labels import DecisionRecord, label_from_decisions
+from annotation.spectra.models import Spectrum, SpectrumLabel, Task
 from annotation.spectra.uploads import read_limits
 
 # --- tasks -----------------------------------------------------------------------------------
@@ -245,3 +247,40 @@ def spectra_import_uploads(
             created.extend(result.created)
             duplicates += result.duplicates
     return ImportResult(created=created, duplicates=duplicates)
+
+
+# --- vetted labels ---------------------------------------------------------------------------
+
+
+@transaction.atomic
+def spectrum_label_apply(
+    *, spectrum_id: int, task_id: int, records: list[DecisionRecord], actor: User | None
+) -> SpectrumLabel:
+    """Store the label the rule (``annotation.spectra.labels``) gives ``records``, every expert
+    decision on the spectrum for the task; a change of state or value goes to the audit log."""
+    outcome = label_from_decisions(records)
+    row = SpectrumLabel.objects.select_for_update().filter(
+        spectrum_id=spectrum_id, task_id=task_id
+    ).first() or SpectrumLabel(spectrum_id=spectrum_id, task_id=task_id, state="")
+    before = (row.state, row.value)
+    row.state, row.value = outcome.state, outcome.value
+    row.decisions = [record.as_dict() for record in outcome.decisions]
+    if outcome.value and before != (row.state, row.value):
+        row.labelled_at = timezone.now()
+    elif not outcome.value:
+        row.labelled_at = None
+    row.save()
+    if before != (row.state, row.value):
+        audit_log_record(
+            actor=actor,
+            action="spectrum_label",
+            obj=row,
+            from_state=f"{before[0]} {before[1]}".strip(),
+            to_state=f"{row.state} {row.value}".strip(),
+            comment=f"task {row.task_id}, spectrum {spectrum_id}",
+            data={
+                "counted": [r.decision_id for r in outcome.decisions if r.counted],
+                "decisions": [r.decision_id for r in outcome.decisions],
+            },
+        )
+    return row
