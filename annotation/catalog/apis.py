@@ -49,7 +49,11 @@ class CatalogEntryOutputSerializer(serializers.ModelSerializer):
             "confidence",
             "snr",
             "policy",
+            "model_key",
+            "model_label",
             "expert_decision",
+            "vetted_label",
+            "label_state",
             "synthetic",
             "run",
             "candidate",
@@ -62,7 +66,18 @@ class ExpertDecisionOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ExpertDecision
-        fields = ["id", "candidate", "expert", "decision", "comment", "created_at"]
+        fields = [
+            "id",
+            "candidate",
+            "expert",
+            "decision",
+            "comment",
+            "verdict_seen",
+            "confidence_seen",
+            "model_key_seen",
+            "model_label_seen",
+            "created_at",
+        ]
 
 
 def _image_url(sha256: str, candidate_id: int) -> str | None:

@@ -31,8 +31,8 @@ from annotation.inspections.models import (
     ExpertDecision,
     ExpertDecisionValue,
     InspectionRun,
-    ModelPromotion,
 )
+from annotation.inspections.selectors import current_models
 from annotation.rating.models import RatingAssignment
 from annotation.spectra.labels import LabelState
 from annotation.spectra.models import Task
@@ -384,16 +384,6 @@ def _current_model_rows() -> Q:
     for task_code, model_key in current.items():
         condition |= Q(task_code=task_code, model_key=model_key)
     return condition
-
-
-def current_models() -> dict[str, str]:
-    """task code -> the key of its current model (the latest promotion)."""
-    current: dict[str, str] = {}
-    for task_code, model_key in ModelPromotion.objects.order_by("-created_at", "-id").values_list(
-        "task__code", "model_key"
-    ):
-        current.setdefault(task_code, model_key)
-    return current
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,7 @@ def _evaluations_page(
         "shown_policy": evaluations.policy_label(result.get("policy", {})) if shown else "",
         "rows": evaluations.evaluation_table(shown) if shown else [],
         "missing_parts": result.get("missing_parts", []),
+        "vetted_rows": selectors.vetted_figures_by_model(user=request.user),
     }
     return render(request, "inspections/evaluations.html", context, status=status)
 
@@ -312,6 +313,7 @@ def evaluation_start(request: HttpRequest) -> HttpResponse:
                 policy_spec=form.policy_spec(),
                 tasks=form.cleaned_data["tasks"],
                 synthetic_per_task=form.cleaned_data["synthetic_per_task"],
+                vetted_per_task=form.cleaned_data.get("vetted_per_task") or 0,
                 max_tool_calls=form.cleaned_data["max_tool_calls"],
                 actor=request.user,  # type: ignore[arg-type]
             )
