@@ -24,14 +24,15 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
+from annotation.catalog import comparisons, reports
 from annotation.catalog import exports as catalog_export
-from annotation.catalog import reports
 from annotation.catalog import selectors as catalog
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
 from annotation.core.models import ImageBlob
 from annotation.core.permissions import require_role
+from annotation.inspections import promotions
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
     Candidate,
@@ -386,3 +387,81 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
         request, f"Recorded {request.POST['decision']} for {candidate.spectrum.object_id}."
     )
     return redirect("vetting_queue")
+
+
+# --- model lineage: comparison and promotion ---------------------------------------------------
+
+
+def _compare_context(request: HttpRequest) -> tuple[dict[str, Any], int]:
+    tasks = list(Task.objects.values_list("code", flat=True))
+    task = request.GET.get("task", "").strip() or (tasks[0] if tasks else "")
+    context: dict[str, Any] = {"tasks": tasks, "task": task, "error": ""}
+    if task not in tasks:
+        context["error"] = f"task must be one of {', '.join(tasks)}; got {task[:40]!r}"
+        return context, 400
+    models = comparisons.models_on_task(blinding.runs_visible_to(user=request.user), task)
+    keys = [key for key, _ in models]
+    current = catalog.current_models().get(task)
+    new = request.GET.get("new", "").strip() or (keys[0] if keys else "")
+    old = request.GET.get("old", "").strip() or (
+        comparisons.default_baseline(models=models, new_key=new, current=current) or ""
+    )
+    labels = dict(models)
+    context.update(
+        models=models,
+        current=current,
+        new=new,
+        old=old,
+        new_label=labels.get(new, new),
+        old_label=labels.get(old, old),
+        current_label=labels.get(current or "", current or ""),
+    )
+    for name, key in (("new", new), ("old", old)):
+        if key and key not in keys:
+            context["error"] = f"{name}: no model with key {key[:200]!r} has answered task {task}"
+            return context, 400
+    if new and old and new != old:
+        context["comparison"] = comparisons.compare_models(
+            entries=blinding.catalog_entries_visible_to(user=request.user),
+            task=task,
+            old_key=old,
+            new_key=new,
+        )
+    context["can_promote"] = permissions.MODEL_PROMOTE.allows(request.user)
+    return context, 200
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_compare(request: HttpRequest) -> HttpResponse:
+    """Two models' verdicts on the same spectra of a task, vetted labels as truth."""
+    context, status = _compare_context(request)
+    return render(request, "catalog/compare.html", context, status=status)
+
+
+@require_role(permissions.MODEL_PROMOTE)
+@require_POST
+def model_promote(request: HttpRequest) -> HttpResponse:
+    task = get_object_or_404(Task, code=request.POST.get("task", ""))
+    model_key = request.POST.get("model_key", "").strip()
+    back = f"{reverse('catalog_compare')}?task={task.code}"
+    if model_key not in {
+        key
+        for key, _ in comparisons.models_on_task(
+            blinding.runs_visible_to(user=request.user), task.code
+        )
+    }:
+        messages.error(request, f"model_key: no model you may read has answered task {task.code}")
+        return redirect(back)
+    try:
+        promotion = promotions.model_promote(
+            task=task,
+            model_key=model_key,
+            actor=request.user,  # type: ignore[arg-type]
+            comment=request.POST.get("comment", "").strip(),
+        )
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+        return redirect(back)
+    messages.success(request, f"{promotion.model_label} is now the current model for {task.code}.")
+    return redirect(back)
