@@ -50,6 +50,7 @@ from annotation.rating.models import (
 )
 from annotation.spectra.models import (
     Label,
+    LabelExport,
     Spectrum,
     SpectrumLabel,
     Task,
@@ -71,6 +72,7 @@ __all__ = [
     "ModelEndpoint",
     "Task",
     "Label",
+    "LabelExport",
     "Spectrum",
     "SpectrumLabel",
     "CurationState",

@@ -131,3 +131,27 @@ class SpectrumLabel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}:{self.spectrum_id} {self.state} {self.value}"
+
+
+class LabelExport(models.Model):
+    """A versioned export of vetted labels, the rows GRPO learns from: each row is a spectrum,
+    a task, its label and the ids of the expert decisions the label rests on. ``rows`` is the
+    export itself (its content hash covers them), so a training run reads exactly this version
+    however the labels change later."""
+
+    version = models.PositiveIntegerField(unique=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    manifest = models.JSONField()  # counts per task and label, decision ids, hash, task filter
+    rows = (
+        models.JSONField()
+    )  # [{label_id, spectrum_id, object_id, survey, task, label, decisions}]
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-version"]
+
+    def __str__(self) -> str:
+        return f"vetted labels v{self.version}"
