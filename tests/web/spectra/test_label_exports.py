@@ -115,3 +115,50 @@ def test_it_refuses_a_grpo_source_naming_no_export(ml_engineer, tiny_model_path,
             created_by=ml_engineer,
         )
     assert not LabelExport.objects.exists()
+
+
+def test_it_exports_from_the_page_and_downloads_the_rows_as_json_lines(labelled, ml_client):
+    from django.urls import reverse
+
+    response = ml_client.post(reverse("label_export_create"), {"tasks": ["CV"]})
+    assert response.status_code == 302
+    export = LabelExport.objects.get()
+    listed = ml_client.get(reverse("label_export_list")).content.decode()
+    assert "v1" in listed and 'id="label-export-form"' in listed
+    download = ml_client.get(reverse("label_export_download", args=[export.version]))
+    import json
+
+    lines = [json.loads(line) for line in download.content.decode().splitlines()]
+    assert lines[0]["manifest"]["content_hash"] == export.content_hash
+    assert lines[1:] == export.rows
+
+
+def test_it_starts_grpo_from_an_export_through_the_training_form(
+    labelled,
+    owner,
+    ml_client,
+    tiny_model_path,
+    training_dirs,
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    from django.urls import reverse
+
+    from annotation.training_runs import tasks as training_tasks
+    from annotation.training_runs.models import TrainingRun
+
+    monkeypatch.setattr(training_tasks.run_training, "delay", lambda run_id: None)
+    export = label_export_create(actor=owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = ml_client.post(
+            reverse("training_create"),
+            {
+                "stage": "grpo",
+                "preset": "cpu-tiny",
+                "base_model": str(tiny_model_path),
+                "label_export": str(export.version),
+            },
+        )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = TrainingRun.objects.get()
+    assert run.label_source == {"label_export": export.version, "content_hash": export.content_hash}
