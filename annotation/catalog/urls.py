@@ -12,6 +12,8 @@ urlpatterns = [
     path("catalog/export.csv", views.catalog_export_csv, name="catalog_export_csv"),
     path("catalog/export.vot", views.catalog_export_votable, name="catalog_export_votable"),
     path("catalog/export.fits", views.catalog_export_fits, name="catalog_export_fits"),
+    path("catalog/compare/", views.catalog_compare, name="catalog_compare"),
+    path("catalog/models/promote/", views.model_promote, name="model_promote"),
     path("vetting/", views.vetting_queue, name="vetting_queue"),
     path("vetting/decide/", views.vetting_decide, name="vetting_decide"),
     # API
