@@ -40,7 +40,7 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -70,6 +70,7 @@ from training.environment import (
     environment_factory,
     install_agent_response_parser,
 )
+from training.precision import PrecisionPlan
 from training.rewards import SpectraRewardWeights, build_reward
 from training.run import (
     load_model,
@@ -78,6 +79,7 @@ from training.run import (
     metrics_sink,
     run_callbacks,
     run_name,
+    run_precision,
     save_run,
 )
 
@@ -91,6 +93,8 @@ class GRPORun:
     dataset: Any
     sink: MetricsSink
     sources: dict[str, Any]
+    precision: PrecisionPlan | None = None
+    recipe: dict[str, Any] = field(default_factory=dict)
 
 
 def collect_items(data_args: DataArguments) -> tuple[list[LabelledSpectrum], dict[str, Any]]:
@@ -245,6 +249,7 @@ def build_grpo_run(
         items, sources = collect_items(data_args)
     else:
         sources = {"in_memory": len(items)}
+    precision = run_precision(model_args, training_args)
     processor = tool_calling_processor(model_args)
     dataset = build_rl_dataset(items, use_tool=data_args.use_tool)
     reward = build_reward(
@@ -256,7 +261,7 @@ def build_grpo_run(
     )
     sink = sink or metrics_sink(run_args, training_args.output_dir)
     trainer = _grpo_trainer_class()(
-        model=load_model(model_args),
+        model=load_model(model_args, precision),
         reward_funcs=[reward],
         args=training_args,
         train_dataset=dataset,
@@ -275,7 +280,7 @@ def build_grpo_run(
             use_tool=data_args.use_tool,
         ),
     )
-    return GRPORun(trainer, processor, dataset, sink, sources)
+    return GRPORun(trainer, processor, dataset, sink, sources, precision)
 
 
 def _tool_budget(iterations: int | None) -> int:

@@ -17,20 +17,45 @@ from training.callbacks import (
     canonical_metrics,
 )
 from training.checkpoint import new_lineage, save_trained
-from training.config import DataArguments, ModelArguments, RunArguments, config_to_dict
+from training.config import (
+    DataArguments,
+    ModelArguments,
+    RunArguments,
+    config_to_dict,
+    launch_layout,
+)
 from training.data import specvi_mini_items
+from training.precision import PrecisionPlan, checkpoint_dtype, precision_plan, torch_dtype
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 
 
-def load_model(model_args: ModelArguments) -> Any:
-    """The Qwen2.5-VL model of ``model_args``, vision tower frozen when asked."""
+def run_precision(model_args: ModelArguments, training_args: Any) -> PrecisionPlan:
+    """The dtypes of this run (training.precision): fp32 master weights for full fine-tuning
+    of a bf16 checkpoint outside ZeRO-3/FSDP; refuses an explicit bf16 dtype there."""
+    _, sharded = launch_layout()
+    return precision_plan(
+        checkpoint=checkpoint_dtype(_model_path(model_args)),
+        requested_dtype=model_args.dtype,
+        use_lora=model_args.use_lora,
+        sharded=sharded
+        or bool(getattr(training_args, "deepspeed", None))
+        or bool(getattr(training_args, "fsdp", None)),
+        bf16=bool(getattr(training_args, "bf16", False)),
+        fp16=bool(getattr(training_args, "fp16", False)),
+    )
+
+
+def load_model(model_args: ModelArguments, precision: PrecisionPlan | None = None) -> Any:
+    """The Qwen2.5-VL model of ``model_args`` in ``precision``'s load dtype (default: the
+    requested one), vision tower frozen when asked."""
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     path = _model_path(model_args)
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(path), dtype=model_args.dtype)
+    dtype = model_args.dtype if precision is None else precision.load_dtype
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(path), dtype=dtype)
     if model_args.freeze_vision_tower:
         pattern = re.compile(model_args.lora_exclude_modules)
         for name, parameter in model.named_parameters():
@@ -190,13 +215,21 @@ def save_run(
     dataset_version: str,
     dataset: dict[str, Any],
 ) -> Path:
-    """Save ``run``'s trained model with its lineage into ``training_args.output_dir``."""
+    """Save ``run``'s trained model with its lineage into ``training_args.output_dir``; weights
+    trained in an upcast dtype are written in the checkpoint's own dtype again."""
+    config = config_to_dict(model_args, data_args, run_args, training_args)
+    config["recipe"] = dict(getattr(run, "recipe", None) or {})
+    precision: PrecisionPlan | None = getattr(run, "precision", None)
+    if precision is not None:
+        config["recipe"]["precision"] = precision.as_dict()
+        if precision.upcast:
+            run.trainer.model.to(torch_dtype(precision.save_dtype))
     lineage = new_lineage(
         stage=stage,
         base_model=str(model_args.model_name_or_path),
         dataset_version=dataset_version,
         dataset=dataset,
-        config=config_to_dict(model_args, data_args, run_args, training_args),
+        config=config,
         metrics=final_metrics(run.trainer),
     )
     return save_trained(run.trainer, run.processor, cast(str, training_args.output_dir), lineage)
