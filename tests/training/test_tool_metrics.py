@@ -22,12 +22,13 @@ def call(ok: bool) -> SimpleNamespace:
 
 
 def tool_turns(n: int) -> list[dict[str, Any]]:
-    return [{"role": "assistant", "content": "x"}, {"role": "tool", "content": []}] * n + [
-        {"role": "assistant", "content": "y"}
-    ]
+    turns: list[dict[str, Any]] = []
+    for _ in range(n):
+        turns += [{"role": "assistant", "content": "x"}, {"role": "tool", "content": []}]
+    return turns + [{"role": "assistant", "content": "y"}]
 
 
-def test_it_counts_only_the_observations_left_in_each_completion():
+def test_it_counts_only_the_observations_left_in_each_completion() -> None:
     logged: list[tuple[str, float]] = []
     environments = [
         SimpleNamespace(calls=[call(True), call(False)]),  # both reached the rollout
