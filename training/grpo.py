@@ -70,6 +70,7 @@ from training.environment import (
     environment_factory,
     install_agent_response_parser,
 )
+from training.memory import MemoryEstimate
 from training.precision import PrecisionPlan
 from training.rewards import SpectraRewardWeights, build_reward
 from training.run import (
@@ -77,9 +78,9 @@ from training.run import (
     load_training_processor,
     lora_config,
     metrics_sink,
+    plan_run,
     run_callbacks,
     run_name,
-    run_precision,
     save_run,
 )
 
@@ -94,6 +95,7 @@ class GRPORun:
     sink: MetricsSink
     sources: dict[str, Any]
     precision: PrecisionPlan | None = None
+    memory: MemoryEstimate | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
 
 
@@ -249,7 +251,7 @@ def build_grpo_run(
         items, sources = collect_items(data_args)
     else:
         sources = {"in_memory": len(items)}
-    precision = run_precision(model_args, training_args)
+    precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="grpo")
     processor = tool_calling_processor(model_args)
     dataset = build_rl_dataset(items, use_tool=data_args.use_tool)
     reward = build_reward(
@@ -280,7 +282,8 @@ def build_grpo_run(
             use_tool=data_args.use_tool,
         ),
     )
-    return GRPORun(trainer, processor, dataset, sink, sources, precision)
+    recipe = {"loss": training_args.loss_record()}
+    return GRPORun(trainer, processor, dataset, sink, sources, precision, memory, recipe)
 
 
 def _tool_budget(iterations: int | None) -> int:

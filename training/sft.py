@@ -45,15 +45,16 @@ from training.data import (
     load_trajectories_jsonl,
     smoke_trajectories,
 )
+from training.memory import MemoryEstimate
 from training.precision import PrecisionPlan
 from training.run import (
     load_model,
     load_training_processor,
     lora_config,
     metrics_sink,
+    plan_run,
     run_callbacks,
     run_name,
-    run_precision,
     save_run,
 )
 
@@ -69,6 +70,7 @@ class SFTRun:
     sink: MetricsSink
     sources: dict[str, Any]
     precision: PrecisionPlan | None = None
+    memory: MemoryEstimate | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
 
 
@@ -139,7 +141,7 @@ def build_sft_run(
         trajectories, sources = collect_trajectories(data_args)
     else:
         sources = {"in_memory": len(trajectories)}
-    precision = run_precision(model_args, training_args)
+    precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="sft")
     processor = load_training_processor(model_args)
     data = build_sft_dataset(trajectories, processor, max_length=data_args.max_sequence_length)
     logger.info(
@@ -164,7 +166,7 @@ def build_sft_run(
             use_tool=data_args.use_tool,
         ),
     )
-    return SFTRun(trainer, processor, data, sink, sources, precision)
+    return SFTRun(trainer, processor, data, sink, sources, precision, memory)
 
 
 def save_sft_run(
