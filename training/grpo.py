@@ -36,6 +36,7 @@ python -m training.grpo --config training/configs/grpo_cpu_tiny.yaml
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -83,6 +84,7 @@ from training.run import (
     run_name,
     save_run,
 )
+from training.vllm_colocate import colocate_engine, colocate_engine_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -262,7 +264,42 @@ def build_grpo_run(
         weights=spectra_weights(training_args),
     )
     sink = sink or metrics_sink(run_args, training_args.output_dir)
-    trainer = _grpo_trainer_class()(
+    recipe: dict[str, Any] = {"loss": training_args.loss_record()}
+    engine: Any = contextlib.nullcontext()
+    if training_args.use_vllm and training_args.vllm_mode == "colocate":
+        recipe["vllm_colocate"] = colocate_engine_kwargs(
+            max_tool_calls=training_args.max_tool_calling_iterations,
+            max_model_length=training_args.vllm_max_model_length,
+            max_pixels=getattr(processor.image_processor, "max_pixels", None),
+        )
+        engine = colocate_engine(recipe["vllm_colocate"])
+    with engine:
+        trainer = _build_trainer(
+            model_args,
+            data_args,
+            run_args,
+            training_args,
+            precision,
+            processor,
+            dataset,
+            reward,
+            sink,
+        )
+    return GRPORun(trainer, processor, dataset, sink, sources, precision, memory, recipe)
+
+
+def _build_trainer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    run_args: RunArguments,
+    training_args: SpecvetGRPOConfig,
+    precision: Any,
+    processor: Any,
+    dataset: Any,
+    reward: Any,
+    sink: MetricsSink,
+) -> Any:
+    return _grpo_trainer_class()(
         model=load_model(model_args, precision),
         reward_funcs=[reward],
         args=training_args,
@@ -282,8 +319,6 @@ def build_grpo_run(
             use_tool=data_args.use_tool,
         ),
     )
-    recipe = {"loss": training_args.loss_record()}
-    return GRPORun(trainer, processor, dataset, sink, sources, precision, memory, recipe)
 
 
 def _tool_budget(iterations: int | None) -> int:
