@@ -15,9 +15,6 @@ answers that carry a scope note (outside what the inspector knows, or the decisi
 missing), by least log-loss on those development answers, at most MAX_PULL so such an answer
 never reaches 0.9. The validation part is never used to fit anything.
 
-With ``agent/data/real_bench_baseline.json`` present, each row also shows the figures of the
-inspector before issue 23 (commit 2c68a5f: no scope notes, Platt scaling) on the same corpus.
-
 Synthetic figures are SpecVI-mini (``agent.synthetic``), labelled "synthetic" everywhere.
 """
 
@@ -53,7 +50,6 @@ if TYPE_CHECKING:
 
 MIN_POSITIVES = 3
 MIN_FOR_BETA = 10
-BASELINE_PATH = CALIBRATION_PATH.parent / "real_bench_baseline.json"
 DEFERRALS = (0.0, 0.1, 0.2, 0.3)
 CONFIDENT = 0.9
 SYNTHETIC_SEED = 20240913
@@ -359,55 +355,20 @@ TABLE_TITLE = (
 )
 
 
-def load_baseline() -> dict[str, dict[str, dict[str, Any]]]:
-    """task -> part -> the figures stored in BASELINE_PATH (empty when it is absent)."""
-    if not BASELINE_PATH.exists():
-        return {}
-    return dict(json.loads(BASELINE_PATH.read_text(encoding="utf-8"))["tasks"])
-
-
-def baseline_figures(report_: PartReport) -> dict[str, Any]:
-    def rounded(value: float | None) -> float | None:
-        return None if value is None or math.isnan(value) else round(value, 3)
-
-    return {
-        "n": report_.n,
-        "positives": report_.positives,
-        "balanced_accuracy": rounded(report_.balanced_accuracy),
-        "f1": rounded(report_.f1),
-        "ece": rounded(report_.ece),
-        "wrong_at_0.9": report_.confident_wrong,
-    }
-
-
-def format_table(
-    table: dict[str, dict[str, PartReport]],
-    title: str = TABLE_TITLE,
-    baseline: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
-) -> str:
-    """The table; with ``baseline`` (task -> part -> figures), the earlier figures beside the
-    new ones as "bacc/F1/ECE/wrong before" where the part holds the same spectra count."""
+def format_table(table: dict[str, dict[str, PartReport]], title: str = TABLE_TITLE) -> str:
     lines = [
         title,
         f"{'task':<4} {'part':<12} {'n':>4} {'pos':>4} {'acc':>5} {'bacc':>5} {'F1':>5} "
-        f"{'ECE':>5} {'wrong@0.9':>9}   triage F1 (acc w/o pos) at deferral 0/10/20/30 %"
-        + ("   | before: bacc F1 ECE wrong@0.9" if baseline else ""),
+        f"{'ECE':>5} {'wrong@0.9':>9}   triage F1 (acc w/o pos) at deferral 0/10/20/30 %",
     ]
     for task, parts in table.items():
         for part, r in parts.items():
             triage = " ".join(_fmt(value) for _, value in r.triage)
-            line = (
+            lines.append(
                 f"{task:<4} {part:<12} {r.n:>4} {r.positives:>4} {_fmt(r.accuracy):>5} "
                 f"{_fmt(r.balanced_accuracy):>5} {_fmt(r.f1):>5} {_fmt(r.ece):>5} "
                 f"{r.confident_wrong:>9}   {triage}"
             )
-            before = (baseline or {}).get(task, {}).get(part)
-            if before is not None and before.get("n") == r.n:
-                line += (
-                    f"   | {_fmt(before.get('balanced_accuracy')):>5} {_fmt(before.get('f1')):>5}"
-                    f" {_fmt(before.get('ece')):>5} {before.get('wrong_at_0.9', 0):>4}"
-                )
-            lines.append(line)
     return "\n".join(lines)
 
 
@@ -421,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {CALIBRATION_PATH}")
         for task, fit in fits.items():
             print(f"  {task}: {fit}")
-    print(format_table(table, baseline=load_baseline()))
+    print(format_table(table))
     return 0
 
 

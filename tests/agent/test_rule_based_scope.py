@@ -122,3 +122,21 @@ def test_it_calls_a_window_too_noisy_when_its_snr_is_below_the_limit() -> None:
     decision, _ = decide(spectrum(BALMER_DWARF, snr=2.0), "A")
     texts = " ".join(note["text"] for note in decision["evidence"]["scope"])
     assert "too noisy" in texts
+
+
+def test_it_knows_a_wc_star_by_its_c_iv_5808_when_the_blue_end_is_lost() -> None:
+    """STELIB's HD 37680 (WC) has no good pixels below ~5000 Å; it was called a CV at 0.95."""
+    red_only = spectrum({5808.0: (-300.0, 60.0), 6564.6: (-40.0, 60.0)}, gap=(3640.0, 5300.0))
+    decision, _ = decide(red_only, "CV")
+    assert "a Wolf-Rayet star" in subjects(decision)
+    assert decision["confidence"] < 0.9
+
+
+def test_it_does_not_decide_a_cv_from_h_alpha_alone() -> None:
+    """H-alpha emission without H-beta or He II 4687 fits a CV, a Be star or a WN star alike."""
+    red_only = spectrum({6564.6: (-60.0, 30.0), 5877.3: (-6.0, 25.0)}, gap=(3640.0, 5300.0))
+    decision, answer = decide(red_only, "CV")
+    kinds = [note["kind"] for note in decision["evidence"]["scope"]]
+    assert "coverage" in kinds
+    assert decision["confidence"] < 0.9
+    assert "H-beta" in answer and "not covered" in answer

@@ -26,11 +26,9 @@ MIN_SNR = 5.0  # a decisive window with a lower continuum S/N per pixel is too n
 
 # per task, the windows its decision rests on (rest Å): at least one must be usable
 DECISIVE: dict[str, tuple[tuple[str, tuple[float, float]], ...]] = {
-    "CV": (
-        ("H-alpha", (6530.0, 6600.0)),
-        ("H-beta", (4830.0, 4895.0)),
-        ("He II 4687", (4670.0, 4705.0)),
-    ),
+    # H-alpha emission alone cannot tell a CV from an emission-line or Wolf-Rayet star: the
+    # Balmer decrement and He II 4687 decide
+    "CV": (("H-beta", (4830.0, 4895.0)), ("He II 4687", (4670.0, 4705.0))),
     "CS": (
         ("C2 Swan 5165", (5120.0, 5200.0)),
         ("C2 Swan 5636", (5590.0, 5670.0)),
@@ -70,7 +68,7 @@ def wolf_rayet(view: SpectrumView) -> ScopeNote | None:
         "He II 4686 / N III / C III blend", 4660.0, 60.0, [(4540.0, 4590.0), (4760.0, 4800.0)]
     )
     if not _emits(bump, 5.0, 5.0) or bump is None or bump.ew is None:
-        return None
+        return _carbon_sequence(view)
     companions = [
         m
         for m in (
@@ -90,6 +88,20 @@ def wolf_rayet(view: SpectrumView) -> ScopeNote | None:
         f"broad emission over 4600-4720 Å (He II 4686 with N III / C III, EW {bump.ew:+.1f} Å) "
         f"with {named} and Balmer emission no stronger: the wind lines of a Wolf-Rayet star, a "
         "class none of the tasks describes",
+    )
+
+
+def _carbon_sequence(view: SpectrumView) -> ScopeNote | None:
+    """A WC star whose blue end is lost: C IV 5808 in strong, broad emission (tens of Å, over
+    1000 km/s), far beyond anything a CV or an emission-line star shows at 5808 Å."""
+    c4 = view.line("C IV 5808", 5808.0, 40.0, [(5600.0, 5650.0), (5940.0, 5990.0)])
+    if not _emits(c4, 5.0, 20.0) or c4 is None or (c4.fwhm_kms or 0.0) < 1000.0:
+        return None
+    return ScopeNote(
+        OUT_OF_SCOPE,
+        "a Wolf-Rayet star",
+        f"C IV 5808 in strong, broad emission ({c4.describe()}): the carbon-sequence wind of a "
+        "WC Wolf-Rayet star, a class none of the tasks describes",
     )
 
 
