@@ -57,6 +57,15 @@ class CandidateState(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
 
 
+class TriageReason(models.TextChoices):
+    """Why a candidate went to experts (blank: it did not)."""
+
+    NO_VERDICT = "no verdict", "no verdict"
+    LOW_CONFIDENCE = "low confidence", "low confidence"
+    OUTSIDE_KNOWLEDGE = "outside what I know", "outside what I know"
+    MISSING_DATA = "missing data", "missing data"
+
+
 class Candidate(models.Model):
     run = models.ForeignKey(InspectionRun, on_delete=models.CASCADE, related_name="candidates")
     spectrum = models.ForeignKey(Spectrum, on_delete=models.PROTECT)
@@ -67,6 +76,7 @@ class Candidate(models.Model):
     confidence = models.FloatField(null=True, blank=True)
     vote_share = models.FloatField(null=True, blank=True)
     needs_expert = models.BooleanField(default=False, db_index=True)
+    triage_reason = models.CharField(max_length=24, choices=TriageReason.choices, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -31,6 +31,7 @@ from annotation.inspections.models import (
     InspectionRun,
     LiveStep,
     Rollout,
+    TriageReason,
 )
 from annotation.inspections.run_policies import policy_spec_check, sampling_check
 from annotation.spectra.models import Spectrum, Task
@@ -538,7 +539,13 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
         candidate.verdict = verdict
         candidate.confidence = confidence
         candidate.vote_share = share
-        candidate.needs_expert = not verdict or (confidence or 0.0) < run.confidence_threshold
+        candidate.triage_reason = triage_reason(
+            verdict=verdict,
+            confidence=confidence,
+            threshold=run.confidence_threshold,
+            rollouts=rollouts,
+        )
+        candidate.needs_expert = bool(candidate.triage_reason)
         candidate.finished_at = now
         spectrum = candidate.spectrum
         entries.append(
@@ -576,7 +583,50 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
     )
 
 
-_FINAL_FIELDS = ["state", "verdict", "confidence", "vote_share", "needs_expert", "finished_at"]
+_FINAL_FIELDS = [
+    "state",
+    "verdict",
+    "confidence",
+    "vote_share",
+    "needs_expert",
+    "triage_reason",
+    "finished_at",
+]
+
+
+def _scope_kinds(rollouts: list[Rollout]) -> set[str]:
+    """The kinds of scope note ("out of scope", "coverage") any rollout's policy recorded in
+    its decision (the rule-based inspector does; other policies record none)."""
+    kinds: set[str] = set()
+    for rollout in rollouts:
+        data = rollout.data if isinstance(rollout.data, dict) else {}
+        meta = data.get("meta")
+        decision = meta.get("decision") if isinstance(meta, dict) else None
+        evidence = decision.get("evidence") if isinstance(decision, dict) else None
+        notes = evidence.get("scope") if isinstance(evidence, dict) else None
+        for note in notes if isinstance(notes, list) else []:
+            if isinstance(note, dict) and isinstance(note.get("kind"), str):
+                kinds.add(note["kind"])
+    return kinds
+
+
+def triage_reason(
+    *, verdict: str, confidence: float | None, threshold: float, rollouts: list[Rollout]
+) -> str:
+    """Why the candidate goes to experts, blank when it does not: no verdict; the policy said
+    the spectrum lies outside what it knows (a class none of the task's criteria describe);
+    the windows the decision rests on are missing; or a confidence below the run's threshold.
+    The first two send a candidate to experts whatever its confidence."""
+    if not verdict:
+        return TriageReason.NO_VERDICT
+    kinds = _scope_kinds(rollouts)
+    if "out of scope" in kinds:
+        return TriageReason.OUTSIDE_KNOWLEDGE
+    if "coverage" in kinds:
+        return TriageReason.MISSING_DATA
+    if (confidence or 0.0) < threshold:
+        return TriageReason.LOW_CONFIDENCE
+    return ""
 
 
 def _candidates_update(*, candidates: list[Candidate], fields: list[str]) -> None:
