@@ -89,9 +89,9 @@ def test_it_scores_each_spectrum_for_each_task_as_a_lone_episode_would() -> None
     leaked measurements would fail here), and a view of another spectrum is refused."""
     import numpy as np
 
+    from agent.bench.real import score_spectra
     from agent.inspection_tasks import get_task
     from agent.policies.rule_based import RuleBasedInspector, SpectrumView
-    from agent.real_bench import score_spectra
     from agent.synthetic import generate_sample
 
     tasks = ("CV", "MG", "A")

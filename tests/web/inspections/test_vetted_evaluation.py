@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agent import real_bench
-from agent.real_bench import part_report
+from agent.bench import real as real_bench
+from agent.bench.real import part_report
 from agent.real_corpus import CorpusUnavailable
 from annotation.core.models import JobState
 from annotation.inspections import evaluations, selectors, services
