@@ -202,6 +202,7 @@ COMMANDS = "annotation.management.commands."
 # library once the parallel edits to that module have landed.
 LIBRARY_IMPORTS_OF_BENCHMARKS = {
     ("annotation.inspections.evaluations", "agent.bench.real"),
+    ("annotation.inspections.selectors", "agent.bench.real"),
     ("annotation.management.commands.evaluate", "agent.bench.real"),
 }
 
