@@ -152,3 +152,43 @@ def test_it_carries_an_existing_label_onto_a_new_runs_entries(run, spectra, expe
         spectra[1].pk: ("", ""),
         spectra[2].pk: ("", ""),
     }
+
+
+def test_it_leaves_decisions_on_a_hidden_run_out_of_a_raters_label_provenance(
+    run, spectra, expert, outsider, third
+):
+    from annotation.inspections.models import Rollout
+    from annotation.rating.models import CampaignItem, RatingCampaign
+
+    # A second run inspects the same spectra; an open campaign rated by `third` shows an item
+    # that run wrote on spectra[2], so the whole run is hidden from `third`.
+    hidden = make_inspected(
+        spectra=spectra, verdicts={row.pk: ("NO", 0.6) for row in spectra}, model=("m:h", "H")
+    )
+    item_source = Rollout.objects.create(
+        candidate=candidate_of(hidden, spectra[2]), index=0, data={}, prediction="NO"
+    )
+    campaign = RatingCampaign.objects.create(name="open", created_by=expert)
+    campaign.raters.add(third)
+    CampaignItem.objects.create(
+        campaign=campaign,
+        blind_id="b1",
+        data={},
+        policy_name="H",
+        source=f"rollout:{item_source.pk}",
+        task=hidden.task,
+        spectrum=spectra[2],
+    )
+    services.expert_decision_record(
+        candidate=candidate_of(run, spectra[0]), expert=expert, decision="YES"
+    )
+    services.expert_decision_record(
+        candidate=candidate_of(hidden, spectra[0]), expert=outsider, decision="YES"
+    )
+    entry = CatalogEntry.objects.get(candidate=candidate_of(run, spectra[0]))
+    assert entry.label_state == "agreed"
+    seen_by_third = client_for(third).get(reverse("catalog_detail", args=[entry.pk]))
+    assert [d["run_id"] for d in seen_by_third.context["label_decisions"]] == [run.pk]
+    assert "m:h" not in seen_by_third.content.decode()
+    seen_by_expert = client_for(expert).get(reverse("catalog_detail", args=[entry.pk]))
+    assert [d["run_id"] for d in seen_by_expert.context["label_decisions"]] == [run.pk, hidden.pk]
