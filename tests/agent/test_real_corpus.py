@@ -34,9 +34,9 @@ from agent.real_corpus import (
 # the validation figures `python -m agent.bench.real calibrate` reported when the calibration was
 # fitted (corpus version 2, 1,295 spectra; docs: calibration and real data)
 REPORTED_VALIDATION_BALANCED_ACCURACY = {"MG": 0.99, "O": 0.83, "B": 0.75, "A": 0.81}
-# wrong answers at confidence >= 0.9 over the validation answers of all tasks: 10 in 5,184,
+# wrong answers at confidence >= 0.9 over the validation answers of all tasks: 9 in 5,184,
 # above issue 23's target of one in 1,000 (docs: calibration and real data)
-REPORTED_VALIDATION_CONFIDENT_WRONG = 10
+REPORTED_VALIDATION_CONFIDENT_WRONG = 9
 TOLERANCE = 0.05
 MAX_VALIDATION_ECE = 0.05  # issue 23's target, per task
 
@@ -306,7 +306,12 @@ def test_it_tells_the_o_stars_from_the_b0_b1_stars_by_the_mk_ratio(corpus: list)
     """He II 4687/5412 persist into B0-B0.5; He II 4542 against He I 4471 decides. The Pickles
     B0 V of the validation part was answered O at 0.92 before this rule (issue 13)."""
     inspector = RuleBasedInspector()
-    hot = [(e, s) for e, s in corpus if e.subclass[:1] == "O" or e.subclass[:2] in ("B0", "B1")]
+    # the Pickles and BPGS stars of issue 13; the library stars are measured by real_bench
+    hot = [
+        (e, s)
+        for e, s in corpus
+        if e.source != "mangadap" and (e.subclass[:1] == "O" or e.subclass[:2] in ("B0", "B1"))
+    ]
     assert {e.id for e, _ in hot} >= {"pickles-2", "pickles-60", "pickles-1", "pickles-3"}
     for entry, spectrum in hot:
         decision = inspector.begin(spectrum=spectrum, task=get_task("O"), use_tool=False).decision
@@ -317,4 +322,9 @@ def test_it_tells_the_o_stars_from_the_b0_b1_stars_by_the_mk_ratio(corpus: list)
                 spectrum=spectrum, task=get_task("B"), use_tool=False
             ).decision
             assert decision is not None
-            assert decision["prediction"] == "YES", entry.id
+            texts = " ".join(f["text"] for f in decision["evidence"]["findings"])
+            if "4026/4471/4922 (not covered)" in texts:
+                # BPGS' 10 Å pixels hold no measurable He I line: no confident answer then
+                assert decision["confidence"] < 0.6, entry.id
+            else:
+                assert decision["prediction"] == "YES", entry.id

@@ -94,6 +94,9 @@ def wolf_rayet(view: SpectrumView) -> ScopeNote | None:
 def _carbon_sequence(view: SpectrumView) -> ScopeNote | None:
     """A WC star whose blue end is lost: C IV 5808 in strong, broad emission (tens of Å, over
     1000 km/s), far beyond anything a CV or an emission-line star shows at 5808 Å."""
+    colour = view.colour()
+    if colour is not None and colour < 0.8:  # between a cool star's bands 5808 Å looks bright
+        return None
     c4 = view.line("C IV 5808", 5808.0, 40.0, [(5600.0, 5650.0), (5940.0, 5990.0)])
     if not _emits(c4, 5.0, 20.0) or c4 is None or (c4.fwhm_kms or 0.0) < 1000.0:
         return None
