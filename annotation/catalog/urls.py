@@ -14,6 +14,8 @@ urlpatterns = [
     path("catalog/export.fits", views.catalog_export_fits, name="catalog_export_fits"),
     path("vetting/", views.vetting_queue, name="vetting_queue"),
     path("vetting/decide/", views.vetting_decide, name="vetting_decide"),
+    path("vetting/skip/", views.vetting_skip, name="vetting_skip"),
+    path("vetting/undo/", views.vetting_undo, name="vetting_undo"),
     # API
     path("api/catalog/", apis.CatalogListApi.as_view(), name="api_catalog_list"),
     path(

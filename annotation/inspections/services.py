@@ -815,11 +815,7 @@ def expert_decision_record(
     )
     # The catalog's column holds the experts' common answer, or "split" when they disagree:
     # the latest decision alone would hide a YES behind a later NO.
-    given = set(
-        ExpertDecision.objects.filter(candidate=candidate).values_list("decision", flat=True)
-    )
-    consensus = given.pop() if len(given) == 1 else EXPERT_SPLIT
-    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=consensus)
+    _catalog_consensus_update(candidate)
     audit_log_record(
         actor=expert,
         action="expert_decision",
@@ -829,3 +825,27 @@ def expert_decision_record(
         data={"changed": not created},
     )
     return record
+
+
+def _catalog_consensus_update(candidate: Candidate) -> None:
+    given = set(
+        ExpertDecision.objects.filter(candidate=candidate).values_list("decision", flat=True)
+    )
+    consensus = (given.pop() if len(given) == 1 else EXPERT_SPLIT) if given else ""
+    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=consensus)
+
+
+@transaction.atomic
+def expert_decision_withdraw(*, candidate: Candidate, expert: User) -> str:
+    """Undo: the expert's own decision on the candidate is removed (audit-logged) and the
+    candidate waits in their queue again; returns the decision withdrawn."""
+    record = ExpertDecision.objects.filter(candidate=candidate, expert=expert).first()
+    if record is None:
+        raise WrongState("you have no decision on this candidate to undo")
+    decision = record.decision
+    record.delete()
+    _catalog_consensus_update(candidate)
+    audit_log_record(
+        actor=expert, action="expert_decision_withdrawn", obj=candidate, from_state=decision
+    )
+    return decision

@@ -165,6 +165,8 @@ MATRIX: dict[str, set[str]] = {
     "api_catalog_detail": READERS,
     "vetting_queue": {E},
     "vetting_decide": {E},
+    "vetting_skip": {E},
+    "vetting_undo": {E},
     "api_vetting_next": {E},
     "api_expert_decision_create": {E},
     # curation
