@@ -78,7 +78,7 @@ TITLE_FONT_SIZE = 14
 TICK_LENGTH = 5
 MAX_X_TICKS = 8
 MAX_Y_TICKS = 6
-PNG_COMPRESS_LEVEL = 1  # deflate level (ISA-L takes 0-3): see agent.bench_render
+PNG_COMPRESS_LEVEL = 1  # deflate level (ISA-L takes 0-3): see agent.bench.render
 # Above this many points per plot column a window is drawn as a per-column envelope.
 DENSE_POINTS_PER_COLUMN = 2.0
 SPIKE_SMOOTH_WIDTH = 5
@@ -606,7 +606,7 @@ def encode_indexed_png(indices: np.ndarray, palette: Sequence[int], compress_lev
     Pillow writes the same file format; packing two pixels a byte in numpy and handing ISA-L's
     deflate one buffer is several times faster than Pillow's chunked zlib encoder on these
     mostly-white images (0.09 ms against zlib's 0.37 ms for the same buffer, and 11 % smaller;
-    see agent.bench_render).
+    see agent.bench.render).
     """
     height, width = indices.shape
     if width % 2:

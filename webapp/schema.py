@@ -4,14 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework.permissions import IsAuthenticated
+
+from annotation.core.permissions import Rule
+from annotation.core.serializers import (
+    BAD_REQUEST,
+    FORBIDDEN,
+    NOT_FOUND,
+    THROTTLED,
+    TOO_LARGE,
+    UNAUTHENTICATED,
+    BadRequestOutputSerializer,
+)
 
 GENERIC_NAMES = {"Input", "Output", "Filter", "Params", "Query"}
+UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 class SpecvetAutoSchema(AutoSchema):
     """Names nested `InputSerializer`/`OutputSerializer` classes after their view, so the
-    components of different endpoints never collide."""
+    components of different endpoints never collide; and documents the refusals every operation
+    of this API may answer, from what the view declares (authentication, role rule, path
+    parameters, pagination, input and its size, throttling). Refusals particular to one operation (409, 413,
+    202) are declared on it with extend_schema."""
 
     def _get_serializer_name(
         self, serializer: Any, direction: str, bypass_extensions: bool = False
@@ -21,3 +39,69 @@ class SpecvetAutoSchema(AutoSchema):
             view = type(self.view).__name__.removesuffix("Api")
             return f"{view}{name}"
         return name
+
+    def map_parsers(self) -> list[Any]:
+        """A view that reads JSON is documented as taking JSON alone. DRF's form parsers also
+        read its body, but a schema offering one body in three encodings makes a generated
+        client send the last one listed (multipart), which cannot carry nested objects."""
+        media_types: list[Any] = super().map_parsers()
+        return [m for m in media_types if m == "application/json"] or media_types
+
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
+        for code, response in self._refusals().items():
+            if code not in responses:
+                responses[code] = self._get_response_for_code(response, code, direction=direction)
+        return responses
+
+    def _refusals(self) -> dict[str, OpenApiResponse]:
+        """The statuses this view may refuse with, whatever the operation does."""
+        view, unsafe = self.view, self.method in UNSAFE_METHODS
+        found: dict[str, OpenApiResponse] = {}
+        parameters = self.get_override_parameters()
+        # A page past the last is 404 (DRF's PageNumberPagination), not a refused input.
+        pages = [p for p in parameters if isinstance(p, OpenApiParameter) and p.name == "page"]
+        takes_input = (unsafe and self.get_request_serializer() is not None) or len(
+            parameters
+        ) > len(pages)
+        # WorkflowApi (core.apis) answers a service's plain WorkflowError with 400.
+        # Imported here: the API modules' extend_schema decorators load this module.
+        from annotation.core.apis import WorkflowApi
+
+        answers_workflow_errors = unsafe and isinstance(view, WorkflowApi)
+        if takes_input or answers_workflow_errors:
+            found["400"] = BAD_REQUEST
+        if unsafe and self.get_request_serializer() is not None:
+            found["413"] = TOO_LARGE  # webapp.api_errors
+        if any(isinstance(permission, IsAuthenticated) for permission in view.get_permissions()):
+            found["401"] = UNAUTHENTICATED
+        rule = getattr(view, "role_rule", None)
+        # Any signed-in account passes a rule without roles; only session writes need CSRF.
+        if not (isinstance(rule, Rule) and rule.roles is None and not unsafe):
+            found["403"] = FORBIDDEN
+        paginated = self.method == "GET" and (
+            getattr(view, "pagination_class", None) is not None or bool(pages)
+        )
+        if "{" in self.path or paginated:
+            found["404"] = NOT_FOUND
+        if view.get_throttles():
+            found["429"] = THROTTLED
+        return found
+
+
+class BadRequestBodyExtension(OpenApiSerializerExtension):
+    """A 400 body names the invalid fields as its keys, so it takes any key besides ``detail``
+    and ``non_field_errors``: a list of messages, or the nested errors of a nested field."""
+
+    target_class = BadRequestOutputSerializer
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: Any) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_basic_serializer(self.target, direction)
+        schema["additionalProperties"] = {
+            "oneOf": [
+                {"type": "array", "items": {}},
+                {"type": "object", "additionalProperties": {}},
+                {"type": "string"},
+            ]
+        }
+        return schema

@@ -247,6 +247,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
+    # A body over DATA_UPLOAD_MAX_MEMORY_SIZE gets a JSON 413 (Django alone answers an HTML 400).
+    "EXCEPTION_HANDLER": "webapp.api_errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "webapp.schema.SpecvetAutoSchema",

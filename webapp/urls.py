@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
+from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView
 
 urlpatterns = [
@@ -12,3 +14,14 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("", include("annotation.urls")),
 ]
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """An API URL that names no operation (a path parameter that is not a number, say) answers
+    JSON like every other API refusal, so a client reads one error body; pages keep their page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": f"no API operation at {request.path}"}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+handler404 = not_found

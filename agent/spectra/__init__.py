@@ -12,10 +12,13 @@ from agent.reading import ReadLimits as ReadLimits
 from agent.reading import SpectrumFormatError as SpectrumFormatError
 from agent.reading import SpectrumTooLarge as SpectrumTooLarge
 from agent.reading import check_fits_structure, open_content, over_limit
+from agent.spectra.declared import Declared as Declared
 from agent.spectra.desi import ArmPixels as ArmPixels
 from agent.spectra.desi import _load_desi
 from agent.spectra.desi import merge_arms as merge_arms
+from agent.spectra.fits_tables import load_table, spectrum_table
 from agent.spectra.fitsio import _open_fits
+from agent.spectra.images import is_spectrum_image_layout, load_image
 from agent.spectra.lamost import _load_lamost_new, _load_lamost_old
 from agent.spectra.lamost import save_lamost_fits as save_lamost_fits
 from agent.spectra.npz import _load_npz
@@ -24,9 +27,12 @@ from agent.spectra.npz import spectrum_to_npz_bytes as spectrum_to_npz_bytes
 from agent.spectra.parquet import _load_parquet
 from agent.spectra.sdss import _load_sdss
 from agent.spectra.tables import _load_text
+from agent.spectra.value import MIN_SPECTRUM_PIXELS as MIN_SPECTRUM_PIXELS
+from agent.spectra.value import WAVELENGTH_RANGE as WAVELENGTH_RANGE
 from agent.spectra.value import Spectrum as Spectrum
 from agent.spectra.value import ValidatedArrays as ValidatedArrays
 from agent.spectra.value import air_to_vacuum as air_to_vacuum
+from agent.spectra.value import frame_meta, refuse_non_spectrum, vacuum_wavelengths
 from agent.spectra.value import vacuum_to_air as vacuum_to_air
 from agent.spectra.value import validate_arrays as validate_arrays
 
@@ -39,18 +45,33 @@ _XML_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*<\?xml\b", re.IGNORECASE)
 
 
 def load_spectra(
-    path: str | os.PathLike[str], *, limits: ReadLimits | None = None
+    path: str | os.PathLike[str],
+    *,
+    limits: ReadLimits | None = None,
+    declared: Declared | None = None,
 ) -> list[Spectrum]:
     """Read every spectrum in ``path``; the format is detected from the content, not the name.
 
-    Supported: LAMOST (old and new layout), SDSS spec, DESI coadd, SpecVI-Bench parquet, CSV,
-    whitespace ASCII and NPZ tables; any of them gzip-, bzip2- or xz-compressed. Reading stays
-    within ``limits`` (default ``ReadLimits()``); past them it raises SpectrumTooLarge.
+    Supported: LAMOST (old and new layout), SDSS spec and spSpec, DESI coadd, 1-D FITS images
+    with a wavelength WCS, multi-extension FITS images, FITS tables (one row per pixel or one
+    row of arrays), SpecVI-Bench parquet, CSV, whitespace ASCII and NPZ tables; any of them
+    gzip-, bzip2- or xz-compressed. Reading stays within ``limits`` (default ``ReadLimits()``);
+    past them it raises SpectrumTooLarge. ``declared`` says what the file may not: the columns of
+    a text table, the wavelength frame. What is not a spectrum (fewer than
+    MIN_SPECTRUM_PIXELS pixels, a grid outside WAVELENGTH_RANGE, a grid that is not monotonic)
+    is refused with the reason.
     """
     source = str(path)
     limits = limits or ReadLimits()
+    declared = declared or Declared()
     with open_content(Path(path), source, limits) as content:
         head = content.head
+        if declared.columns is not None and head.startswith((_FITS_MAGIC, _PARQUET_MAGIC)):
+            raise SpectrumFormatError(
+                f"{source}: declared columns apply to text tables; this file is "
+                f"{'FITS' if head.startswith(_FITS_MAGIC) else 'parquet'}, whose columns are "
+                "named in the file"
+            )
         if head.startswith((_FITS_MAGIC, _PARQUET_MAGIC, _ZIP_MAGIC)):
             raw = content.read_all()
             if raw.startswith(_FITS_MAGIC):
@@ -69,9 +90,34 @@ def load_spectra(
                 f"{source}: not a spectrum file: XML (VOTable is not supported)"
             )
         else:
-            spectra = _load_text(content, source, limits)
+            spectra = _load_text(content, source, limits, declared.columns)
     _check_counts(spectra, source, limits)
+    for spectrum in spectra:
+        refuse_non_spectrum(spectrum, spectrum.source or source)
+        _apply_declared_frame(spectrum, declared.frame, spectrum.source or source)
     return spectra
+
+
+def _apply_declared_frame(spectrum: Spectrum, frame: str | None, source: str) -> None:
+    """The declared frame replaces an assumed one; it may not contradict what a file says."""
+    said, said_by = (
+        spectrum.meta.get("wavelength_frame"),
+        spectrum.meta.get("wavelength_frame_source"),
+    )
+    if frame is None:
+        return
+    if said_by in ("file", "survey") and said != frame:
+        basis = spectrum.meta.get("wavelength_frame_basis", said_by)
+        raise SpectrumFormatError(
+            f"{source}: declared {frame} wavelengths, but the file says {said} ({basis})"
+        )
+    if said_by in ("file", "survey"):
+        return
+    if frame == "air":
+        spectrum.wavelength = vacuum_wavelengths(spectrum.wavelength, "air", source)
+    spectrum.meta = {**spectrum.meta, **frame_meta(frame, "declared", "declared on upload")}
+    if "wavelength_frame_in_file" in spectrum.meta:
+        spectrum.meta["wavelength_frame_in_file"] = frame
 
 
 def _check_counts(spectra: list[Spectrum], source: str, limits: ReadLimits) -> None:
@@ -89,7 +135,16 @@ def _check_counts(spectra: list[Spectrum], source: str, limits: ReadLimits) -> N
 
 def _load_fits(raw: bytes, source: str, limits: ReadLimits) -> list[Spectrum]:
     check_fits_structure(raw, source, limits)
-    hdus = _open_fits(raw, source)
+    repaired: list[str] = []
+    hdus = _open_fits(raw, source, repaired)
+    spectra = _fits_spectra(hdus, source, limits)
+    if repaired:
+        for spectrum in spectra:
+            spectrum.meta = {**spectrum.meta, "header_cards_repaired": repaired[:50]}
+    return spectra
+
+
+def _fits_spectra(hdus: fits.HDUList, source: str, limits: ReadLimits) -> list[Spectrum]:
     names = [hdu.name.upper() for hdu in hdus]
     telescope = str(hdus[0].header.get("TELESCOP", "")).strip().upper()
     if "FIBERMAP" in names:
@@ -112,9 +167,11 @@ def _load_fits(raw: bytes, source: str, limits: ReadLimits) -> list[Spectrum]:
             f"{source}: HDU COADD has neither a 'loglam' (SDSS) nor a 'WAVELENGTH' (LAMOST) "
             f"column; columns are {sorted(coadd.columns.names)}"
         )
-    primary_data = hdus[0].data
-    if primary_data is not None and primary_data.ndim == 2 and not telescope.startswith("SDSS"):
+    if _is_lamost_image(hdus[0], telescope):
         return [_load_lamost_old(hdus[0], source)]
+    generic = _generic_fits(hdus, source, limits)
+    if generic is not None:
+        return generic
     if telescope.startswith("SDSS") or "SPECOBJ" in names or "SPALL" in names:
         raise SpectrumFormatError(f"{source}: SDSS file without the COADD HDU (missing HDU COADD)")
     if telescope == "LAMOST":
@@ -122,5 +179,34 @@ def _load_fits(raw: bytes, source: str, limits: ReadLimits) -> list[Spectrum]:
             f"{source}: LAMOST file with an empty primary HDU and no COADD HDU (missing HDU COADD)"
         )
     raise SpectrumFormatError(
-        f"{source}: not a spectrum file: FITS layout not recognised (HDUs: {', '.join(names)})"
+        f"{source}: not a spectrum file: FITS layout not recognised (HDUs: {', '.join(names)}; "
+        "read are 1-D images with a wavelength WCS, FLUX/ERROR/WAVELENGTH image extensions, "
+        "tables with wavelength and flux columns, and the LAMOST, SDSS and DESI layouts)"
     )
+
+
+def _generic_fits(hdus: fits.HDUList, source: str, limits: ReadLimits) -> list[Spectrum] | None:
+    """A table with wavelength and flux columns, or a spectrum image; None when neither."""
+    try:
+        table = spectrum_table(hdus)
+        if table is not None:
+            return [load_table(hdus, table, source, limits)]
+        if is_spectrum_image_layout(hdus):
+            return [load_image(hdus, source, limits)]
+    except SpectrumFormatError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        # astropy converts columns and header values lazily; a damaged TFORM or TDIM fails here
+        raise SpectrumFormatError(
+            f"{source}: corrupt FITS table or image ({type(exc).__name__}: {exc})"
+        ) from exc
+    return None
+
+
+def _is_lamost_image(primary: fits.PrimaryHDU, telescope: str) -> bool:
+    """LAMOST's (5, N) primary image (<= DR7): any 2-D primary image of a few rows that is not
+    SDSS's spSpec and has no IRAF band names."""
+    data = primary.data
+    if data is None or data.ndim != 2 or data.shape[0] == 1 or telescope.startswith("SDSS"):
+        return False
+    return "BANDID1" not in primary.header

@@ -18,6 +18,7 @@ from agent.spectra.value import (
     _finite_float,
     _pick,
     _validate,
+    frame_meta,
     validate_arrays,
 )
 
@@ -119,6 +120,7 @@ def _load_desi(hdus: fits.HDUList, source: str) -> list[Spectrum]:
         ]
         fibermap_row = {name.upper(): fibermap.data[name][row] for name in fibermap.columns.names}
         meta = {**primary_meta, **_pick(fibermap_row, _DESI_FIBERMAP_META), "arms": "".join(arms)}
+        meta.update(frame_meta("vacuum", "survey", "DESI spectra are in vacuum"))
         spectra.append(
             _finish(
                 merge_arms(pixels, source=where),

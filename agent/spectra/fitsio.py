@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import io
+import re
 import warnings
 
 import numpy as np
 from astropy.io import fits
+from astropy.io.fits.verify import VerifyError
 
 from agent.reading import SpectrumFormatError
 
 
-def _open_fits(raw: bytes, source: str) -> fits.HDUList:
+def _open_fits(raw: bytes, source: str, repaired: list[str] | None = None) -> fits.HDUList:
+    """The HDUs of ``raw``, every card parsed and every data unit read.
+
+    A card astropy cannot parse (an unquoted string, a value with a stray character) is fixed
+    the way astropy's ``verify('silentfix')`` fixes it, or dropped; its keyword goes to
+    ``repaired``. Damage to the structure (BITPIX, NAXISn, a truncated data unit) is refused.
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             hdus = fits.open(io.BytesIO(raw), memmap=False, lazy_load_hdus=False)
-            for hdu in hdus:
+            for index, hdu in enumerate(hdus):
                 # Parse every card and read every data unit now: astropy is lazy, and a damaged
                 # card or a truncated data unit would otherwise fail later with its own error.
-                _ = [card.value for card in hdu.header.cards]
+                _repair_cards(hdu.header, f"HDU {index}", repaired)
                 _ = hdu.data
         except Exception as exc:  # astropy raises OSError, TypeError, ValueError... on bad bytes
             raise SpectrumFormatError(
@@ -32,6 +40,32 @@ def _open_fits(raw: bytes, source: str) -> fits.HDUList:
     if len(hdus) == 0:
         raise SpectrumFormatError(f"{source}: truncated or corrupt FITS file (no HDU)")
     return hdus
+
+
+_STRUCTURE_KEYS = re.compile(r"(?:SIMPLE|XTENSION|BITPIX|NAXIS\d*|PCOUNT|GCOUNT|END|EXTEND)")
+
+
+def _repair_cards(header: fits.Header, where: str, repaired: list[str] | None) -> None:
+    broken: list[str] = []
+    for card in header.cards:
+        try:
+            _ = card.value
+        except VerifyError:
+            broken.append(card.keyword)
+    for keyword in broken:
+        if _STRUCTURE_KEYS.fullmatch(keyword):
+            raise VerifyError(f"{where}: structural card {keyword} cannot be parsed")
+        card = header.cards[keyword]
+        try:
+            card.verify("silentfix")
+            _ = card.value
+        except (VerifyError, ValueError):
+            del header[keyword]
+            if repaired is not None:
+                repaired.append(f"{where} {keyword} (dropped)")
+            continue
+        if repaired is not None:
+            repaired.append(f"{where} {keyword}")
 
 
 def _table_column(hdu: fits.BinTableHDU, name: str, source: str) -> np.ndarray:

@@ -23,6 +23,7 @@ from agent.spectra.value import (
     _json_safe,
     _pick,
     _redshift,
+    frame_meta,
     validate_arrays,
 )
 
@@ -76,6 +77,7 @@ def _lamost_spectrum(
     arrays: ValidatedArrays, header: fits.Header, meta: dict[str, Any], source: str
 ) -> Spectrum:
     # CLASS/SUBCLASS stay in meta: they are pipeline guesses, not ground truth.
+    meta.update(_survey_frame(header, "LAMOST spectra are in vacuum", source))
     return _finish(
         arrays,
         source=source,
@@ -88,6 +90,19 @@ def _lamost_spectrum(
         meta=meta,
         resolution=_header_resolution(header, source),
     )
+
+
+def _survey_frame(header: fits.Header, convention: str, source: str) -> dict[str, str]:
+    """Vacuum, as the file's VACUUM card says, or by the survey's convention; a file that says
+    VACUUM = F is refused rather than read in the wrong frame."""
+    vacuum = header.get("VACUUM")
+    if vacuum is False:
+        raise SpectrumFormatError(
+            f"{source}: VACUUM = F: air wavelengths in a survey layout whose wavelengths are vacuum"
+        )
+    if vacuum is True:
+        return frame_meta("vacuum", "file", "VACUUM = T")
+    return frame_meta("vacuum", "survey", convention)
 
 
 def _header_resolution(header: fits.Header, source: str) -> Resolution | None:

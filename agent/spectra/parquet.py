@@ -7,7 +7,14 @@ from typing import Any
 
 from agent import bounded_json
 from agent.reading import ReadLimits, SpectrumFormatError, check_parquet_metadata, over_limit
-from agent.spectra.value import Spectrum, _finish, _json_safe, _redshift, validate_arrays
+from agent.spectra.value import (
+    Spectrum,
+    _finish,
+    _json_safe,
+    _redshift,
+    frame_meta,
+    validate_arrays,
+)
 
 _PARQUET_COLUMNS = ("data_source", "reward_model", "extra_info")
 _CREATE_KWARGS_PATH = ("tools_kwargs", "spectral_visualization_tool", "create_kwargs")
@@ -84,6 +91,7 @@ def _specvi_row(row: dict[str, Any], index: int, source: str) -> Spectrum:
         "index": _json_safe(extra.get("index")),
         "split": _json_safe(extra.get("split")),
         "task": _json_safe(extra.get("task")),
+        **frame_meta("vacuum", "survey", "SpecVI-Bench spectra are LAMOST spectra, in vacuum"),
     }
     name = _json_safe(extra.get("name"))
     object_id = (

@@ -9,6 +9,7 @@ from astropy.io import fits
 
 from agent.resolution import Resolution
 from agent.spectra.fitsio import _has_column, _table_column
+from agent.spectra.lamost import _survey_frame
 from agent.spectra.value import (
     Spectrum,
     _finish,
@@ -43,6 +44,7 @@ def _load_sdss(hdus: fits.HDUList, source: str) -> Spectrum:
         resolution = Resolution.from_fwhm_array(wave, fwhm, source="file", note="SDSS wdisp")
     primary = hdus[0].header
     meta = _pick(primary, _SDSS_PRIMARY_META)
+    meta.update(_survey_frame(primary, "SDSS spectra are in vacuum", source))
     row = _sdss_specobj_row(hdus)
     if row is None:
         plate, mjd, fiber = primary.get("PLATEID"), primary.get("MJD"), primary.get("FIBERID")

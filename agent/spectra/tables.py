@@ -21,6 +21,7 @@ from agent.spectra.value import (
     _check_wavelength_values,
     _finish,
     air_to_vacuum,
+    frame_meta,
     validate_arrays,
 )
 
@@ -73,8 +74,16 @@ class _TableSettings:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def _load_text(content: FileContent, source: str, limits: ReadLimits) -> list[Spectrum]:
-    """A CSV or whitespace table, parsed line by line as it is decompressed."""
+def _load_text(
+    content: FileContent,
+    source: str,
+    limits: ReadLimits,
+    declared_columns: tuple[str, ...] | None = None,
+) -> list[Spectrum]:
+    """A CSV or whitespace table, parsed line by line as it is decompressed.
+
+    ``declared_columns`` (roles in file order, see agent.spectra.declared) replace the header.
+    """
     if b"\x00" in content.head:
         raise _binary_content(source)
     settings = _TableSettings()
@@ -92,7 +101,7 @@ def _load_text(content: FileContent, source: str, limits: ReadLimits) -> list[Sp
             _read_directive(comment, settings, source)
             continue
         if table is None:
-            table = _TableRows.start(number, stripped, comments, source, limits)
+            table = _TableRows.start(number, stripped, comments, source, limits, declared_columns)
         else:
             table.add(number, stripped)
     if lines.control > content.count // 100:
@@ -207,13 +216,38 @@ def _table_header(
         tokens = _split_header(comments[-1], delimiter)
         if len(tokens) == width and _role(_parse_column(tokens[0]).name) == "wavelength":
             return _column_specs(tokens, source), rows
-    if width not in (2, 3):
+    if width != 2:
         raise SpectrumFormatError(
-            f"{source}: headerless table with {width} columns; expected 2 or 3 "
-            "(wavelength, flux[, error]) or a header line naming the columns"
+            f"{source}: headerless table with {width} columns: which column is the flux and "
+            "whether any is an uncertainty is not guessed. Name the columns in a header line "
+            f"(e.g. 'wavelength flux error') or {_DECLARE_HINT}"
         )
-    names = ["wavelength", "flux", "error"][:width]
-    return _column_specs(names, source), rows
+    return _column_specs(["wavelength", "flux"], source, headerless=True), rows
+
+
+_DECLARE_HINT = (
+    "declare them on upload (form field 'Columns', API parameter 'columns', e.g. "
+    "'wavelength,flux,error' or 'wavelength,flux,ignore')"
+)
+
+
+def _declared_header(
+    rows: list[tuple[int, str]], declared: tuple[str, ...], delimiter: str | None, source: str
+) -> tuple[list[_ColumnSpec], list[tuple[int, str]]]:
+    """Columns as declared; a header line in the file, if any, is skipped."""
+    first_tokens = _split_row(rows[0][1], delimiter)
+    if len(first_tokens) != len(declared):
+        raise SpectrumFormatError(
+            f"{source}: {len(declared)} columns declared ({', '.join(declared)}), but line "
+            f"{rows[0][0]} has {len(first_tokens)}"
+        )
+    specs = []
+    for token in declared:
+        name, unit = _split_unit(token)
+        role = "other" if name == "ignore" else name
+        specs.append(_ColumnSpec(role=role, name=f"{name} (declared)", unit=unit, frame=None))
+    data = rows if all(_is_number(token) for token in first_tokens) else rows[1:]
+    return specs, data
 
 
 def _split_header(line: str, delimiter: str | None) -> list[str]:
@@ -281,10 +315,39 @@ def _split_unit(token: str) -> tuple[str, str | None]:
     return stripped[:opening].strip(), stripped[opening + 1 : -1].strip() or None
 
 
-def _column_specs(tokens: list[str], source: str) -> list[_ColumnSpec]:
+def _column_specs(tokens: list[str], source: str, *, headerless: bool = False) -> list[_ColumnSpec]:
     specs = [_parse_column(token) for token in tokens]
+    if headerless:
+        specs = [_ColumnSpec(s.role, f"{s.name} (headerless)", s.unit, s.frame) for s in specs]
     _require_roles(specs, source)
+    _check_error_unit(specs, source)
     return specs
+
+
+def _check_error_unit(specs: list[_ColumnSpec], source: str) -> None:
+    """An 'error' column in another unit than the flux is not the flux's uncertainty."""
+    flux = next(spec for spec in specs if spec.role == "flux")
+    for spec in specs:
+        if (
+            spec.role == "error"
+            and spec.unit
+            and flux.unit
+            and not _same_unit(spec.unit, flux.unit)
+        ):
+            raise SpectrumFormatError(
+                f"{source}: column {spec.name!r} is in {spec.unit!r}, the flux in "
+                f"{flux.unit!r}: it is not read as the flux's uncertainty. Rename it or "
+                f"{_DECLARE_HINT}"
+            )
+
+
+def _same_unit(first: str, second: str) -> bool:
+    if first.strip().lower() == second.strip().lower():
+        return True
+    try:
+        return bool(units.Unit(first) == units.Unit(second))
+    except (ValueError, TypeError):
+        return False
 
 
 def _require_roles(specs: list[_ColumnSpec], source: str) -> None:
@@ -293,7 +356,7 @@ def _require_roles(specs: list[_ColumnSpec], source: str) -> None:
         if required not in roles:
             raise SpectrumFormatError(
                 f"{source}: missing column {required!r} (found {[s.name for s in specs]}; "
-                f"accepted names: {sorted(accepted)})"
+                f"accepted names: {sorted(accepted)}); rename it or {_DECLARE_HINT}"
             )
     repeated = sorted({role for role in roles if roles.count(role) > 1})
     if repeated:
@@ -329,6 +392,7 @@ class _TableRows:
         comments: list[str],
         source: str,
         limits: ReadLimits,
+        declared: tuple[str, ...] | None = None,
     ) -> _TableRows:
         if len(first) > _MAX_HEADER_CHARS:
             raise SpectrumFormatError(
@@ -336,7 +400,10 @@ class _TableRows:
                 "too long for a table header or row"
             )
         delimiter = "," if "," in first else None
-        columns, data_rows = _table_header([(number, first)], comments, delimiter, source)
+        if declared is not None:
+            columns, data_rows = _declared_header([(number, first)], declared, delimiter, source)
+        else:
+            columns, data_rows = _table_header([(number, first)], comments, delimiter, source)
         table = cls(columns, delimiter, source, limits)
         for row_number, row in data_rows:
             table.add(row_number, row)
@@ -409,10 +476,17 @@ def _table_spectrum(
     wave_spec = next(spec for spec in columns if spec.role == "wavelength")
     unit = wave_spec.unit or settings.wavelength_unit
     frame = wave_spec.frame or settings.frame or "vacuum"
+    if wave_spec.frame:
+        said = frame_meta(frame, "file", f"column name {wave_spec.name!r}")
+    elif settings.frame:
+        said = frame_meta(frame, "file", "a frame line in the table header")
+    else:
+        said = frame_meta(frame, "assumed", "the table names no frame")
     wavelength = np.asarray(arrays["wavelength"], dtype=np.float64) * _angstrom_per(unit, source)
     meta: dict[str, Any] = {
         "wavelength_unit_in_file": unit or "Angstrom",
         "wavelength_frame_in_file": frame,
+        **said,
     }
     if frame == "air":
         wavelength = _air_column_to_vacuum(wavelength, source)

@@ -101,8 +101,9 @@ def validate_arrays(
 ) -> ValidatedArrays:
     """Check and normalise the arrays of one spectrum; raise SpectrumFormatError naming ``source``.
 
-    A decreasing or permuted grid is sorted, carrying flux/ivar/mask along; a duplicated wavelength
-    is refused. Non-finite flux or ivar and ivar <= 0 are masked, never dropped.
+    A decreasing grid is reversed, carrying flux/ivar/mask along; a grid that is neither increasing
+    nor decreasing (a duplicated wavelength, overlapping orders, shuffled rows) is refused: it is
+    not one spectrum. Non-finite flux or ivar and ivar <= 0 are masked, never dropped.
     """
     return _validate(wavelength, flux, ivar, source=source, mask=mask, min_pixels=2)
 
@@ -122,11 +123,14 @@ def _validate(
     _check_wavelength_values(wave, source)
     if not np.isfinite(values).any():
         raise SpectrumFormatError(f"{source}: all flux values are non-finite (NaN or inf)")
-    if np.any(np.diff(wave) <= 0):
+    steps = np.diff(wave)
+    if np.any(steps <= 0):
         order = np.argsort(wave, kind="stable")
         _refuse_duplicates(wave, order, source)
-        wave, values, bad = wave[order], values[order], bad[order]
-        inverse_variance = None if inverse_variance is None else inverse_variance[order]
+        if np.any(steps > 0):
+            _refuse_unordered(wave, steps, source)
+        wave, values, bad = wave[::-1], values[::-1], bad[::-1]
+        inverse_variance = None if inverse_variance is None else inverse_variance[::-1]
     bad = bad | ~np.isfinite(values)
     if inverse_variance is not None:
         with np.errstate(invalid="ignore"):
@@ -190,6 +194,69 @@ def _refuse_duplicates(wave: np.ndarray, order: np.ndarray, source: str) -> None
             f"{source}: wavelength grid is not monotonic: duplicate wavelength "
             f"{sorted_wave[first]} at pixels {pixels[0]} and {pixels[1]}"
         )
+
+
+def _refuse_unordered(wave: np.ndarray, steps: np.ndarray, source: str) -> None:
+    rising = bool(steps[0] > 0)
+    turn = int(np.flatnonzero((steps > 0) != rising)[0])
+    raise SpectrumFormatError(
+        f"{source}: not a spectrum: the wavelength grid is not monotonic: it "
+        f"{'rises' if rising else 'falls'} to {wave[turn]:g} at pixel {turn}, then "
+        f"{'falls' if rising else 'rises'} to {wave[turn + 1]:g} at pixel {turn + 1} (shuffled rows or overlapping "
+        "orders are not one spectrum)"
+    )
+
+
+# --- what a spectrum file must hold -------------------------------------------------------------
+
+MIN_SPECTRUM_PIXELS = 50
+WAVELENGTH_RANGE = (1000.0, 30000.0)  # Angstrom: the ultraviolet to the near infrared
+
+
+def refuse_non_spectrum(spectrum: Spectrum, source: str) -> None:
+    """Refuse what a file holds when it cannot be a spectrum: too few pixels, or a wavelength
+    grid that lies (almost) wholly outside 1,000-30,000 Angstrom."""
+    size = len(spectrum)
+    if size < MIN_SPECTRUM_PIXELS:
+        raise SpectrumFormatError(
+            f"{source}: not a spectrum: {size} pixels; a spectrum needs at least "
+            f"{MIN_SPECTRUM_PIXELS}"
+        )
+    low, high = WAVELENGTH_RANGE
+    wave = spectrum.wavelength
+    inside = int(np.count_nonzero((wave >= low) & (wave <= high)))
+    if inside < MIN_SPECTRUM_PIXELS:
+        raise SpectrumFormatError(
+            f"{source}: not a spectrum: the wavelength grid {wave[0]:.6g}-{wave[-1]:.6g} Angstrom "
+            f"has {inside} pixels within {low:,.0f}-{high:,.0f} Angstrom; at least "
+            f"{MIN_SPECTRUM_PIXELS} are needed (wavelengths in another unit? name it in the file "
+            "or declare it)"
+        )
+
+
+# --- the wavelength frame ------------------------------------------------------------------------
+
+FRAME_SOURCES = ("file", "survey", "declared", "assumed")
+
+
+def frame_meta(frame: str, source: str, basis: str) -> dict[str, str]:
+    """The meta entries that say in which frame the file's wavelengths were (they are vacuum in
+    the Spectrum either way), who said so (``FRAME_SOURCES``), and on what basis."""
+    assert frame in ("air", "vacuum") and source in FRAME_SOURCES
+    return {
+        "wavelength_frame": frame,
+        "wavelength_frame_source": source,
+        "wavelength_frame_basis": basis,
+    }
+
+
+def vacuum_wavelengths(wavelength: np.ndarray, frame: str, source: str) -> np.ndarray:
+    """``wavelength`` (Angstrom, in ``frame``) in vacuum; bad values are refused by name."""
+    if frame != "air":
+        return wavelength
+    if not np.all(np.isfinite(wavelength) & (wavelength > 0)):
+        _check_wavelength_values(wavelength, source)
+    return np.asarray(air_to_vacuum(wavelength), dtype=np.float64)
 
 
 # --- air and vacuum ------------------------------------------------------------------------------

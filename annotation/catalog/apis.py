@@ -20,6 +20,7 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.http import _expert
+from annotation.core.serializers import CONFLICT, NOT_FOUND
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
     Candidate,
@@ -311,7 +312,12 @@ class ExpertDecisionCreateApi(APIView):
     @extend_schema(
         operation_id="expert_decision_create",
         request=InputSerializer,
-        responses={201: ExpertDecisionOutputSerializer, 200: ExpertDecisionOutputSerializer},
+        responses={
+            201: ExpertDecisionOutputSerializer,
+            200: ExpertDecisionOutputSerializer,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
         description="Record your YES / NO / unsure on a finished candidate (201), or change "
         "your earlier decision (200); one decision per expert and candidate.",
     )

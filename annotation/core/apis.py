@@ -29,7 +29,12 @@ from annotation.core.http import _expert
 from annotation.core.models import AuditLog, Job, ModelEndpoint
 from annotation.core.permissions import AUDIT_LOG_READ, job_cancel_allowed
 from annotation.core.roles import Role, accounts_with_roles, has_role, user_roles
-from annotation.core.serializers import JobOutputSerializer, _paginated
+from annotation.core.serializers import (
+    BAD_REQUEST,
+    ErrorOutputSerializer,
+    JobOutputSerializer,
+    _paginated,
+)
 from webapp.auth import session_signed_in_at, token_expires_at
 
 
@@ -107,8 +112,7 @@ class AccountRolesSetApi(APIView):
 
 
 ERROR = OpenApiResponse(
-    response=inline_serializer("WorkflowErrorOutput", {"detail": serializers.CharField()}),
-    description="The rule or reason that refused the request.",
+    response=ErrorOutputSerializer, description="The rule or reason that refused the request."
 )
 
 
@@ -155,7 +159,7 @@ class ApiTokenIssueApi(APIView):
         key = serializers.CharField()
 
     @extend_schema(
-        request=InputSerializer, responses={201: OutputSerializer, 400: ERROR, 403: ERROR}
+        request=InputSerializer, responses={201: OutputSerializer, 400: BAD_REQUEST, 403: ERROR}
     )
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
@@ -356,15 +360,6 @@ class EndpointUpdateApi(APIView):
         except errors.WorkflowError as error:
             return error_response(error)
         return Response(EndpointSerializer(endpoint).data)
-
-
-CONFLICT = OpenApiResponse(
-    response=inline_serializer(
-        "VersionConflictOutput",
-        {"detail": serializers.CharField(), "head": serializers.IntegerField()},
-    ),
-    description="The trajectory moved on (stale version or state); nothing was saved.",
-)
 
 
 class WorkflowApi(APIView):

@@ -23,10 +23,16 @@ from annotation import blinding
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core import services as core_services
-from annotation.core.apis import CONFLICT, ERROR, WorkflowApi
+from annotation.core.apis import ERROR, WorkflowApi
 from annotation.core.http import _expert
 from annotation.core.models import AuditLog, ImageBlob
-from annotation.core.serializers import JobOutputSerializer, _paginated, _username
+from annotation.core.serializers import (
+    BAD_REQUEST,
+    CONFLICT,
+    JobOutputSerializer,
+    _paginated,
+    _username,
+)
 from annotation.curation import datasets, selectors, services
 from annotation.curation.forms import (
     EditorState,
@@ -202,9 +208,6 @@ class CurationVersionDetailApi(CurationApi):
 class CurationHistoryApi(CurationApi):
     """The audit log (paginated, blinded like the page) and the version chain."""
 
-    # Answers a page (count, next, previous, results): the schema says so too.
-    pagination_class = PageNumberPagination
-
     role_rule = permissions.CURATION_READ
 
     class EntryOutputSerializer(serializers.ModelSerializer):
@@ -221,7 +224,20 @@ class CurationHistoryApi(CurationApi):
             model = TrajectoryVersion
             fields = ["number", "kind", "author", "comment", "created_at"]
 
-    @extend_schema(responses=EntryOutputSerializer(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("page", int, description="1-based page of the log")],
+        # A page of the log (count, next, previous, results) and the whole version chain.
+        responses=inline_serializer(
+            "CurationHistoryPage",
+            {
+                "count": serializers.IntegerField(),
+                "next": serializers.URLField(allow_null=True),
+                "previous": serializers.URLField(allow_null=True),
+                "results": EntryOutputSerializer(many=True),
+                "versions": VersionSummarySerializer(many=True),
+            },
+        ),
+    )
     def get(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         rows = history_visible_to(curation=curation, user=_expert(request))
@@ -265,7 +281,7 @@ class CurationScreenApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: CurationOutputSerializer, 400: ERROR, 403: ERROR, 409: ERROR},
+        responses={200: CurationOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -278,7 +294,9 @@ class CurationScreenApi(CurationApi):
 class CurationClaimRevisionApi(CurationApi):
     role_rule = permissions.CURATE
 
-    @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
+    @extend_schema(
+        request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: CONFLICT}
+    )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         services.curation_claim_revision(curation=curation, user=_expert(request))
@@ -317,7 +335,7 @@ class CurationRevisionSaveApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: VersionOutputSerializer, 400: ERROR, 403: ERROR, 409: CONFLICT},
+        responses={201: VersionOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -422,7 +440,9 @@ class CurationSubmitForAuditApi(CurationApi):
 class CurationClaimAuditApi(CurationApi):
     role_rule = permissions.CURATE
 
-    @extend_schema(request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: ERROR})
+    @extend_schema(
+        request=None, responses={200: CurationOutputSerializer, 403: ERROR, 409: CONFLICT}
+    )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         services.curation_claim_audit(curation=curation, user=_expert(request))
@@ -445,7 +465,7 @@ class AuditSubmitApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: AuditOutputSerializer, 400: ERROR, 403: ERROR, 409: CONFLICT},
+        responses={201: AuditOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -466,7 +486,7 @@ class VoteCastApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: VoteOutputSerializer, 400: ERROR, 403: ERROR, 409: ERROR},
+        responses={201: VoteOutputSerializer, 400: BAD_REQUEST, 403: ERROR, 409: CONFLICT},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -485,7 +505,7 @@ class CurationReassignApi(CurationApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: CurationOutputSerializer, 400: ERROR, 403: ERROR},
+        responses={200: CurationOutputSerializer, 400: BAD_REQUEST, 403: ERROR},
     )
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
@@ -508,7 +528,7 @@ class CurationStandardizeApi(CurationApi):
 
     role_rule = permissions.CURATION_MANAGE
 
-    @extend_schema(request=None, responses={202: JobOutputSerializer, 403: ERROR, 409: ERROR})
+    @extend_schema(request=None, responses={202: JobOutputSerializer, 403: ERROR, 409: CONFLICT})
     def post(self, request: Request, curation_id: int) -> Response:
         curation = _get_curation_for_user(request, curation_id)
         standardize_run_check(curation, _expert(request))
@@ -554,7 +574,7 @@ class DraftJobCreateApi(CurationApi):
                 )
             return teacher
 
-    @extend_schema(request=InputSerializer, responses={201: JobOutputSerializer, 400: ERROR})
+    @extend_schema(request=InputSerializer, responses={201: JobOutputSerializer, 400: BAD_REQUEST})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -583,7 +603,7 @@ class CurationImportApi(CurationApi):
         created_ids = serializers.ListField(child=serializers.IntegerField())
         skipped = serializers.ListField(child=serializers.CharField())
 
-    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, 400: ERROR})
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer, 400: BAD_REQUEST})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -646,12 +666,18 @@ class DatasetExportCreateApi(CurationApi):
     class InputSerializer(serializers.Serializer):
         task = serializers.CharField(required=False, allow_blank=True, default="")
 
+    class OutputSerializer(ExportOutputSerializer):
+        new = serializers.BooleanField(help_text="false: nothing changed, this is the latest")
+
+        class Meta(ExportOutputSerializer.Meta):
+            fields = [*ExportOutputSerializer.Meta.fields, "new"]
+
     @extend_schema(
         request=InputSerializer,
         responses={
-            201: ExportOutputSerializer,
-            200: OpenApiResponse(ExportOutputSerializer, description="unchanged: the latest"),
-            400: ERROR,
+            201: OutputSerializer,
+            200: OpenApiResponse(OutputSerializer, description="unchanged: the latest"),
+            400: BAD_REQUEST,
         },
     )
     def post(self, request: Request) -> Response:

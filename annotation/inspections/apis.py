@@ -17,6 +17,7 @@ from annotation.core.apis import error_response
 from annotation.core.endpoints import public_policy_spec
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
+from annotation.core.serializers import BAD_REQUEST, CONFLICT
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections import reproduction, selectors, services
 from annotation.inspections.models import Candidate, InspectionRun
@@ -85,6 +86,42 @@ class CandidateOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+class RunDetailOutputSerializer(RunOutputSerializer):
+    """The run, how far it is, its figures, and a page of its candidates (``?page=``)."""
+
+    progress = serializers.DictField(help_text="candidate counts by state, the pace and the ETA")
+    metrics = serializers.DictField(
+        allow_null=True, help_text="on a labelled set: F1, accuracy, calibration (else null)"
+    )
+    reproducibility = serializers.DictField(help_text="what the background re-check found")
+    candidates = CandidateOutputSerializer(many=True, help_text="this page of the candidates")
+    candidates_count = serializers.IntegerField(help_text="all the candidates this user may read")
+
+    class Meta(RunOutputSerializer.Meta):
+        fields = [
+            *RunOutputSerializer.Meta.fields,
+            "progress",
+            "metrics",
+            "reproducibility",
+            "candidates",
+            "candidates_count",
+        ]
+
+
+class RolloutOutputSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    prediction = serializers.CharField(allow_blank=True, help_text="YES, NO or blank")
+    confidence = serializers.FloatField(allow_null=True)
+    trajectory = serializers.DictField(help_text="the stored trajectory (steps and answer)")
+
+
+class CandidateDetailOutputSerializer(CandidateOutputSerializer):
+    rollouts = RolloutOutputSerializer(many=True)
+
+    class Meta(CandidateOutputSerializer.Meta):
+        fields = [*CandidateOutputSerializer.Meta.fields, "rollouts"]
+
+
 def _get_run_for_user(request: Request, run_id: int) -> InspectionRun:
     """The run, if this user may read it; otherwise 404, as if there were none (Blinding)."""
     runs = blinding.runs_visible_to(user=request.user).select_related("task")
@@ -129,7 +166,7 @@ class InspectionRunCreateApi(APIView):
         confidence_threshold = serializers.FloatField(min_value=0, max_value=1, default=0.0)
         name = serializers.CharField(max_length=120, required=False, allow_blank=True)
 
-    @extend_schema(request=InputSerializer, responses=RunOutputSerializer)
+    @extend_schema(request=InputSerializer, responses={201: RunOutputSerializer})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -157,7 +194,7 @@ class InspectionRunCreateApi(APIView):
 class InspectionRunDetailApi(APIView):
     role_rule = permissions.INSPECTION_READ
 
-    @extend_schema(responses=RunOutputSerializer)
+    @extend_schema(responses=RunDetailOutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
         run = _get_run_for_user(request, run_id)
         data = dict(RunOutputSerializer(run, context={"request": request}).data)
@@ -191,7 +228,7 @@ class InspectionRunCancelApi(APIView):
 class CandidateDetailApi(APIView):
     role_rule = permissions.INSPECTION_READ
 
-    @extend_schema(responses=CandidateOutputSerializer)
+    @extend_schema(responses=CandidateDetailOutputSerializer)
     def get(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
         data = dict(CandidateOutputSerializer(candidate).data)
@@ -272,7 +309,9 @@ class CandidateReproduceApi(APIView):
 class CandidateRetryApi(APIView):
     role_rule = permissions.INSPECTION_CONTROL
 
-    @extend_schema(request=None, responses=CandidateOutputSerializer)
+    @extend_schema(
+        request=None, responses={200: CandidateOutputSerializer, 400: BAD_REQUEST, 409: CONFLICT}
+    )
     def post(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
         try:

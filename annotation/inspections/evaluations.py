@@ -24,7 +24,7 @@ from annotation.core import services as core_services
 from annotation.core.errors import WorkflowError
 from annotation.core.jobs import runner
 from annotation.core.models import Job, JobState
-from annotation.inspections.services import _check_policy_spec
+from annotation.inspections.run_policies import policy_spec_check
 
 JOB_KIND = "evaluation"
 # Real corpus parts first: development (tuned on) and validation (never tuned on).
@@ -62,7 +62,7 @@ def evaluation_start(
             f"synthetic spectra per task must be 0-{MAX_SYNTHETIC_PER_TASK}; "
             f"got {synthetic_per_task}"
         )
-    spec, _ = _check_policy_spec(policy_spec, user=actor)
+    spec, _ = policy_spec_check(policy_spec, user=actor)
     return core_services.job_create(
         kind=JOB_KIND,
         params={
@@ -77,7 +77,7 @@ def evaluation_start(
 
 def _samples(params: dict[str, Any]) -> dict[str, list[Any]]:
     """part -> evaluation samples; a real part is empty when the corpus cache is not built."""
-    from agent import real_bench
+    from agent.bench import real as real_bench
     from agent.evaluation import specvi_mini_samples
     from agent.real_corpus import CorpusUnavailable
 
@@ -104,8 +104,9 @@ def _finite(value: float | None) -> float | None:
 
 @runner(JOB_KIND)
 def run_evaluation(job: Job) -> dict[str, Any]:
-    from agent import evaluation, real_bench
-    from annotation.inspections.jobs import policy_for
+    from agent import evaluation
+    from agent.bench import real as real_bench
+    from annotation.inspections.run_policies import policy_for
 
     params = job.params
     parts = _samples(params)

@@ -12,64 +12,12 @@ from annotation.core import services as core_services
 from annotation.core.jobs import OutageWatch, retry_delay, runner, waiting_reason
 from annotation.core.models import Job
 from annotation.inspections import services
+from annotation.inspections.run_policies import policy_for
 
 logger = logging.getLogger(__name__)
 
 
 # --- inspection candidates --------------------------------------------------------------------------
-
-_policies: dict[str, Any] = {}
-
-
-def policy_for(spec: dict[str, Any], sampling: dict[str, Any] | None = None) -> Any:
-    """A policy per worker process and spec (loading a checkpoint once, not per candidate).
-
-    Every thread of the worker shares it, so a policy holds no state of one episode: the
-    rule-based inspector's ``begin`` makes an object per episode, model policies keep their
-    usage per thread and take turns on one model (``agent.policies.base``).
-
-    An ``openai`` spec names its endpoint; the endpoint is looked up (and must be enabled) on
-    every call, and its current URL and key decide which cached policy is used.
-    """
-    import json
-
-    from annotation.core import endpoints
-
-    if spec["kind"] == "openai":
-        endpoint, api_key = _usable_endpoint(spec)
-        key = json.dumps(
-            [spec, sampling or {}, endpoints.fingerprint(endpoint, api_key)], sort_keys=True
-        )
-    else:
-        key = json.dumps([spec, sampling or {}], sort_keys=True)
-    if key not in _policies:
-        _policies[key] = build_run_policy(spec, sampling)
-    return _policies[key]
-
-
-def build_run_policy(spec: dict[str, Any], sampling: dict[str, Any] | None = None) -> Any:
-    """A new policy for a run's spec and sampling (``policy_for`` caches one per process)."""
-    from agent.policies import build_policy
-    from annotation.core import endpoints
-
-    if spec["kind"] == "openai":
-        endpoint, api_key = _usable_endpoint(spec)
-        return endpoints.endpoint_policy(endpoint, options=spec, sampling=sampling, key=api_key)
-    full = dict(spec)
-    if sampling and full["kind"] != "rule-based":
-        full["sampling"] = sampling
-    return build_policy(full)
-
-
-def _usable_endpoint(spec: dict[str, Any]) -> tuple[Any, str | None]:
-    from annotation.core import endpoints
-
-    if not spec.get("endpoint"):
-        raise endpoints.EndpointError(
-            "this run names no registered model endpoint; start a new run with one"
-        )
-    endpoint = endpoints.find_usable(spec["endpoint"])
-    return endpoint, endpoints.api_key(endpoint)
 
 
 @dataclass

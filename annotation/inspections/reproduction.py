@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,7 @@ from annotation.inspections.models import (
     LiveStep,
     Rollout,
 )
+from annotation.inspections.run_policies import build_run_policy
 
 # What differs between two executions of the same episode by design: the trajectory's random id
 # and the seconds each turn took.
@@ -76,40 +76,9 @@ class Reproduction:
         }
 
 
-def deterministic(run: InspectionRun) -> tuple[bool, str]:
-    """Whether re-running the run's policy must give the stored answers exactly, and why not.
-
-    The rule-based inspector is deterministic. A model is only when its run asked for greedy
-    decoding with a seed; otherwise a re-run is a fresh sample and a difference is no alarm."""
-    if run.policy_spec.get("kind") == "rule-based":
-        return True, ""
-    sampling = run.sampling or {}
-    temperature = sampling.get("temperature", 0.0)
-    if temperature == 0.0 and sampling.get("seed") is not None:
-        return True, ""
-    return False, (
-        f"the run samples its model (temperature {temperature}, seed {sampling.get('seed')}): "
-        "a re-run is a new sample, so differences are expected"
-    )
-
-
-def sampled_for_recheck(candidate_id: int, *, first_id: int | None, rate: float) -> bool:
-    """Whether a finished candidate is in its run's background re-check sample: the run's first
-    candidate always, the rest at ``rate`` by a hash of the id (the same answer on every worker,
-    with no query)."""
-    if candidate_id == first_id:
-        return True
-    if rate <= 0.0:
-        return False
-    if rate >= 1.0:
-        return True
-    return zlib.crc32(candidate_id.to_bytes(8, "little")) < rate * 2**32
-
-
 def reference_policy(run: InspectionRun) -> Any:
     """A fresh policy for the run (never the worker's cached one): the reference shares nothing
     with the execution it checks."""
-    from annotation.inspections.jobs import build_run_policy
 
     return build_run_policy(run.policy_spec, run.sampling)
 

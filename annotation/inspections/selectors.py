@@ -150,7 +150,7 @@ def run_reproducibility(*, run: InspectionRun, user: Any) -> dict[str, Any]:
     """What the run's background re-check found, for its page and API: whether its policy
     reproduces exactly (and why not), the sample, how many were checked and the mismatches the
     user may see (blinding hides candidates as everywhere else)."""
-    from annotation.inspections.reproduction import deterministic
+    from annotation.inspections.run_policies import deterministic
 
     record = run.reproducibility or {}
     exact, why_not = deterministic(run)

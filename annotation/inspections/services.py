@@ -16,11 +16,8 @@ from django.utils import timezone
 
 from agent.spectra.value import iau_designation
 from agent.trajectory import Trajectory
-from annotation.core import endpoints
-from annotation.core.errors import NotAllowed, WorkflowError, WrongState
-from annotation.core.models import ModelEndpoint
+from annotation.core.errors import WorkflowError, WrongState
 from annotation.core.permissions import check_owner_or_staff
-from annotation.core.roles import Role
 from annotation.core.services import _GAVE_UP, audit_log_record, job_create
 from annotation.core.sql import rows_insert
 from annotation.curation.services import PngsByHash, image_blobs_store
@@ -34,85 +31,15 @@ from annotation.inspections.models import (
     LiveStep,
     Rollout,
 )
+from annotation.inspections.run_policies import policy_spec_check, sampling_check
 from annotation.spectra.models import Spectrum, Task
-from annotation.training_runs.services import _checked_model_path
 
 logger = logging.getLogger(__name__)
 
 # --- inspection runs ------------------------------------------------------------------------------
 
-POLICY_KINDS = ("rule-based", "transformers", "openai")
-
-
-# What a user's OpenAI-compatible spec may hold: which endpoint, and how patiently to call it.
-OPENAI_SPEC_KEYS = ("kind", "endpoint", "model", *endpoints.CALL_OPTIONS)
-
-
-def endpoint_spec_check(
-    spec: dict[str, Any], *, user: User | None
-) -> tuple[dict[str, Any], ModelEndpoint]:
-    """The stored form of a user's ``{"kind": "openai", "endpoint": NAME | ID, ...}`` spec and
-    its endpoint. No URL or key is accepted: the endpoint's own are used when the call is made.
-    """
-    from annotation.core.roles import has_role
-
-    for refused in ("base_url", "api_key"):
-        if refused in spec:
-            raise WorkflowError(
-                f"{refused} is not accepted; choose a registered endpoint: "
-                f"{endpoints.choices_text()}"
-            )
-    unknown = sorted(set(spec) - set(OPENAI_SPEC_KEYS))
-    if unknown:
-        raise WorkflowError(
-            f"policy spec keys {unknown} are not accepted for an endpoint; "
-            f"allowed: {', '.join(OPENAI_SPEC_KEYS)}"
-        )
-    if user is not None and not has_role(user, Role.ML_ENGINEER, Role.EXPERT, Role.STAFF):
-        raise NotAllowed("calling a model endpoint needs the ml_engineer, expert or staff role")
-    try:
-        endpoint = endpoints.find_usable(spec.get("endpoint") or endpoints.DEFAULT_ENDPOINT)
-        options = endpoints.call_options(spec)
-    except endpoints.EndpointError as error:
-        raise WorkflowError(str(error)) from None
-    model = spec.get("model")
-    if model not in (None, "", endpoint.model):
-        raise WorkflowError(
-            f"model {model!r} is not served by endpoint {endpoint.name!r}, which serves "
-            f"{endpoint.model!r}; choose the endpoint registered for that model"
-        )
-    stored = {"kind": "openai", "endpoint": endpoint.name, "model": endpoint.model, **options}
-    return stored, endpoint
-
-
-def _check_policy_spec(
-    spec: dict[str, Any], *, user: User | None
-) -> tuple[dict[str, Any], ModelEndpoint | None]:
-    kind = spec.get("kind")
-    if kind not in POLICY_KINDS:
-        raise WorkflowError(f"policy kind must be one of {', '.join(POLICY_KINDS)}; got {kind!r}")
-    if kind == "openai":
-        return endpoint_spec_check(spec, user=user)
-    if kind == "transformers":
-        spec = {**spec, "model_path": _checked_model_path(spec.get("model_path"))}
-    if "base_url" in spec or "api_key" in spec:
-        raise WorkflowError(f"a {kind} policy takes no base_url or api_key")
-    return dict(spec), None
-
 
 @transaction.atomic
-def _check_sampling(sampling: dict[str, Any] | None) -> None:
-    """Refused at creation, not by each candidate later: an unknown key (``base_url``,
-    ``api_key``, ``extra_body``...) would otherwise be stored and fail every candidate."""
-    from agent.policies.base import SamplingParams
-
-    try:
-        SamplingParams.coerce(sampling)
-    except (TypeError, ValueError) as error:
-        allowed = ", ".join(SamplingParams.__dataclass_fields__)
-        raise WorkflowError(f"sampling: {error} (allowed keys: {allowed})") from None
-
-
 def inspection_run_create(
     *,
     task: Task,
@@ -144,8 +71,8 @@ def inspection_run_create(
     missing = [pk for pk in unique_ids if pk not in found]
     if missing:
         raise WorkflowError(f"unknown spectrum ids: {missing[:10]}")
-    checked_spec, endpoint = _check_policy_spec(policy_spec, user=created_by)
-    _check_sampling(sampling)
+    checked_spec, endpoint = policy_spec_check(policy_spec, user=created_by)
+    sampling_check(sampling)
     run = InspectionRun.objects.create(
         name=name[:120],
         task=task,
@@ -735,7 +662,7 @@ RECHECK_DIFFERENCES_KEPT = 5
 def inspection_recheck_enqueue(*, run: InspectionRun, candidates: list[Candidate]) -> None:
     """Send the run's finished candidates that fall in its re-check sample to be reproduced in
     the background (nothing when none does, or when the run's policy samples)."""
-    from annotation.inspections.reproduction import deterministic, sampled_for_recheck
+    from annotation.inspections.run_policies import deterministic, sampled_for_recheck
 
     if not candidates or not deterministic(run)[0]:
         return

@@ -17,7 +17,7 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
-from annotation.inspections import evaluations, reproduction, selectors, services
+from annotation.inspections import evaluations, reproduction, run_policies, selectors, services
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections.forms import EvaluationForm, InspectionRunForm
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
@@ -194,7 +194,7 @@ def candidate_reproduce(request: HtmxHttpRequest, candidate_id: int) -> HttpResp
             "owner or staff may"
         )
     outcome = reproduction.candidate_reproduce(candidate.pk)
-    exact, why_not = reproduction.deterministic(candidate.run)
+    exact, why_not = run_policies.deterministic(candidate.run)
     template = "inspections/_reproduction.html" if request.htmx else "inspections/reproduction.html"
     return render(
         request,

@@ -24,6 +24,7 @@ from annotation.core.fields import IdField
 from annotation.core.http import _expert
 from annotation.core.models import ModelEndpoint
 from annotation.core.roles import Role, users_holding
+from annotation.core.serializers import CONFLICT
 from annotation.curation.models import Curation, CurationState
 from annotation.inspections.models import InspectionRun
 from annotation.rating import selectors, services
@@ -179,7 +180,7 @@ class CampaignCreateApi(APIView):
         n_items = serializers.IntegerField()
         n_pairs = serializers.IntegerField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
     def post(self, request: Request) -> Response:
         if not request.user.is_staff:
             return _forbidden("only staff can create rating campaigns")
@@ -257,7 +258,7 @@ class CampaignDetailApi(APIView):
 class CampaignCloseApi(APIView):
     role_rule = permissions.RATING_MANAGE
 
-    @extend_schema(request=None, responses=RatingCampaignSerializer)
+    @extend_schema(request=None, responses={200: RatingCampaignSerializer, 409: CONFLICT})
     def post(self, request: Request, campaign_id: int) -> Response:
         campaign = get_campaign_for_user(request, campaign_id)
         try:
@@ -322,7 +323,7 @@ class RatingSubmitApi(APIView):
         score = serializers.IntegerField()
         comment = serializers.CharField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 409: CONFLICT})
     def post(self, request: Request, assignment_id: int) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -396,7 +397,7 @@ class PairJudgementSubmitApi(APIView):
         judgement = serializers.IntegerField()
         outcome = serializers.CharField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 409: CONFLICT})
     def post(self, request: Request, judgement_id: int) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -539,7 +540,7 @@ class JudgeCreateApi(APIView):
                 )
             return {**attrs, "endpoint": endpoint}
 
-    @extend_schema(request=InputSerializer, responses=JudgeSerializer)
+    @extend_schema(request=InputSerializer, responses={201: JudgeSerializer})
     def post(self, request: Request) -> Response:
         if not request.user.is_staff:
             return _forbidden("only staff can add LLM judges")
@@ -562,7 +563,7 @@ class JudgeRunApi(APIView):
         state = serializers.CharField()
         total = serializers.IntegerField()
 
-    @extend_schema(request=None, responses=OutputSerializer)
+    @extend_schema(request=None, responses={202: OutputSerializer, 409: CONFLICT})
     def post(self, request: Request, campaign_id: int, judge_id: int) -> Response:
         campaign = get_campaign_for_user(request, campaign_id)
         judge = get_object_or_404(Judge, pk=judge_id)

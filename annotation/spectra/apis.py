@@ -18,7 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agent.resolution import Resolution, ResolutionError, parse_user_value
-from agent.spectra import SpectrumFormatError
+from agent.spectra import Declared, SpectrumFormatError
+from agent.spectra.declared import COLUMNS_HELP, DeclarationError, parse_columns
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import _expert
@@ -94,6 +95,22 @@ class SpectrumListApi(APIView):
         return paginator.get_paginated_response(SpectrumOutputSerializer(page, many=True).data)
 
 
+class SpectrumArrayPageSerializer(serializers.Serializer):
+    offset = serializers.IntegerField()
+    count = serializers.IntegerField()
+    total = serializers.IntegerField()
+    next_offset = serializers.IntegerField(allow_null=True, help_text="null on the last page")
+    next = serializers.URLField(required=False, help_text="the next page's URL")
+    wavelength = serializers.ListField(child=serializers.FloatField())
+    flux = serializers.ListField(
+        child=serializers.FloatField(allow_null=True), help_text="NaN as null"
+    )
+    ivar = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    mask = serializers.ListField(
+        child=serializers.BooleanField(), allow_null=True, help_text="true = bad pixel"
+    )
+
+
 class SpectrumDetailApi(APIView):
     role_rule = permissions.BROWSE
 
@@ -102,6 +119,14 @@ class SpectrumDetailApi(APIView):
 
         class Meta(SpectrumOutputSerializer.Meta):
             fields = [*SpectrumOutputSerializer.Meta.fields, "meta"]
+
+    class DocumentedOutputSerializer(OutputSerializer):
+        """What the schema documents: the spectrum, and with ``?arrays=1`` a page of pixels."""
+
+        arrays = SpectrumArrayPageSerializer(required=False)
+
+        class Meta(SpectrumOutputSerializer.Meta):
+            fields = [*SpectrumOutputSerializer.Meta.fields, "meta", "arrays"]
 
     class ArraysSerializer(serializers.Serializer):
         arrays = serializers.BooleanField(required=False, default=False)
@@ -119,7 +144,7 @@ class SpectrumDetailApi(APIView):
                 )
             return value
 
-    @extend_schema(parameters=[ArraysSerializer], responses=OutputSerializer)
+    @extend_schema(parameters=[ArraysSerializer], responses=DocumentedOutputSerializer)
     def get(self, request: Request, spectrum_id: int) -> Response:
         query = self.ArraysSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -261,6 +286,22 @@ class SpectrumUploadApi(APIView):
             "resolving power (1800, R=1800), an FWHM in Å (2.5 A) or in km/s (150 km/s)",
         )
 
+        columns = serializers.CharField(
+            max_length=200, required=False, allow_blank=True, default="", help_text=COLUMNS_HELP
+        )
+        wavelength_frame = serializers.ChoiceField(
+            choices=["", "air", "vacuum"],
+            default="",
+            help_text="air or vacuum, when the file does not say; a file that says otherwise is "
+            "refused. Left blank: as the file says, else assumed vacuum (recorded as assumed)",
+        )
+
+        def validate_columns(self, value: str) -> tuple[str, ...] | None:
+            try:
+                return parse_columns(value)
+            except DeclarationError as error:
+                raise serializers.ValidationError(str(error)) from None
+
         def validate_resolution(self, value: str) -> Resolution | None:
             if not value.strip():
                 return None
@@ -269,7 +310,7 @@ class SpectrumUploadApi(APIView):
             except ResolutionError as error:
                 raise serializers.ValidationError(str(error)) from None
 
-    @extend_schema(request=InputSerializer, responses=SpectrumOutputSerializer(many=True))
+    @extend_schema(request=InputSerializer, responses={201: SpectrumOutputSerializer(many=True)})
     def post(self, request: Request) -> Response:
         try:
             form = request.data
@@ -295,6 +336,9 @@ class SpectrumUploadApi(APIView):
                 task=data.get("task"),
                 label=data["label"],
                 resolution=data.get("resolution"),
+                declared=Declared(
+                    columns=data.get("columns"), frame=data.get("wavelength_frame") or None
+                ),
             )
         except (SpectrumFormatError, core_errors.UploadRejected) as error:
             return Response(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from agent.resolution import Resolution, ResolutionError, parse_user_value
+from agent.spectra.declared import COLUMNS_HELP, DeclarationError, parse_columns
 from annotation.spectra.models import Label, Task
 
 RESOLUTION_HELP = (
@@ -50,8 +51,10 @@ class SpectrumUploadForm(forms.Form):
     # The form metaclass moves declared fields into base_fields, so this does not replace
     # BaseForm.files (the uploaded files) at run time; the stubs see an override.
     files = MultipleFileField(  # type: ignore[assignment]
-        help_text="LAMOST, SDSS spec-*, DESI coadd-*, SpecVI-Bench parquet, CSV/ASCII/NPZ tables; "
-        "gzip is fine. The format is detected from the content."
+        help_text="LAMOST, SDSS spec-* and spSpec, DESI coadd-*, 1-D FITS images with a "
+        "wavelength WCS (IRAF, stellar libraries), FITS FLUX/ERROR/WAVELENGTH extensions, FITS "
+        "tables (ESO Phase 3, CALSPEC), SpecVI-Bench parquet, CSV/ASCII/NPZ tables; gzip is fine. "
+        "The format is detected from the content."
     )
     dataset = forms.SlugField(
         label="Data set",
@@ -66,8 +69,28 @@ class SpectrumUploadForm(forms.Form):
         label="Resolving power R", max_length=40, required=False, help_text=RESOLUTION_HELP
     )
 
+    columns = forms.CharField(
+        label="Columns", max_length=200, required=False, help_text=COLUMNS_HELP
+    )
+    wavelength_frame = forms.ChoiceField(
+        label="Wavelength frame",
+        choices=[
+            ("", "as the file says (else assumed vacuum)"),
+            ("air", "air"),
+            ("vacuum", "vacuum"),
+        ],
+        required=False,
+        help_text="Declare it when the file does not say; a file that says otherwise is refused.",
+    )
+
     def clean_resolution(self) -> Resolution | None:
         return _user_resolution(self.cleaned_data.get("resolution") or "")
+
+    def clean_columns(self) -> tuple[str, ...] | None:
+        try:
+            return parse_columns(self.cleaned_data.get("columns") or "")
+        except DeclarationError as error:
+            raise forms.ValidationError(str(error)) from None
 
 
 class RenderForm(forms.Form):

@@ -17,8 +17,8 @@ from django.db import IntegrityError, transaction
 
 from agent import inspection_tasks as agent_tasks
 from agent.resolution import Resolution
+from agent.spectra import Declared, SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from agent.spectra import Spectrum as SpectrumValue
-from agent.spectra import SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from annotation.core.errors import UploadRejected
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
@@ -196,11 +196,13 @@ def spectra_import_uploads(
     task: Task | None = None,
     label: str = "",
     resolution: Resolution | None = None,
+    declared: Declared | None = None,
 ) -> ImportResult:
     """Import uploaded files all-or-nothing: one bad file and nothing is stored.
 
     ``resolution`` (source "user") replaces what the files or survey defaults say, for every
-    spectrum of the upload."""
+    spectrum of the upload; ``declared`` (columns of a text table, wavelength frame) says what
+    the files may not."""
     if not files:
         raise UploadRejected("no file was uploaded")
     if len(files) > settings.SPECTRUM_UPLOAD_MAX_FILES:
@@ -224,7 +226,7 @@ def spectra_import_uploads(
                 for chunk in upload.chunks():
                     handle.write(chunk)
             try:
-                parsed.append((name, load_spectra(target, limits=read_limits())))
+                parsed.append((name, load_spectra(target, limits=read_limits(), declared=declared)))
             except SpectrumFormatError as error:
                 raise SpectrumFormatError(str(error).replace(str(target), name)) from None
     created: list[Spectrum] = []

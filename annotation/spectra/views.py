@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
-from agent.spectra import SpectrumFormatError
+from agent.spectra import Declared, SpectrumFormatError
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest
@@ -158,6 +158,7 @@ def spectrum_upload(request: HttpRequest) -> HttpResponse:
                 task=data["task"],
                 label=data["label"],
                 resolution=data["resolution"],
+                declared=Declared(columns=data["columns"], frame=data["wavelength_frame"] or None),
             )
         except (SpectrumFormatError, core_errors.UploadRejected) as error:
             form.add_error("files", f"Nothing was stored. {error}")

@@ -141,7 +141,7 @@ class TrainingRunCreateApi(APIView):
             help_text="any of learning_rate, num_train_epochs, max_steps, use_lora, lora_r",
         )
 
-    @extend_schema(request=InputSerializer, responses=TrainingRunOutputSerializer)
+    @extend_schema(request=InputSerializer, responses={201: TrainingRunOutputSerializer})
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         # The exports this user may read (annotation/blinding.py); another version is unknown.
@@ -168,10 +168,19 @@ class TrainingRunCreateApi(APIView):
         return Response(TrainingRunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
+class TrainingRunDetailOutputSerializer(TrainingRunOutputSerializer):
+    config = serializers.DictField(help_text="the resolved training configuration")
+    progress = serializers.DictField(help_text="the job's step, total and latest metrics")
+    checkpoint = CheckpointOutputSerializer(allow_null=True)  # type: ignore[assignment]
+
+    class Meta(TrainingRunOutputSerializer.Meta):
+        fields = [*TrainingRunOutputSerializer.Meta.fields, "config", "progress"]
+
+
 class TrainingRunDetailApi(APIView):
     role_rule = permissions.TRAINING_READ
 
-    @extend_schema(responses=TrainingRunOutputSerializer)
+    @extend_schema(responses=TrainingRunDetailOutputSerializer)
     def get(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(selectors.training_runs(), pk=run_id)
         data = dict(TrainingRunOutputSerializer(run).data)

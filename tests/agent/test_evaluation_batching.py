@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.bench_eval import run_eval_concurrency
+from agent.bench.eval_concurrency import run_eval_concurrency
 from agent.evaluation import evaluate, specvi_mini_samples
 from agent.inspection_tasks import get_task
 from agent.rollout import inspect_batch

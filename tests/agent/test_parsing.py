@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent.bench import pathological_turns
+from agent.bench.parse import pathological_turns
 from agent.parsing import (
     MAX_ERRORS_PER_TURN,
     TOOL_NAME,

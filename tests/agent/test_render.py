@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFont
 
-from agent.bench import make_parser
-from agent.bench_render import (
+from agent.bench.cli import make_parser
+from agent.bench.render import (
     TunedMatplotlibRenderer,
     format_render_report,
     random_windows,
@@ -431,7 +431,7 @@ def test_it_clips_a_title_wider_than_the_image():
 
 
 def test_it_checks_every_timed_render_against_a_fresh_render_of_its_own_window():
-    from agent.bench_render import RenderMismatch, load_bench_spectra, verify_renders
+    from agent.bench.render import RenderMismatch, load_bench_spectra, verify_renders
 
     spectrum = load_bench_spectra().spectra[0]
     tool = SpectralVisualizationTool(spectrum, cache_size=0)

@@ -37,6 +37,9 @@ from tests.agent.survey_fixtures import (
     write_table_npz,
 )
 
+GRID = np.linspace(4000.0, 5000.0, 60)
+BALMER = [4861.33, *np.linspace(4900.0, 6500.0, 58), 6562.80]  # air wavelengths at both ends
+
 REAL_FILES = {
     "spec-55859-F5902_sp01-001_dr7.fits.gz": {"SUBCLASS": "G7", "OBSID": "101001", "SNRR": 27.16},
     "spec-55859-F5902_sp01-013_dr8.fits.gz": {"SUBCLASS": "A2", "OBSID": "101013", "SNRR": 8.79},
@@ -150,13 +153,13 @@ def test_it_reads_the_lamost_redshift_with_sentinels_as_zero(
     tmp_path: Path, header: dict, expected: float
 ) -> None:
     path = tmp_path / "z.fits"
-    write_lamost_new(path, n_pixels=20, header=header)
+    write_lamost_new(path, n_pixels=60, header=header)
     assert load_one(path).redshift == expected
 
 
 def test_it_takes_snrg_when_snrr_is_absent(tmp_path: Path) -> None:
     path = tmp_path / "snr.fits"
-    write_lamost_old(path, n_pixels=20, drop_keys=("SNRR",))
+    write_lamost_old(path, n_pixels=60, drop_keys=("SNRR",))
     assert load_one(path).snr == pytest.approx(12.22)
 
 
@@ -164,14 +167,14 @@ def test_it_estimates_snr_from_flux_and_ivar_without_snr_keys(tmp_path: Path) ->
     path = tmp_path / "snr.fits"
     # flux 4 with ivar 0.25 (sigma 2) is S/N 2 everywhere
     write_lamost_old(
-        path, n_pixels=20, flux=np.full(20, 4.0), ivar=np.full(20, 0.25), drop_keys=("SNRR", "SNRG")
+        path, n_pixels=60, flux=np.full(60, 4.0), ivar=np.full(60, 0.25), drop_keys=("SNRR", "SNRG")
     )
     assert load_one(path).snr == pytest.approx(2.0)
 
 
 def test_it_uses_desig_as_lamost_object_id_without_obsid(tmp_path: Path) -> None:
     path = tmp_path / "desig.fits"
-    write_lamost_old(path, n_pixels=20, drop_keys=("OBSID",))
+    write_lamost_old(path, n_pixels=60, drop_keys=("OBSID",))
     assert load_one(path).object_id == "LAMOST J220848.54-020324.3"
 
 
@@ -274,7 +277,7 @@ def test_it_uses_desig_for_a_non_numeric_object_id(tmp_path: Path) -> None:
 
 
 def test_it_round_trips_a_spectrum_without_ivar(tmp_path: Path) -> None:
-    original = Spectrum(np.linspace(4000.0, 5000.0, 10), np.arange(10.0))
+    original = Spectrum(np.linspace(4000.0, 5000.0, 60), np.arange(60.0))
     save_lamost_fits(original, tmp_path / "noivar.fits")
     loaded = load_one(tmp_path / "noivar.fits")
     assert loaded.ivar is None
@@ -282,7 +285,7 @@ def test_it_round_trips_a_spectrum_without_ivar(tmp_path: Path) -> None:
 
 
 def test_it_keeps_masked_pixels_masked_through_save(tmp_path: Path) -> None:
-    original = sample_spectrum(size=10)
+    original = sample_spectrum(size=60)
     original.mask[2] = True  # e.g. a survey mask bit, ivar still positive
     save_lamost_fits(original, tmp_path / "masked.fits")
     assert np.flatnonzero(load_one(tmp_path / "masked.fits").mask).tolist() == [2, 5]
@@ -403,6 +406,13 @@ def tiny_desi_arms(b_flux: float, r_flux: float, b_mask: int = 0) -> dict[str, D
             np.array([[3.0, 3.0, 3.0]]),
             np.zeros((1, 3), dtype=np.uint32),
         ),
+        # a Z arm far away, so that the file holds a spectrum's worth of pixels
+        "Z": DesiArm(
+            7600.0 + 0.8 * np.arange(60),
+            np.ones((1, 60)),
+            np.ones((1, 60)),
+            np.zeros((1, 60), dtype=np.uint32),
+        ),
     }
 
 
@@ -410,10 +420,10 @@ def test_it_combines_overlapping_desi_pixels_by_inverse_variance(tmp_path: Path)
     path = tmp_path / "coadd.fits"
     write_desi_coadd(path, n_targets=1, arms=tiny_desi_arms(b_flux=2.0, r_flux=6.0))
     spectrum = load_one(path)
-    np.testing.assert_allclose(spectrum.wavelength, [5798.4, 5799.2, 5800.0, 5800.8])
+    np.testing.assert_allclose(spectrum.wavelength[:4], [5798.4, 5799.2, 5800.0, 5800.8])
     # (2*1 + 6*3) / (1 + 3) = 5, ivar 1 + 3 = 4
-    np.testing.assert_allclose(spectrum.flux, [1.0, 5.0, 5.0, 9.0])
-    np.testing.assert_allclose(spectrum.ivar, [1.0, 4.0, 4.0, 3.0])
+    np.testing.assert_allclose(spectrum.flux[:4], [1.0, 5.0, 5.0, 9.0])
+    np.testing.assert_allclose(spectrum.ivar[:4], [1.0, 4.0, 4.0, 3.0])
 
 
 def test_it_leaves_masked_desi_pixels_out_of_the_weighting(tmp_path: Path) -> None:
@@ -499,21 +509,19 @@ def test_it_masks_a_merged_pixel_when_no_arm_has_good_data() -> None:
 
 def test_it_reads_one_spectrum_per_specvi_row(tmp_path: Path) -> None:
     rows = [
-        specvi_row([4000.0, 4001.0, 4002.0], [1.0, 2.0, 3.0], None, name="CV 1", index=0),
-        specvi_row([5000.0, 5001.0], [4.0, 5.0], 0.5, data_source="specvi", name="", index=7),
+        specvi_row(GRID, [1.0, 2.0, 3.0] * 20, None, name="CV 1", index=0),
+        specvi_row(GRID + 1000.0, [4.0, 5.0] * 30, 0.5, data_source="specvi", name="", index=7),
     ]
     path = write_specvi_parquet(tmp_path / "test_cv.parquet", rows)
     first, second = load_spectra(path)
     assert (first.survey, first.object_id, first.redshift) == ("SpecVI-mini", "CV 1", 0.0)
     assert (second.survey, second.object_id, second.redshift) == ("SpecVI-Bench", "7", 0.5)
     assert second.source == f"{path}#row1"
-    np.testing.assert_array_equal(second.flux, [4.0, 5.0])
+    np.testing.assert_array_equal(second.flux, [4.0, 5.0] * 30)
 
 
 def test_it_keeps_specvi_labels_in_meta(tmp_path: Path) -> None:
-    rows = [
-        specvi_row([1.0, 2.0], [1.0, 1.0], ground_truth="NO", task="gm", split="train", index=3)
-    ]
+    rows = [specvi_row(GRID, [1.0] * 60, ground_truth="NO", task="gm", split="train", index=3)]
     spectrum = load_one(write_specvi_parquet(tmp_path / "train_gm.parquet", rows))
     assert spectrum.meta == {
         "data_source": "specvi-mini",
@@ -521,6 +529,9 @@ def test_it_keeps_specvi_labels_in_meta(tmp_path: Path) -> None:
         "index": 3,
         "split": "train",
         "task": "gm",
+        "wavelength_frame": "vacuum",
+        "wavelength_frame_source": "survey",
+        "wavelength_frame_basis": "SpecVI-Bench spectra are LAMOST spectra, in vacuum",
     }
 
 
@@ -534,9 +545,12 @@ def test_it_names_the_row_without_create_kwargs(tmp_path: Path) -> None:
 
 # --- plain tables -------------------------------------------------------------------------------
 
-WAVE = [4000.0, 4001.5, 4003.0, 4004.5]
-FLUX = [1.0, 2.5, -0.5, 3.25]
-ERROR = [0.5, 0.25, 2.0, 1.0]
+# four pixels worth checking, then enough for a spectrum (MIN_SPECTRUM_PIXELS)
+FILL = 56
+WAVE = [4000.0, 4001.5, 4003.0, 4004.5] + [4006.0 + 1.5 * i for i in range(FILL)]
+FLUX = [1.0, 2.5, -0.5, 3.25] + [1.0] * FILL
+ERROR = [0.5, 0.25, 2.0, 1.0] + [1.0] * FILL
+IVAR = [4.0, 16.0, 0.25, 1.0] + [1.0] * FILL
 
 
 @pytest.mark.parametrize("writer", [write_table_csv, write_table_ascii])
@@ -544,7 +558,7 @@ def test_it_reads_a_table_with_header(tmp_path: Path, writer) -> None:
     spectrum = load_one(writer(tmp_path / "t.txt", WAVE, FLUX, ERROR))
     np.testing.assert_array_equal(spectrum.wavelength, WAVE)
     np.testing.assert_array_equal(spectrum.flux, FLUX)
-    np.testing.assert_array_equal(spectrum.ivar, [4.0, 16.0, 0.25, 1.0])
+    np.testing.assert_array_equal(spectrum.ivar, IVAR)
     assert spectrum.survey == "table"
 
 
@@ -559,39 +573,55 @@ def test_it_reads_a_table_with_header(tmp_path: Path, writer) -> None:
 )
 def test_it_accepts_common_column_names(tmp_path: Path, header: tuple[str, ...]) -> None:
     spectrum = load_one(write_table_csv(tmp_path / "t.csv", WAVE, FLUX, ERROR, header=header))
-    np.testing.assert_array_equal(spectrum.ivar, [4.0, 16.0, 0.25, 1.0])
+    np.testing.assert_array_equal(spectrum.ivar, IVAR)
 
 
 def test_it_reads_an_ivar_column(tmp_path: Path) -> None:
     path = write_table_csv(
-        tmp_path / "t.csv", WAVE, FLUX, [1.0, 0.0, 2.0, 3.0], header=("wavelength", "flux", "ivar")
+        tmp_path / "t.csv",
+        WAVE,
+        FLUX,
+        [1.0, 0.0, 2.0, 3.0] + [1.0] * FILL,
+        header=("wavelength", "flux", "ivar"),
     )
     spectrum = load_one(path)
-    np.testing.assert_array_equal(spectrum.ivar, [1.0, 0.0, 2.0, 3.0])
-    assert spectrum.mask.tolist() == [False, True, False, False]
+    np.testing.assert_array_equal(spectrum.ivar, [1.0, 0.0, 2.0, 3.0] + [1.0] * FILL)
+    assert np.flatnonzero(spectrum.mask).tolist() == [1]
 
 
 @pytest.mark.parametrize("writer", [write_table_csv, write_table_ascii])
-@pytest.mark.parametrize("with_error", [False, True])
-def test_it_reads_headerless_numeric_columns(tmp_path: Path, writer, with_error: bool) -> None:
-    path = writer(tmp_path / "t.dat", WAVE, FLUX, ERROR if with_error else None, header=None)
-    spectrum = load_one(path)
+def test_it_reads_two_headerless_columns_as_wavelength_and_flux(tmp_path: Path, writer) -> None:
+    spectrum = load_one(writer(tmp_path / "t.dat", WAVE, FLUX, None, header=None))
     np.testing.assert_array_equal(spectrum.flux, FLUX)
-    assert (spectrum.ivar is not None) == with_error
+    assert spectrum.ivar is None
+    assert spectrum.meta["wavelength_frame_source"] == "assumed"
+
+
+@pytest.mark.parametrize("writer", [write_table_csv, write_table_ascii])
+def test_it_refuses_a_headerless_third_column_rather_than_take_it_for_an_error(
+    tmp_path: Path, writer
+) -> None:
+    # the O9.5 star: the third column was flux in another unit, read as the uncertainty
+    flux_fnu = [value * 3.3e-9 for value in FLUX]
+    path = writer(tmp_path / "t.dat", WAVE, FLUX, flux_fnu, header=None)
+    assert_format_error(
+        path, "headerless table with 3 columns", "not guessed", "API parameter 'columns'"
+    )
 
 
 def test_it_reads_a_header_given_as_a_comment_line(tmp_path: Path) -> None:
     path = write_table_ascii(
         tmp_path / "t.txt", WAVE, FLUX, ERROR, header=None, comments=["wave flux err"]
     )
-    np.testing.assert_array_equal(load_one(path).ivar, [4.0, 16.0, 0.25, 1.0])
+    np.testing.assert_array_equal(load_one(path).ivar, IVAR)
 
 
 @pytest.mark.parametrize("error", [0.0, -1.0, float("nan"), float("inf")])
 def test_it_masks_pixels_with_unusable_errors(tmp_path: Path, error: float) -> None:
-    spectrum = load_one(write_table_csv(tmp_path / "t.csv", WAVE, FLUX, [0.5, error, 2.0, 1.0]))
+    errors = [0.5, error, 2.0, 1.0] + [1.0] * FILL
+    spectrum = load_one(write_table_csv(tmp_path / "t.csv", WAVE, FLUX, errors))
     assert spectrum.ivar[1] == 0.0
-    assert spectrum.mask.tolist() == [False, True, False, False]
+    assert np.flatnonzero(spectrum.mask).tolist() == [1]
 
 
 @pytest.mark.parametrize(
@@ -609,25 +639,25 @@ def test_it_masks_pixels_with_unusable_errors(tmp_path: Path, error: float) -> N
 def test_it_converts_wavelength_units_to_angstrom(
     tmp_path: Path, writer, header: tuple[str, ...], comments: tuple[str, ...], factor: float
 ) -> None:
-    wavelength = [0.4, 0.5, 0.6]
+    wavelength = list(np.linspace(4000.0, 6000.0, 60) / factor)
     spectrum = load_one(
-        writer(tmp_path / "t.txt", wavelength, [1, 2, 3], header=header, comments=comments)
+        writer(tmp_path / "t.txt", wavelength, [1] * 60, header=header, comments=comments)
     )
     np.testing.assert_allclose(spectrum.wavelength, np.array(wavelength) * factor, rtol=1e-12)
 
 
 def test_it_converts_an_npz_wavelength_unit(tmp_path: Path) -> None:
     path = write_table_npz(
-        tmp_path / "t.npz", wavelength=[400.0, 500.0], flux=[1.0, 2.0], wavelength_unit="nm"
+        tmp_path / "t.npz", wavelength=GRID / 10.0, flux=[1.0] * 60, wavelength_unit="nm"
     )
-    np.testing.assert_allclose(load_one(path).wavelength, [4000.0, 5000.0])
+    np.testing.assert_allclose(load_one(path).wavelength, GRID)
 
 
 def test_it_reads_an_npz_table_with_error(tmp_path: Path) -> None:
     path = write_table_npz(tmp_path / "t.npz", wave=WAVE, flux=FLUX, err=ERROR)
     spectrum = load_one(path)
     np.testing.assert_array_equal(spectrum.wavelength, WAVE)
-    np.testing.assert_array_equal(spectrum.ivar, [4.0, 16.0, 0.25, 1.0])
+    np.testing.assert_array_equal(spectrum.ivar, IVAR)
 
 
 @pytest.mark.parametrize(
@@ -640,17 +670,19 @@ def test_it_reads_an_npz_table_with_error(tmp_path: Path) -> None:
 def test_it_converts_air_tables_to_vacuum(
     tmp_path: Path, header: tuple[str, ...], comments: tuple[str, ...]
 ) -> None:
-    path = write_table_csv(
-        tmp_path / "t.csv", [4861.33, 6562.80], [1.0, 2.0], header=header, comments=comments
-    )
+    path = write_table_csv(tmp_path / "t.csv", BALMER, [1.0] * 60, header=header, comments=comments)
     spectrum = load_one(path)
-    np.testing.assert_allclose(spectrum.wavelength, [4862.68, 6564.61], atol=0.02)
+    np.testing.assert_allclose(spectrum.wavelength[[0, -1]], [4862.68, 6564.61], atol=0.02)
     assert spectrum.meta["wavelength_frame_in_file"] == "air"
+    assert spectrum.meta["wavelength_frame_source"] == "file"
 
 
 def test_it_assumes_vacuum_for_tables_without_a_frame(tmp_path: Path) -> None:
-    path = write_table_csv(tmp_path / "t.csv", [4861.33, 6562.80], [1.0, 2.0])
-    np.testing.assert_array_equal(load_one(path).wavelength, [4861.33, 6562.80])
+    path = write_table_csv(tmp_path / "t.csv", BALMER, [1.0] * 60)
+    spectrum = load_one(path)
+    np.testing.assert_array_equal(spectrum.wavelength, BALMER)
+    assert spectrum.meta["wavelength_frame"] == "vacuum"
+    assert spectrum.meta["wavelength_frame_source"] == "assumed"
 
 
 # --- content, not name --------------------------------------------------------------------------
@@ -658,7 +690,7 @@ def test_it_assumes_vacuum_for_tables_without_a_frame(tmp_path: Path) -> None:
 
 def test_it_reads_a_fits_file_named_csv(tmp_path: Path) -> None:
     path = tmp_path / "really_lamost.csv"
-    write_lamost_old(path, n_pixels=30)
+    write_lamost_old(path, n_pixels=60)
     assert load_one(path).survey == "LAMOST"
 
 
@@ -675,7 +707,7 @@ def test_it_reads_gzip_by_magic_bytes_whatever_the_name(tmp_path: Path) -> None:
 
 
 def test_it_reads_a_parquet_file_without_extension(tmp_path: Path) -> None:
-    path = write_specvi_parquet(tmp_path / "download", [specvi_row([1.0, 2.0], [1.0, 1.0])])
+    path = write_specvi_parquet(tmp_path / "download", [specvi_row(GRID, [1.0] * 60)])
     assert load_one(path).survey == "SpecVI-mini"
 
 
@@ -780,7 +812,7 @@ def test_it_refuses_npz_arrays_of_different_lengths(tmp_path: Path) -> None:
 
 def test_it_refuses_all_non_finite_flux(tmp_path: Path) -> None:
     path = write_table_csv(
-        tmp_path / "t.csv", WAVE, [float("nan"), float("inf"), float("nan"), float("-inf")]
+        tmp_path / "t.csv", WAVE, [float("nan"), float("inf"), float("nan"), float("-inf")] * 15
     )
     assert_format_error(path, "all flux values are non-finite")
 
@@ -860,28 +892,37 @@ def test_it_refuses_a_corrupt_parquet(tmp_path: Path) -> None:
 
 
 def test_it_keeps_and_masks_a_nan_flux_pixel(tmp_path: Path) -> None:
-    path = write_table_csv(tmp_path / "t.csv", WAVE, [1.0, float("nan"), 3.0, 4.0])
+    path = write_table_csv(tmp_path / "t.csv", WAVE, [1.0, float("nan"), 3.0, 4.0] + [1.0] * FILL)
     spectrum = load_one(path)
-    assert len(spectrum) == 4
+    assert len(spectrum) == len(WAVE)
     assert np.isnan(spectrum.flux[1])
-    assert spectrum.mask.tolist() == [False, True, False, False]
+    assert np.flatnonzero(spectrum.mask).tolist() == [1]
 
 
-def test_it_sorts_a_permuted_grid_carrying_flux_and_errors(tmp_path: Path) -> None:
-    path = write_table_csv(
-        tmp_path / "t.csv", [4002.0, 4000.0, 4003.0, 4001.0], [3, 1, 4, 2], [3, 1, 4, 2]
+def test_it_refuses_a_permuted_grid_as_not_monotonic(tmp_path: Path) -> None:
+    grid = [4002.0, 4000.0, 4003.0, 4001.0] + WAVE[4:]
+    path = write_table_csv(tmp_path / "t.csv", [g + 100 for g in grid], FLUX, ERROR)
+    assert_format_error(
+        path,
+        "not a spectrum",
+        "not monotonic",
+        "falls to 4100 at pixel 1, then rises to 4103 at pixel 2",
     )
+
+
+def test_it_reverses_a_decreasing_table_carrying_flux_and_errors(tmp_path: Path) -> None:
+    path = write_table_csv(tmp_path / "t.csv", WAVE[::-1], FLUX[::-1], ERROR[::-1])
     spectrum = load_one(path)
-    np.testing.assert_array_equal(spectrum.wavelength, [4000.0, 4001.0, 4002.0, 4003.0])
-    np.testing.assert_array_equal(spectrum.flux, [1, 2, 3, 4])
-    np.testing.assert_allclose(spectrum.ivar, [1, 1 / 4, 1 / 9, 1 / 16])
+    np.testing.assert_array_equal(spectrum.wavelength, WAVE)
+    np.testing.assert_array_equal(spectrum.flux, FLUX)
+    np.testing.assert_allclose(spectrum.ivar, IVAR)
 
 
 def test_it_sorts_a_decreasing_lamost_grid(tmp_path: Path) -> None:
-    grid = np.linspace(5000.0, 4000.0, 20)
-    flux = np.arange(20.0)
+    grid = np.linspace(5000.0, 4000.0, 60)
+    flux = np.arange(60.0)
     path = tmp_path / "lamost.fits"
-    write_lamost_new(path, n_pixels=20, columns={"WAVELENGTH": grid, "FLUX": flux})
+    write_lamost_new(path, n_pixels=60, columns={"WAVELENGTH": grid, "FLUX": flux})
     spectrum = load_one(path)
     np.testing.assert_allclose(spectrum.wavelength, grid[::-1], rtol=1e-7)
     np.testing.assert_array_equal(spectrum.flux, flux[::-1])
@@ -892,7 +933,7 @@ def test_it_sorts_a_decreasing_lamost_grid(tmp_path: Path) -> None:
 
 def test_it_validates_and_unpacks_arrays() -> None:
     wavelength, flux, ivar, mask = validate_arrays(
-        [3.0, 1.0, 2.0], [30.0, 10.0, np.nan], [1.0, -1.0, 1.0], source="api upload"
+        [3.0, 2.0, 1.0], [30.0, np.nan, 10.0], [1.0, 1.0, -1.0], source="api upload"
     )
     np.testing.assert_array_equal(wavelength, [1.0, 2.0, 3.0])
     np.testing.assert_array_equal(flux[[0, 2]], [10.0, 30.0])

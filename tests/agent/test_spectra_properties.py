@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from astropy.io import fits
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from agent.spectra import Spectrum, SpectrumFormatError, load_spectra
+from agent.spectra import MIN_SPECTRUM_PIXELS, Spectrum, SpectrumFormatError, load_spectra
 from tests.agent.survey_fixtures import (
     write_desi_coadd,
     write_lamost_new,
@@ -29,7 +30,10 @@ PROPERTY_SETTINGS = settings(
 )
 
 wavelength_grids = st.lists(
-    st.floats(min_value=100.0, max_value=1e5, allow_nan=False), min_size=2, max_size=40, unique=True
+    st.floats(min_value=1000.0, max_value=30000.0, allow_nan=False),
+    min_size=MIN_SPECTRUM_PIXELS,
+    max_size=MIN_SPECTRUM_PIXELS + 30,
+    unique=True,
 ).map(sorted)
 finite_flux = st.floats(min_value=-1e30, max_value=1e30, allow_nan=False, allow_infinity=False)
 errors = st.floats(min_value=1e-3, max_value=1e3)
@@ -82,14 +86,19 @@ def test_it_round_trips_random_npz_tables_exactly(table) -> None:
 
 @PROPERTY_SETTINGS
 @given(table=tables(), data=st.data())
-def test_it_sorts_random_permutations_keeping_each_flux_on_its_wavelength(table, data) -> None:
+def test_it_refuses_random_shuffles_and_reverses_a_decreasing_grid(table, data) -> None:
     wavelength, flux, _ = table
     order = data.draw(st.permutations(range(len(wavelength))))
     with scratch_file("shuffled.csv") as path:
         write_table_csv(path, [wavelength[i] for i in order], [flux[i] for i in order])
-        spectrum = load_one(path)
-    np.testing.assert_array_equal(spectrum.wavelength, wavelength)
-    np.testing.assert_array_equal(spectrum.flux, flux)
+        steps = np.diff([wavelength[i] for i in order])
+        if np.all(steps > 0) or np.all(steps < 0):
+            spectrum = load_one(path)
+            np.testing.assert_array_equal(spectrum.wavelength, wavelength)
+            np.testing.assert_array_equal(spectrum.flux, flux)
+        else:
+            with pytest.raises(SpectrumFormatError, match="not monotonic"):
+                load_spectra(path)
 
 
 @PROPERTY_SETTINGS
@@ -118,7 +127,7 @@ def load_or_format_error(content: bytes) -> list[Spectrum] | None:
 
 def assert_valid(spectra: list[Spectrum]) -> None:
     for spectrum in spectra:
-        assert len(spectrum) >= 2
+        assert len(spectrum) >= MIN_SPECTRUM_PIXELS
         assert np.all(np.diff(spectrum.wavelength) > 0)
         assert spectrum.mask.shape == spectrum.flux.shape
 
@@ -179,7 +188,36 @@ def survey_bytes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     write_lamost_old(folder / "lamost_old.fits", n_pixels=200)
     write_sdss_spec(folder / "sdss.fits")
     write_desi_coadd(folder / "desi.fits", n_targets=2)
+    write_new_layouts(folder)
     return {path.stem: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+NEW_LAYOUTS = ["image_1d", "image_extensions", "table_one_row"]
+
+
+def write_new_layouts(folder: Path) -> None:
+    """One file of each layout issue 23 added: a 1-D WCS image, FLUX/ERROR/WAVELENGTH image
+    extensions, and an ESO Phase 3 table of arrays in one row."""
+    size = 200
+    flux = np.linspace(1.0, 2.0, size)
+    image = fits.PrimaryHDU(flux.astype(np.float32))
+    image.header.update({"CRVAL1": 4000.0, "CDELT1": 2.0, "CRPIX1": 1.0, "DC-FLAG": 0})
+    image.header.update({"BUNIT": "erg/cm2/s/A", "OBJECT": "HD 1", "AIRORVAC": "air"})
+    image.writeto(folder / "image_1d.fits")
+    fits.HDUList(
+        [
+            fits.PrimaryHDU(),
+            fits.ImageHDU(flux, name="FLUX"),
+            fits.ImageHDU(np.full(size, 0.1), name="ERROR"),
+            fits.ImageHDU(np.geomspace(3800.0, 9000.0, size), name="WAVELENGTH"),
+        ]
+    ).writeto(folder / "image_extensions.fits")
+    columns = {"WAVE": np.linspace(300.0, 900.0, size), "FLUX": flux, "ERR": flux / 10.0}
+    table = fits.BinTableHDU.from_columns(
+        [fits.Column(name=n, format=f"{size}D", array=v[None, :]) for n, v in columns.items()]
+    )
+    table.columns["WAVE"].unit = "nm"
+    fits.HDUList([fits.PrimaryHDU(), table]).writeto(folder / "table_one_row.fits")
 
 
 edits = st.lists(
@@ -197,7 +235,10 @@ def overwrite(raw: bytes, changes: list[tuple[float, int]]) -> bytes:
 
 
 @PROPERTY_SETTINGS
-@given(layout=st.sampled_from(["lamost_new", "lamost_old", "sdss", "desi"]), changes=edits)
+@given(
+    layout=st.sampled_from(["lamost_new", "lamost_old", "sdss", "desi", *NEW_LAYOUTS]),
+    changes=edits,
+)
 def test_it_refuses_or_validates_every_corruption_of_a_survey_file(
     survey_bytes: dict[str, bytes], layout: str, changes: list[tuple[float, int]]
 ) -> None:
@@ -208,7 +249,7 @@ def test_it_refuses_or_validates_every_corruption_of_a_survey_file(
 
 @PROPERTY_SETTINGS
 @given(
-    layout=st.sampled_from(["lamost_new", "sdss"]),
+    layout=st.sampled_from(["lamost_new", "sdss", *NEW_LAYOUTS]),
     fraction=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
 )
 def test_it_refuses_every_truncation_of_a_gzipped_file(
@@ -256,7 +297,7 @@ float32_ivar = st.floats(min_value=2.0**-10, max_value=2.0**10, width=32)
 
 
 @PROPERTY_SETTINGS
-@given(data=st.data(), size=st.integers(min_value=2, max_value=60))
+@given(data=st.data(), size=st.integers(min_value=MIN_SPECTRUM_PIXELS, max_value=80))
 def test_it_round_trips_random_lamost_pixels(data, size: int) -> None:
     flux = np.array(data.draw(st.lists(float32_flux, min_size=size, max_size=size)))
     ivar = np.array(data.draw(st.lists(float32_ivar, min_size=size, max_size=size)))

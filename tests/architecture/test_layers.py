@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DOMAINS = ("core", "spectra", "curation", "training_runs", "inspections", "rating", "catalog")
 
 
-def _modules() -> dict[str, Path]:
+def _modules(*folders: str) -> dict[str, Path]:
     found = {}
-    for path in sorted((ROOT / "annotation").rglob("*.py")):
+    for path in sorted(path for folder in folders for path in (ROOT / folder).rglob("*.py")):
         if "migrations" in path.parts:
             continue
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
@@ -28,7 +28,9 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-MODULES = _modules()
+MODULES = _modules("annotation")
+# Every floor, for the rules that span them (where benchmarks live, what the library imports).
+ALL_MODULES = _modules("agent", "training", "annotation", "webapp")
 
 
 def _imported(node: ast.ImportFrom | ast.Import) -> Iterator[str]:
@@ -39,15 +41,15 @@ def _imported(node: ast.ImportFrom | ast.Import) -> Iterator[str]:
         return
     for alias in node.names:
         candidate = f"{node.module}.{alias.name}"
-        yield candidate if candidate in MODULES else node.module
+        yield candidate if candidate in ALL_MODULES else node.module
 
 
 def _is_type_checking(node: ast.If) -> bool:
     return "TYPE_CHECKING" in ast.unparse(node.test)
 
 
-def imports_of(path: Path, *, module_level_only: bool) -> set[str]:
-    """The annotation modules ``path`` imports: at module level, or anywhere in it."""
+def imported_names(path: Path, *, module_level_only: bool) -> set[str]:
+    """Every module name ``path`` imports (third-party ones too): at module level, or anywhere."""
     tree = ast.parse(path.read_text())
     nodes: list[ast.AST]
     if module_level_only:
@@ -65,8 +67,12 @@ def imports_of(path: Path, *, module_level_only: bool) -> set[str]:
         for node in nodes
         if isinstance(node, ast.Import | ast.ImportFrom)
         for name in _imported(node)
-        if name in MODULES
     }
+
+
+def imports_of(path: Path, *, module_level_only: bool) -> set[str]:
+    """The annotation modules ``path`` imports: at module level, or anywhere in it."""
+    return imported_names(path, module_level_only=module_level_only) & MODULES.keys()
 
 
 def import_graph(*, module_level_only: bool) -> dict[str, set[str]]:
@@ -181,3 +187,89 @@ def test_it_keeps_every_module_under_800_lines(module: str) -> None:
 )
 def test_it_keeps_the_other_floors_under_800_lines_too(path: str) -> None:
     assert len((ROOT / path).read_text().splitlines()) <= 800
+
+
+# --- where benchmarks live ----------------------------------------------------------------------
+# Benchmark and load-test code has one home per side: agent/bench/ (plain Python, no Django) and
+# annotation/bench/ (the site's). Benchmarks import the library they measure; the library never
+# imports a benchmark; the bench_* and loadtest management commands are entry points into
+# annotation/bench/.
+
+BENCH_HOMES = ("agent.bench", "annotation.bench")
+COMMANDS = "annotation.management.commands."
+# The real-corpus figure helpers of agent.bench.real (real_eval_samples, side_by_side,
+# format_table) are shared with the evaluation job and the evaluate command; they move into the
+# library once the parallel edits to that module have landed.
+LIBRARY_IMPORTS_OF_BENCHMARKS = {
+    ("annotation.inspections.evaluations", "agent.bench.real"),
+    ("annotation.management.commands.evaluate", "agent.bench.real"),
+}
+
+
+def in_bench_home(module: str) -> bool:
+    return any(module == home or module.startswith(home + ".") for home in BENCH_HOMES)
+
+
+def looks_like_a_benchmark(module: str) -> bool:
+    leaf = module.rsplit(".", 1)[-1]
+    return leaf.startswith("bench") or leaf.endswith("_bench") or "loadtest" in leaf
+
+
+def is_bench_command(module: str) -> bool:
+    return module.startswith(COMMANDS) and looks_like_a_benchmark(module)
+
+
+def test_it_recognises_benchmark_modules_and_their_homes() -> None:
+    assert looks_like_a_benchmark("agent.bench_render")
+    assert looks_like_a_benchmark("agent.real_bench")
+    assert looks_like_a_benchmark("annotation.loadtest")
+    assert not looks_like_a_benchmark("agent.synthetic.writer")
+    assert not looks_like_a_benchmark("annotation.management.commands.make_benchmark")
+    assert in_bench_home("agent.bench.render") and in_bench_home("annotation.bench")
+    assert not in_bench_home("agent.benchmarks") and not in_bench_home("agent.render")
+
+
+@pytest.mark.parametrize("module", sorted(ALL_MODULES))
+def test_it_keeps_benchmarks_in_their_home(module: str) -> None:
+    if looks_like_a_benchmark(module) and not is_bench_command(module):
+        assert in_bench_home(module), (
+            f"{module} is benchmark code outside agent/bench, annotation/bench"
+        )
+
+
+@pytest.mark.parametrize("module", sorted(m for m in ALL_MODULES if is_bench_command(m)))
+def test_it_keeps_bench_commands_entry_points_into_annotation_bench(module: str) -> None:
+    imported = imported_names(ALL_MODULES[module], module_level_only=True)
+    assert {name for name in imported if in_bench_home(name)}, f"{module} holds its own benchmark"
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in ALL_MODULES if not in_bench_home(m) and not is_bench_command(m))
+)
+def test_it_keeps_the_library_from_importing_benchmarks(module: str) -> None:
+    imported = imported_names(ALL_MODULES[module], module_level_only=False)
+    benchmarks = {name for name in imported if in_bench_home(name)}
+    allowed = {bench for lib, bench in LIBRARY_IMPORTS_OF_BENCHMARKS if lib == module}
+    assert benchmarks <= allowed, f"{module} imports a benchmark"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in ALL_MODULES if m.startswith("agent.")))
+def test_it_keeps_the_agent_floor_and_its_benchmarks_free_of_django(module: str) -> None:
+    imported = imported_names(ALL_MODULES[module], module_level_only=False)
+    roots = {name.split(".", 1)[0] for name in imported}
+    assert not roots & {"django", "rest_framework", "celery", "annotation", "webapp", "training"}
+
+
+def test_it_has_no_import_cycle_among_benchmarks_even_inside_functions() -> None:
+    bench = [m for m in ALL_MODULES if in_bench_home(m)]
+    assert bench, "no benchmark modules found: were they moved without updating BENCH_HOMES?"
+    graph = {
+        module: {
+            name
+            for name in imported_names(ALL_MODULES[module], module_level_only=False)
+            if in_bench_home(name) and name in ALL_MODULES
+        }
+        - {module}
+        for module in bench
+    }
+    assert cycles(graph) == []

@@ -57,7 +57,7 @@ class _Episode:
 @cache
 def default_calibration() -> dict[str, PlattScaling]:
     """Per-task Platt scaling fitted on the real corpus' development part
-    (``python -m agent.real_bench calibrate``); empty when the file is absent."""
+    (``python -m agent.bench.real calibrate``); empty when the file is absent."""
     if not CALIBRATION_PATH.exists():
         return {}
     data = json.loads(CALIBRATION_PATH.read_text(encoding="utf-8"))

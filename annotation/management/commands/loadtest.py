@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation import loadtest
+from annotation.bench import loadtest
 
 DEFAULT_PASSWORD = "specvet-load-test"  # loopback test accounts only
 

@@ -32,7 +32,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from annotation.inspections.models import InspectionRun
-        from annotation.inspections.reproduction import deterministic, run_reproduce
+        from annotation.inspections.reproduction import run_reproduce
+        from annotation.inspections.run_policies import deterministic
 
         sample = options["sample"]
         if sample is not None and sample < 1:

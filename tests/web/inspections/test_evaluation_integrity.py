@@ -9,11 +9,12 @@ import threading
 import pytest
 from django.db import connection
 
-from agent import evaluation, real_bench
+from agent import evaluation
+from agent.bench import real as real_bench
 from agent.policies.rule_based import RuleBasedInspector
 from annotation.core import jobs as core_jobs
 from annotation.core.models import Job
-from annotation.inspections import evaluations, jobs
+from annotation.inspections import evaluations, jobs, run_policies
 from annotation.inspections import services as inspections_services
 from tests.factories import make_spectrum
 
@@ -62,7 +63,7 @@ def stored_table(job: Job) -> dict:
 def test_it_stores_an_evaluation_s_own_figures_beside_an_inspection_thread(
     cv, ml_engineer, monkeypatch
 ) -> None:
-    monkeypatch.setattr(jobs, "_policies", {})
+    monkeypatch.setattr(run_policies, "_policies", {})
     monkeypatch.setattr(real_bench, "real_eval_samples", lambda part, tasks: [])
     job = evaluations.evaluation_start(
         policy_spec={"kind": "rule-based"},

@@ -134,3 +134,18 @@ def test_it_refuses_an_unknown_policy_kind(cv, vetter):
             policy_spec={"kind": "magic"},
             created_by=vetter,
         )
+
+
+def test_it_stores_nothing_of_a_run_whose_creation_fails_half_way(monkeypatch, cv, vetter):
+    """Creation is one transaction: a failure after the run row (here, the audit entry) leaves
+    no run without candidates, nor candidates without their audit trail."""
+    from annotation.inspections.models import InspectionRun
+
+    def broken_audit(**kwargs):
+        raise RuntimeError("audit store down")
+
+    monkeypatch.setattr(inspections_services, "audit_log_record", broken_audit)
+    with pytest.raises(RuntimeError, match="audit store down"):
+        start_run(cv, vetter, [make_spectrum(), make_spectrum()])
+    assert InspectionRun.objects.count() == 0
+    assert Candidate.objects.count() == 0

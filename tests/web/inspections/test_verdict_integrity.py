@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from annotation.inspections import jobs
+from annotation.inspections import jobs, run_policies
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun, Rollout
 from annotation.inspections.reproduction import candidate_reproduce, run_reproduce
@@ -150,7 +150,7 @@ def test_it_refuses_to_store_a_rollout_computed_for_another_spectrum(cv, owner) 
     trajectory = inspect(
         spectrum_value(second.spectrum),
         task_value(cv),
-        jobs.build_run_policy(run.policy_spec),
+        run_policies.build_run_policy(run.policy_spec),
         meta=inspections_services.rollout_meta(candidate=second, index=0),
     )
     with pytest.raises(WorkflowError, match="computed for spectrum"):
@@ -206,7 +206,7 @@ def run_in_threads(batches: list[list[int]]) -> None:
 @pytest.fixture
 def fresh_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each test starts as a fresh worker process does: no cached policy yet.
-    monkeypatch.setattr(jobs, "_policies", {})
+    monkeypatch.setattr(run_policies, "_policies", {})
 
 
 @needs_postgres

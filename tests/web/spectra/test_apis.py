@@ -155,3 +155,39 @@ def test_it_answers_400_for_a_resolution_it_cannot_read(api_client):
     assert response.status_code == 400
     assert "resolution" in response.data
     assert not Spectrum.objects.exists()
+
+
+def three_column_upload() -> SimpleUploadedFile:
+    rows = "".join(f"{4000 + 10 * i} {1 + i / 100} {2 + i / 100}\n" for i in range(100))
+    return SimpleUploadedFile("three.txt", rows.encode())
+
+
+def test_it_refuses_an_undeclared_third_column_over_the_api(api_client):
+    response = api_client.post(
+        reverse("api_spectrum_upload"), {"files": [three_column_upload()]}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert "API parameter 'columns'" in response.data["detail"]
+    assert not Spectrum.objects.exists()
+
+
+def test_it_reads_columns_declared_over_the_api(api_client):
+    response = api_client.post(
+        reverse("api_spectrum_upload"),
+        {"files": [three_column_upload()], "dataset": "api", "columns": "wavelength,flux,error"},
+        format="multipart",
+    )
+    assert response.status_code == 201, response.data
+    row = Spectrum.objects.get(dataset="api")
+    assert row.meta["wavelength_frame_source"] == "assumed"
+    assert row.snr == pytest.approx(np.median([(1 + i / 100) / (2 + i / 100) for i in range(100)]))
+
+
+def test_it_answers_400_for_a_frame_it_does_not_know(api_client):
+    response = api_client.post(
+        reverse("api_spectrum_upload"),
+        {"files": [three_column_upload()], "wavelength_frame": "water"},
+        format="multipart",
+    )
+    assert response.status_code == 400
+    assert "wavelength_frame" in response.data

@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.client import FakePayload
 from django.urls import reverse
 
-from agent.bench_bombs import csv_gz_rows, fits_gz_zeros, measure_peak, write_zip
+from agent.bench.bombs import csv_gz_rows, fits_gz_zeros, measure_peak, write_zip
 from agent.reading import MIB
 from annotation.curation.forms import ImportFileError, read_import_upload
 from annotation.spectra import services

@@ -222,3 +222,62 @@ def test_it_shows_the_resolution_and_its_source_on_the_spectrum_page(expert_clie
     value = selectors.spectrum_value(row)
     assert f"R ≈ {value.resolution.resolving_power_at(6000.0):.0f} at 6000 Å" in body
     assert "sampling estimate" in body
+
+
+def headerless_three_columns() -> str:
+    # wavelength, F_lambda, F_nu: the third column is no uncertainty
+    return "".join(f"{4000 + 10 * i},{1 + i / 100},{3.3e-9 * (1 + i / 100)}\n" for i in range(200))
+
+
+def test_it_refuses_a_headerless_third_column_and_says_what_to_declare(expert_client):
+    response = expert_client.post(
+        reverse("spectrum_upload"),
+        {"files": [csv_upload("o95.csv", headerless_three_columns())], "dataset": "mine"},
+    )
+    body = response.content.decode()
+    assert "Nothing was stored" in body and "o95.csv" in body
+    assert "headerless table with 3 columns" in body and "Columns" in body
+    assert not Spectrum.objects.exists()
+
+
+def test_it_stores_a_table_with_declared_columns_and_frame(expert_client):
+    response = expert_client.post(
+        reverse("spectrum_upload"),
+        {
+            "files": [csv_upload("o95.csv", headerless_three_columns())],
+            "dataset": "mine",
+            "columns": "wavelength, flux, ignore",
+            "wavelength_frame": "air",
+        },
+    )
+    assert response.status_code == 302
+    row = Spectrum.objects.get(dataset="mine")
+    assert row.meta["wavelength_frame"] == "air"
+    assert row.meta["wavelength_frame_source"] == "declared"
+    # stored in vacuum: 4000 A in air is 4001.13 A in vacuum
+    assert row.wavelength_min == pytest.approx(4001.13, abs=0.01)
+    page = expert_client.get(reverse("spectrum_detail", args=[row.pk])).content.decode()
+    assert "declared on upload" in page
+
+
+def test_it_shows_an_assumed_frame_on_the_spectrum_page(expert_client):
+    expert_client.post(
+        reverse("spectrum_upload"), {"files": [csv_upload("star.csv", good_csv())], "dataset": "m"}
+    )
+    row = Spectrum.objects.get(dataset="m")
+    assert row.meta["wavelength_frame_source"] == "assumed"
+    page = expert_client.get(reverse("spectrum_detail", args=[row.pk])).content.decode()
+    assert 'class="badge assumed"' in page
+
+
+def test_it_refuses_a_column_role_it_does_not_know(expert_client):
+    response = expert_client.post(
+        reverse("spectrum_upload"),
+        {
+            "files": [csv_upload("o95.csv", headerless_three_columns())],
+            "dataset": "mine",
+            "columns": "wavelength,flux,sky",
+        },
+    )
+    assert "&#x27;sky&#x27; is not one of wavelength, flux" in response.content.decode()
+    assert not Spectrum.objects.exists()

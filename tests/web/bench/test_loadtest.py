@@ -46,8 +46,8 @@ def test_it_plays_experts_against_a_live_server_without_errors(live_server):
 def test_it_steps_an_open_model_up_reports_saturation_and_cleans_up(live_server):
     from django.contrib.auth import get_user_model
 
+    from annotation.bench.loadtest import USER_PREFIX
     from annotation.inspections.models import InspectionRun
-    from annotation.loadtest import USER_PREFIX
     from annotation.rating.models import RatingCampaign
     from annotation.spectra.models import Spectrum
 

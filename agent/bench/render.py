@@ -48,7 +48,7 @@ from agent.render import (
 from agent.spectra import Spectrum, load_spectra
 from agent.tool import IMAGE_SIZE, SpectralVisualizationTool
 
-DEFAULT_LAMOST_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "lamost"
+DEFAULT_LAMOST_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "lamost"
 WINDOW_WIDTH_RANGE = (30.0, 2000.0)  # Angstrom, sampled log-uniformly
 RENDER_SEED = 20261124
 RENDERERS = ("ours", "tuned", "tuned-isal", "paper")
@@ -66,7 +66,7 @@ def load_bench_spectra(spectra_dir: Path | None = None, n_synthetic: int = 2) ->
     spectra = [spectrum for path in paths for spectrum in load_spectra(path)]
     if spectra:
         return BenchSpectra(spectra, f"real LAMOST ({len(paths)} files in {folder})")
-    from agent.bench import bench_spectra
+    from agent.bench.workloads import bench_spectra
 
     return BenchSpectra(bench_spectra(n_synthetic), "SYNTHETIC LAMOST-like (no real files found)")
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from agent.bench import format_loop_report, run_loop_benchmark
+from agent.bench.loop import format_loop_report, run_loop_benchmark
 
 
 def test_it_reports_loop_overhead_as_a_share_of_a_model_step():

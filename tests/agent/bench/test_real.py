@@ -1,4 +1,4 @@
-"""The figure helpers of agent/real_bench.py, checked against hand-computed values (the corpus
+"""The figure helpers of agent/bench/real.py, checked against hand-computed values (the corpus
 itself is exercised in test_real_corpus.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from agent.bench.real import format_table, part_report, side_by_side
 from agent.evaluation import SampleResult
-from agent.real_bench import format_table, part_report, side_by_side
 
 LABELS = ["YES", "YES", "NO", "NO"]
 PREDICTIONS: list[str | None] = ["YES", "NO", "NO", "YES"]

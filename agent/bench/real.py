@@ -1,7 +1,7 @@
 """The rule-based inspector on real spectra beside the synthetic benchmark.
 
-    python -m agent.real_bench                      # the table: task x {dev, validation, synthetic}
-    python -m agent.real_bench calibrate            # refit the confidence on the development part
+    python -m agent.bench.real                      # the table: task x {dev, validation, synthetic}
+    python -m agent.bench.real calibrate            # refit the confidence on the development part
 
 Per task and part: n, positives, accuracy, balanced accuracy, positive-class F1, expected
 calibration error (10 bins) and the wrong answers given with confidence >= 0.9; then the triage
@@ -134,7 +134,7 @@ def write_calibration(fits: dict[str, dict[str, Any]]) -> None:
     manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
     document = {
         "description": "Per-task calibration of the rule-based inspector's evidence score: "
-        "P(YES) = logistic(slope * score + intercept). Fitted by `python -m agent.real_bench "
+        "P(YES) = logistic(slope * score + intercept). Fitted by `python -m agent.bench.real "
         "calibrate` on the development part of the real corpus only.",
         "corpus_version": manifest["version"],
         "min_positives_for_platt": MIN_POSITIVES,
@@ -304,7 +304,7 @@ def format_table(table: dict[str, dict[str, PartReport]], title: str = TABLE_TIT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.real_bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m agent.bench.real", description=__doc__)
     parser.add_argument("command", nargs="?", choices=("table", "calibrate"), default="table")
     parser.add_argument("--synthetic", type=int, default=60, help="synthetic spectra per task")
     args = parser.parse_args(argv)

@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
+from annotation.bench import catalog as bench_catalog
 from annotation.inspections.models import CatalogEntry, InspectionRun
-from annotation.management.commands import bench_catalog
 
 pytestmark = pytest.mark.django_db
 

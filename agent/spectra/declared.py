@@ -1,0 +1,59 @@
+"""What the person uploading a file declares about it when the file does not say: the role of
+each column of a text table, and the wavelength frame (air or vacuum)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COLUMN_ROLES = ("wavelength", "flux", "error", "ivar", "mask", "ignore")
+FRAMES = ("air", "vacuum")
+COLUMNS_HELP = (
+    "The role of each column of a text table, in file order, separated by commas: wavelength, "
+    "flux, error (1-sigma), ivar, mask or ignore; the wavelength may carry its unit, e.g. "
+    "'wavelength[nm], flux, ignore'. Overrides the table's header line."
+)
+
+
+class DeclarationError(ValueError):
+    """A declaration that cannot be used; the message says what is accepted."""
+
+
+@dataclass(frozen=True)
+class Declared:
+    columns: tuple[str, ...] | None = None  # roles in file order; "wavelength[nm]" keeps a unit
+    frame: str | None = None  # "air" or "vacuum"
+
+    def __post_init__(self) -> None:
+        if self.frame is not None and self.frame not in FRAMES:
+            raise DeclarationError(f"wavelength frame {self.frame!r} is neither 'air' nor 'vacuum'")
+
+
+def parse_columns(text: str) -> tuple[str, ...] | None:
+    """('wavelength[nm]', 'flux', 'ignore') from 'wavelength[nm], flux, ignore'; None if blank."""
+    if not text.strip():
+        return None
+    roles = tuple(part.strip().lower() for part in text.split(","))
+    for role in roles:
+        if role.split("[", 1)[0].strip() not in COLUMN_ROLES:
+            raise DeclarationError(f"column role {role!r} is not one of {', '.join(COLUMN_ROLES)}")
+    named = [role.split("[", 1)[0].strip() for role in roles]
+    for required in ("wavelength", "flux"):
+        if named.count(required) != 1:
+            raise DeclarationError(
+                f"declare exactly one {required!r} column; got {named.count(required)} in {text!r}"
+            )
+    repeated = sorted({r for r in named if r != "ignore" and named.count(r) > 1})
+    if repeated:
+        raise DeclarationError(f"more than one column declared as {repeated}")
+    return roles
+
+
+def parse_frame(text: str) -> str | None:
+    value = text.strip().lower()
+    if not value:
+        return None
+    if value in ("vac", "vacuum"):
+        return "vacuum"
+    if value == "air":
+        return "air"
+    raise DeclarationError(f"wavelength frame {text!r} is neither 'air' nor 'vacuum'")

@@ -1,0 +1,170 @@
+"""FITS binary tables of one spectrum, behind an empty (or any) primary HDU: one row per pixel
+(STSDAS/CALSPEC, IRAF tables) or one row of array columns (ESO Phase 3 spectra, X-shooter).
+
+Column roles come from the column names (and the wavelength unit from TUNITn); a column whose
+role the name does not make clear is left out, never taken for an uncertainty."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from astropy.io import fits
+
+from agent.reading import ReadLimits, SpectrumFormatError, over_limit
+from agent.spectra.images import _ivar_from, _kept, _resolution, _survey
+from agent.spectra.value import (
+    Spectrum,
+    _finish,
+    frame_meta,
+    vacuum_wavelengths,
+    validate_arrays,
+)
+from agent.spectra.wcs import angstrom_per, header_frame
+
+_ROLES: dict[str, frozenset[str]] = {
+    "wavelength": frozenset({"WAVE", "WAVELENGTH", "LAMBDA", "LAM", "WL", "WAVELEN", "AWAV"}),
+    "loglam": frozenset({"LOGLAM", "LOGLAMBDA", "LOG_WAVE", "LOGWAVE"}),
+    "flux": frozenset({"FLUX", "FLAM", "F_LAMBDA", "FLUX_DENSITY", "FLUXDENSITY", "SPEC"}),
+    "sigma": frozenset(
+        {
+            "ERR",
+            "ERROR",
+            "SIGMA",
+            "FLUX_ERR",
+            "FLUX_ERROR",
+            "ERR_FLUX",
+            "ERROR_FLUX",
+            "STATERROR",
+            "UNCERTAINTY",
+            "NOISE",
+            "FLUX_SIGMA",
+            "E_FLUX",
+            "FLUXERR",
+        }
+    ),  # fmt: skip
+    "ivar": frozenset({"IVAR", "INVVAR", "INVERSE_VARIANCE", "FLUX_IVAR"}),
+    "variance": frozenset({"VAR", "VARIANCE", "FLUX_VAR"}),
+    "mask": frozenset({"MASK", "QUAL", "QUALITY", "DQ", "AND_MASK", "ANDMASK"}),
+}
+_FRAME_SUFFIXES = {"_AIR": "air", "_VAC": "vacuum", "_VACUUM": "vacuum"}
+
+
+def _role(name: str) -> tuple[str, str | None]:
+    """(role, frame the name states) of a column name; role "other" when unclear."""
+    upper = name.strip().upper()
+    for suffix, frame in _FRAME_SUFFIXES.items():
+        if upper.endswith(suffix) and upper[: -len(suffix)] in _ROLES["wavelength"]:
+            return "wavelength", frame
+    if upper == "AWAV":
+        return "wavelength", "air"
+    for role, names in _ROLES.items():
+        if upper in names:
+            return role, None
+    return "other", None
+
+
+def spectrum_table(hdus: fits.HDUList) -> Any | None:
+    """The first table HDU with a wavelength and a flux column, or None."""
+    for hdu in hdus[1:]:
+        if isinstance(hdu, fits.BinTableHDU | fits.TableHDU) and hdu.data is not None:
+            roles = {_role(name)[0] for name in hdu.columns.names}
+            if "flux" in roles and roles & {"wavelength", "loglam"}:
+                return hdu
+    return None
+
+
+def load_table(hdus: fits.HDUList, table: Any, source: str, limits: ReadLimits) -> Spectrum:
+    where = f"{source} [HDU {table.name or hdus.index_of(table)}]"
+    columns = _columns_by_role(table, where)
+    rows = len(table.data)
+    one_row = rows == 1 and np.ndim(table.data[columns["flux"]]) == 2
+    size = table.data[columns["flux"]].shape[-1] if one_row else rows
+    if size > limits.max_pixels:
+        raise over_limit(where, f"{size} pixels in one spectrum", limits, "max_pixels")
+    if not one_row and np.ndim(table.data[columns["flux"]]) != 1:
+        raise SpectrumFormatError(
+            f"{where}: {rows} rows of array columns; one spectrum per file is read (one row of "
+            "arrays, or one row per pixel)"
+        )
+
+    def values(name: str) -> np.ndarray:
+        column = table.data[name]
+        return np.asarray(column[0] if one_row else column, dtype=np.float64).reshape(-1)
+
+    meta: dict[str, Any] = {
+        "layout": "table, one row of arrays" if one_row else "table, one row per pixel",
+        "columns_used": dict(columns),
+    }
+    wavelength, frame = _table_wavelength(table, columns, values, hdus[0].header, where)
+    ivar = None
+    for kind in ("ivar", "sigma", "variance"):
+        if kind in columns:
+            ivar = _ivar_from(values(columns[kind]), kind)
+            break
+    mask = values(columns["mask"]) != 0 if "mask" in columns else None
+    arrays = validate_arrays(wavelength, values(columns["flux"]), ivar, source=where, mask=mask)
+    primary = hdus[0].header
+    meta.update(_kept(primary, table.header))
+    flux_unit = _unit(table, columns["flux"])
+    if flux_unit:
+        meta["flux_unit"] = flux_unit
+    ignored = [n for n in table.columns.names if n not in columns.values()]
+    if ignored:
+        meta["ignored_columns"] = ignored
+    meta.update(frame)
+    return _finish(
+        arrays,
+        source=source,
+        survey=_survey(primary, table.header),
+        object_id=str(meta.get("OBJECT", "")),
+        meta=meta,
+        resolution=_resolution(table.header, primary, source),
+    )
+
+
+def _columns_by_role(table: Any, where: str) -> dict[str, str]:
+    found: dict[str, list[str]] = {}
+    for name in table.columns.names:
+        role = _role(name)[0]
+        if role != "other":
+            found.setdefault(role, []).append(name)
+    errors = [name for role in ("sigma", "ivar", "variance") for name in found.get(role, [])]
+    repeated = {role: names for role, names in found.items() if len(names) > 1}
+    if len(errors) > 1:
+        repeated["uncertainty"] = errors
+    if "wavelength" in found and "loglam" in found:
+        repeated["wavelength"] = found["wavelength"] + found["loglam"]
+    if repeated:
+        listed = "; ".join(f"{role}: {', '.join(names)}" for role, names in repeated.items())
+        raise SpectrumFormatError(
+            f"{where}: more than one column for the same role ({listed}); which one to read is "
+            "not guessed"
+        )
+    return {role: names[0] for role, names in found.items()}
+
+
+def _unit(table: Any, name: str) -> str | None:
+    unit = table.columns[name].unit
+    return str(unit).strip() or None if unit is not None else None
+
+
+def _table_wavelength(
+    table: Any, columns: dict[str, str], values: Any, primary: fits.Header, where: str
+) -> tuple[np.ndarray, dict[str, str]]:
+    if "loglam" in columns:
+        wavelength = 10.0 ** values(columns["loglam"])
+        name = columns["loglam"]
+    else:
+        name = columns["wavelength"]
+        wavelength = values(name) * angstrom_per(_unit(table, name), f"{where} column {name}")
+    named = _role(name)[1]
+    said = (
+        (named, f"column name {name!r}")
+        if named
+        else header_frame(table.header) or header_frame(primary)
+    )
+    if said is None:
+        return wavelength, frame_meta("vacuum", "assumed", "the file names no frame")
+    frame, basis = said
+    return vacuum_wavelengths(wavelength, frame, where), frame_meta(frame, "file", basis)

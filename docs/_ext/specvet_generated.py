@@ -1,0 +1,279 @@
+"""Sphinx extension: the reference pages generated from the code at build time.
+
+- ``reference/generated/settings.md``: every environment variable the code reads (names and
+  defaults from the source, meanings from reference/settings.toml; drift is a build error).
+- ``reference/generated/commands.md``: every ``manage.py`` command of the site and the
+  ``python -m agent.bench`` benchmarks, their help as argparse prints it.
+- ``reference/generated/api.md`` and ``openapi.json``: the REST API from drf-spectacular's schema.
+
+Generated files are not committed (docs/.gitignore); a build on a fresh clone writes them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from contextlib import redirect_stderr
+from typing import Any
+
+import env_reference
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+ROOT = env_reference.ROOT
+OUT = ROOT / "docs" / "reference" / "generated"
+LOGGER = logging.getLogger(__name__)
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def _write(name: str, text: str) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / name
+    if not path.exists() or path.read_text() != text:  # unchanged files keep Sphinx's cache
+        path.write_text(text)
+
+
+def _django() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    import django
+
+    django.setup()
+
+
+def settings_reference() -> None:
+    reads, described = env_reference.env_reads(), env_reference.meanings()
+    for problem in env_reference.drift(reads, described):
+        LOGGER.warning("settings reference: %s", problem)
+    _write("settings.md", env_reference.settings_page(reads, described))
+
+
+def _fenced(text: str) -> list[str]:
+    return ["```text", text.rstrip(), "```", ""]
+
+
+def commands_reference() -> None:
+    from django.core.management import get_commands, load_command_class
+
+    from agent.bench.cli import make_parser
+
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; the page must not vary
+    lines = [
+        "# Commands",
+        "",
+        "Generated when the docs are built, from each command's own argument parser.",
+        "",
+        "## `manage.py` commands",
+        "",
+    ]
+    for name, app in sorted(get_commands().items()):
+        if app != "annotation":
+            continue
+        command = load_command_class(app, name)
+        lines += [f"### `{name}`", "", str(command.help).strip(), ""]
+        lines += _fenced(command.create_parser("manage.py", name).format_help())
+        # The module's own account (usage, what is measured or changed), where it gives one.
+        about = sys.modules[type(command).__module__].__doc__ or ""
+        if len(about.strip().splitlines()) > 1:
+            lines += [f"From `{type(command).__module__}`:", ""] + _fenced(about.strip())
+    lines += ["## `python -m agent.bench`", ""]
+    lines += _fenced(make_parser().format_help())
+    from agent.bench import real
+
+    lines += ["## `python -m agent.bench.real`", "", str(real.__doc__).strip().splitlines()[0], ""]
+    lines += _fenced(str(real.__doc__))
+    _write("commands.md", "\n".join(lines))
+
+
+def _cell(text: object) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _schema_type(schema: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if schema.get("type") == "array":
+        return f"array of {_schema_type(schema.get('items', {}))}"
+    if "oneOf" in schema or "allOf" in schema:
+        parts = schema.get("oneOf") or schema.get("allOf") or []
+        return " or ".join(_schema_type(part) for part in parts)
+    kind = str(schema.get("type", "object"))
+    return f"{kind} ({schema['format']})" if "format" in schema else kind
+
+
+def api_reference() -> None:
+    from drf_spectacular.generators import SchemaGenerator
+
+    with redirect_stderr(io.StringIO()):
+        schema = SchemaGenerator().get_schema(request=None, public=True)
+    schema = json.loads(json.dumps(schema, default=str))
+    _write("openapi.json", json.dumps(schema, indent=1, sort_keys=True))
+    info = schema.get("info", {})
+    lines = [
+        "# REST API",
+        "",
+        "Generated when the docs are built from the OpenAPI schema the site serves at",
+        f"`/api/schema/` ({info.get('title', '')} {info.get('version', '')}); the schema itself:",
+        "{download}`openapi.json <openapi.json>`. Authentication, tokens and errors: see",
+        "[the API guide](../api.md).",
+        "",
+    ]
+    for path, operations in sorted(schema["paths"].items()):
+        for method in METHODS:
+            operation = operations.get(method)
+            if not operation:
+                continue
+            lines += [f"## `{method.upper()} {path}`", ""]
+            text = operation.get("description") or operation.get("summary") or ""
+            if text:
+                lines += [_cell(text), ""]
+            parameters = operation.get("parameters", [])
+            if parameters:
+                lines += [
+                    "| parameter | in | required | type | description |",
+                    "|---|---|---|---|---|",
+                ]
+                for p in parameters:
+                    lines.append(
+                        f"| `{p['name']}` | {p['in']} | {'yes' if p.get('required') else 'no'} "
+                        f"| {_cell(_schema_type(p.get('schema', {})))} "
+                        f"| {_cell(p.get('description', ''))} |"
+                    )
+                lines.append("")
+            body = operation.get("requestBody", {}).get("content", {})
+            if body:
+                kinds = ", ".join(
+                    f"`{kind}` ({_schema_type(content.get('schema', {}))})"
+                    for kind, content in body.items()
+                )
+                lines += [f"Request body: {kinds}.", ""]
+            responses = operation.get("responses", {})
+            if responses:
+                answers = "; ".join(
+                    f"{code} {_cell(answer.get('description', ''))}".strip()
+                    for code, answer in sorted(responses.items())
+                )
+                lines += [f"Responses: {answers}.", ""]
+    components = schema.get("components", {}).get("schemas", {})
+    if components:
+        lines += ["## Schemas", ""]
+        for name, component in sorted(components.items()):
+            lines += [f"### {name}", ""]
+            if component.get("description"):
+                lines += [_cell(component["description"]), ""]
+            properties = component.get("properties", {})
+            if properties:
+                required = set(component.get("required", []))
+                lines += ["| field | type | required | read-only |", "|---|---|---|---|"]
+                for field, spec in properties.items():
+                    lines.append(
+                        f"| `{field}` | {_cell(_schema_type(spec))} | "
+                        f"{'yes' if field in required else 'no'} | "
+                        f"{'yes' if spec.get('readOnly') else 'no'} |"
+                    )
+                lines.append("")
+            elif "enum" in component:
+                lines += ["Values: " + ", ".join(f"`{v}`" for v in component["enum"]), ""]
+    _write("api.md", "\n".join(lines))
+
+
+SCREENSHOTS = ROOT / "docs" / "_static" / "screenshots"
+
+
+def screenshot_placeholders(app: Sphinx) -> None:
+    """A grey placeholder for every screenshot a page shows that the browser test has not
+    made yet (a fresh clone without Chromium): the build still passes, and says so."""
+    import re
+
+    from PIL import Image, ImageDraw
+
+    wanted = set()
+    for page in (ROOT / "docs").rglob("*.md"):
+        wanted |= set(re.findall(r"_static/screenshots/([\w-]+\.png)", page.read_text()))
+    missing = sorted(name for name in wanted if not (SCREENSHOTS / name).exists())
+    if not missing:
+        return
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for name in missing:
+        image = Image.new("RGB", (640, 360), "#e8e8e8")
+        ImageDraw.Draw(image).text(
+            (20, 170), f"{name}: run `make screenshots` (needs Chromium)", fill="#333333"
+        )
+        image.save(SCREENSHOTS / name)
+    LOGGER.info(
+        "screenshots: placeholders for %s (make screenshots makes them)", ", ".join(missing)
+    )
+
+
+def tasks_reference() -> None:
+    from agent.inspection_tasks import all_tasks, build_prompt, system_prompt
+    from agent.parsing import DEFAULT_MAX_TOOL_CALLS
+
+    lines = [
+        "# Task definitions and the prompt",
+        "",
+        "Generated when the docs are built from `agent/inspection_tasks.py` and",
+        "`agent/data/tasks.json` (the built-in tasks; `manage.py seed_tasks` refreshes them in the",
+        f"database). An episode allows at most {DEFAULT_MAX_TOOL_CALLS} tool calls by default.",
+        "",
+        "## The system prompt",
+        "",
+    ]
+    lines += _fenced(system_prompt())
+    for task in all_tasks():
+        lines += [f"## {task.code}: {task.name}", "", _cell(task.question), ""]
+        if task.windows:
+            lines += [
+                "| window | rest range (Å) | kind | lines (Å) | look for |",
+                "|---|---|---|---|---|",
+            ]
+            for window in task.windows:
+                low, high = window.rest_range
+                listed = ", ".join(f"{line:g}" for line in window.lines)
+                lines.append(
+                    f"| {_cell(window.name)} | {low:g}-{high:g} | {window.kind} | {listed} "
+                    f"| {_cell(window.look_for)} |"
+                )
+            lines.append("")
+        lines += ["The user prompt T0:", ""] + _fenced(build_prompt(task))
+    _write("tasks.md", "\n".join(lines))
+
+
+def formats_reference() -> None:
+    import ast
+
+    lines = [
+        "# File formats (module by module)",
+        "",
+        "Generated when the docs are built from the docstring of each reader and writer module.",
+        "",
+    ]
+    for folder, title in (
+        ("agent/spectra", "Spectrum files read (and written)"),
+        ("agent/formats", "Trajectory data sets read and written"),
+    ):
+        lines += [f"## {title}", ""]
+        for path in sorted((ROOT / folder).glob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text()))
+            if path.name == "__init__.py" or not doc:
+                continue
+            lines += [f"### `{folder}/{path.name}`", ""] + _fenced(doc)
+    _write("formats.md", "\n".join(lines))
+
+
+def generate(app: Sphinx) -> None:
+    screenshot_placeholders(app)
+    settings_reference()
+    _django()
+    commands_reference()
+    api_reference()
+    tasks_reference()
+    formats_reference()
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("builder-inited", generate)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
