@@ -10,8 +10,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -174,3 +175,70 @@ def fit_platt(
     slope = float(result.x[0])
     offset = float(result.x[1]) if intercept else 0.0
     return PlattScaling(slope, offset)
+
+
+# --- beta calibration ----------------------------------------------------------------------------
+
+
+def _log_sigmoid(value: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -value)
+
+
+@dataclass(frozen=True)
+class BetaCalibration:
+    """P(YES) = logistic(a * ln q - b * ln(1 - q) + c) with q = logistic(score) (Kull, Silva
+    Filho & Flach 2017): a Platt curve whose two tails bend apart, for scores whose YES and NO
+    sides are spread differently, as they are where one class is rare. a = b is Platt scaling.
+    """
+
+    a: float
+    b: float
+    c: float
+
+    def __call__(self, score: float) -> float:
+        x = np.asarray([max(min(score, 40.0), -40.0)], dtype=np.float64)
+        # ln q = log_sigmoid(s); ln(1 - q) = log_sigmoid(-s)
+        value = self.a * float(_log_sigmoid(x)[0]) - self.b * float(_log_sigmoid(-x)[0]) + self.c
+        return 1.0 / (1.0 + math.exp(-max(min(value, 40.0), -40.0)))
+
+
+def fit_beta(scores: Sequence[float], labels: Sequence[bool]) -> BetaCalibration:
+    """Beta calibration fitted by maximum likelihood on Platt's smoothed targets (which keep a
+    rare class from driving the curve to 0 or 1), with a, b >= 0 so P(YES) rises with the score.
+    """
+    if len(scores) != len(labels):
+        raise ValueError("scores and labels differ in length")
+    if not scores:
+        raise ValueError("fit_beta needs at least one score")
+    x = np.clip(np.asarray(scores, dtype=np.float64), -40.0, 40.0)
+    y = np.asarray(labels, dtype=bool)
+    positives, negatives = int(y.sum()), int((~y).sum())
+    target = np.where(y, (positives + 1.0) / (positives + 2.0), 1.0 / (negatives + 2.0))
+    features = np.stack([_log_sigmoid(x), -_log_sigmoid(-x), np.ones_like(x)], axis=1)
+
+    def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
+        z = np.clip(features @ params, -40.0, 40.0)
+        p = 1.0 / (1.0 + np.exp(-z))
+        value = float(np.sum(np.logaddexp(0.0, z) - target * z))
+        return value, features.T @ (p - target)
+
+    result = optimize.minimize(
+        loss,
+        np.array([1.0, 1.0, 0.0]),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, None), (0.0, None), (None, None)],
+    )
+    a, b, c = (float(v) for v in result.x)
+    return BetaCalibration(a, b, c)
+
+
+Calibrator = Callable[[float], float]  # a raw evidence score -> P(YES)
+
+
+def calibrator_from_dict(fit: Mapping[str, Any]) -> Calibrator:
+    """The calibration a stored fit describes: beta calibration when it has a, b and c, Platt
+    scaling (slope, intercept) otherwise."""
+    if fit.get("method") == "beta":
+        return BetaCalibration(float(fit["a"]), float(fit["b"]), float(fit["c"]))
+    return PlattScaling(float(fit["slope"]), float(fit["intercept"]))

@@ -35,6 +35,7 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
     LiveStep,
+    ModelPromotion,
     Rollout,
 )
 from annotation.rating.models import (
@@ -49,7 +50,9 @@ from annotation.rating.models import (
 )
 from annotation.spectra.models import (
     Label,
+    LabelExport,
     Spectrum,
+    SpectrumLabel,
     Task,
 )
 from annotation.training_runs.models import (
@@ -69,7 +72,9 @@ __all__ = [
     "ModelEndpoint",
     "Task",
     "Label",
+    "LabelExport",
     "Spectrum",
+    "SpectrumLabel",
     "CurationState",
     "Curation",
     "VersionKind",
@@ -92,6 +97,7 @@ __all__ = [
     "ExpertDecisionValue",
     "ExpertDecision",
     "CatalogEntry",
+    "ModelPromotion",
     "RatingCampaign",
     "CampaignItem",
     "RatingAssignment",

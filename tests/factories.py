@@ -169,3 +169,46 @@ def make_curation(*, label: str = "YES", object_id: str = "CUR-1", seed: int = 0
         ground_truth=label,
         teacher={"name": "scripted"},
     )
+
+
+def make_inspected(
+    *,
+    spectra: list[Spectrum],
+    verdicts: dict[int, tuple[str, float]],
+    task_code: str = "CV",
+    created_by=None,
+    threshold: float = 0.75,
+    model: tuple[str, str] | None = None,
+):
+    """A finished rule-based run over ``spectra``: each candidate gets the verdict and confidence
+    ``verdicts`` gives for ITS spectrum id (not by position). ``model`` (key, label) names the
+    run's model, standing in for a different checkpoint or endpoint without loading one."""
+    from annotation.inspections import services as inspection_services
+    from annotation.inspections.models import InspectionRun, Rollout
+
+    run = inspection_services.inspection_run_create(
+        task=Task.objects.get(code=task_code),
+        spectrum_ids=[row.pk for row in spectra],
+        policy_spec={"kind": "rule-based"},
+        created_by=created_by,
+        confidence_threshold=threshold,
+        enqueue=False,
+    )
+    if model is not None:
+        InspectionRun.objects.filter(pk=run.pk).update(model_key=model[0], model_label=model[1])
+    candidates = list(run.candidates.select_related("run__task", "spectrum").order_by("pk"))
+    for candidate in candidates:
+        prediction, confidence = verdicts[candidate.spectrum_id]
+        inspection_services.candidate_finish(
+            candidate=candidate,
+            rollouts=[
+                Rollout(
+                    candidate=candidate,
+                    index=0,
+                    data={},
+                    prediction=prediction,
+                    confidence=confidence,
+                )
+            ],
+        )
+    return run

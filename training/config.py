@@ -30,6 +30,20 @@ from trl import GRPOConfig, SFTConfig
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 VISION_MODULES_PATTERN = r".*visual.*"
 REWARD_NAMES = ("spec_o3", "spectra")
+# The GRPO loss aggregations offered, each with what it computes; the default is "dapo".
+LOSS_TYPES = {
+    "dapo": "token-mean: per-token losses summed over the whole accumulated batch and divided by "
+    "its number of trained tokens (verl loss_agg_mode token-mean, the public Spec-o3 recipe's); "
+    "every trained token weighs the same, so a long multi-turn rollout is not down-weighted",
+    "grpo": "seq-mean-token-mean: each rollout's per-token losses averaged over its own length, "
+    "then over rollouts (verl seq-mean-token-mean); length-biased (TRL's docs): it favours short "
+    "rollouts with positive advantages and long ones with negative advantages",
+}
+DEFAULT_LOSS_TYPE = "dapo"
+DEFAULT_LOSS_REASON = (
+    "the public Spec-o3 recipe aggregates with verl's token-mean, which is TRL's dapo; grpo's "
+    "per-rollout mean is length-biased, and tool rollouts differ widely in length (0 to 8 plots)"
+)
 
 # SPECTRA Table 8 (seed 002): GRPO, sampling, LoRA and reward values.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -219,6 +233,17 @@ class RunArguments:
     validation_seed: int = field(
         default=7, metadata={"help": "Seed of the validation SpecVI-mini split (test split)."}
     )
+    gpu_memory_gib: float | None = field(
+        default=None,
+        metadata={
+            "help": "GPU memory (GiB) the run is planned against (training.memory); default: what "
+            "CUDA reports for the first device; no check on the CPU."
+        },
+    )
+    check_memory: bool = field(
+        default=True,
+        metadata={"help": "Refuse a run whose memory arithmetic exceeds the GPU before it loads."},
+    )
 
 
 @dataclass
@@ -271,8 +296,8 @@ class SpecvetGRPOConfig(GRPOConfig):
 
     > Defaults that differ from GRPOConfig
 
-    num_generations 8 and max_tool_calling_iterations 8 (paper section 4.2), loss_type "grpo"
-    (verl's seq-mean-token-mean), mask_truncated_completions True, learning_rate 1e-6,
+    num_generations 8 and max_tool_calling_iterations 8 (paper section 4.2), loss_type "dapo"
+    (verl's token-mean, the public recipe's; see LOSS_TYPES), mask_truncated_completions True, learning_rate 1e-6,
     temperature 1.0, max_completion_length 8192 (tool images count toward it), bf16 True,
     logging_steps 1, log_completions True, report_to "none".
 
@@ -291,8 +316,11 @@ class SpecvetGRPOConfig(GRPOConfig):
         default=8, metadata={"help": "Tool calls per rollout at most (paper Algorithm 1: 8)."}
     )
     loss_type: str = field(
-        default="grpo",
-        metadata={"help": "Loss aggregation; 'grpo' matches verl seq-mean-token-mean."},
+        default=DEFAULT_LOSS_TYPE,
+        metadata={
+            "help": "Loss aggregation: 'dapo' (default; verl token-mean, the public Spec-o3 "
+            "recipe) or 'grpo' (verl seq-mean-token-mean, length-biased)."
+        },
     )
     mask_truncated_completions: bool = field(
         default=True, metadata={"help": "Rollouts cut by the length limit carry no loss."}
@@ -343,7 +371,21 @@ class SpecvetGRPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         if self.reward not in REWARD_NAMES:
             raise ValueError(f"reward must be one of {REWARD_NAMES}; got {self.reward!r}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(
+                f"loss_type must be one of {sorted(LOSS_TYPES)} (dapo: verl token-mean, the "
+                f"public recipe's; grpo: verl seq-mean-token-mean); got {self.loss_type!r}"
+            )
         super().__post_init__()
+
+    def loss_record(self) -> dict[str, str]:
+        """What the lineage says about the loss aggregation of this run."""
+        return {
+            "loss_type": self.loss_type,
+            "computes": LOSS_TYPES[self.loss_type],
+            "default": DEFAULT_LOSS_TYPE,
+            "why_default": DEFAULT_LOSS_REASON,
+        }
 
 
 # --- generation backends -----------------------------------------------------------------------

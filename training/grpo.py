@@ -36,11 +36,12 @@ python -m training.grpo --config training/configs/grpo_cpu_tiny.yaml
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -70,16 +71,20 @@ from training.environment import (
     environment_factory,
     install_agent_response_parser,
 )
+from training.memory import MemoryEstimate
+from training.precision import PrecisionPlan
 from training.rewards import SpectraRewardWeights, build_reward
 from training.run import (
     load_model,
     load_training_processor,
     lora_config,
     metrics_sink,
+    plan_run,
     run_callbacks,
     run_name,
     save_run,
 )
+from training.vllm_colocate import colocate_engine, colocate_engine_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +96,9 @@ class GRPORun:
     dataset: Any
     sink: MetricsSink
     sources: dict[str, Any]
+    precision: PrecisionPlan | None = None
+    memory: MemoryEstimate | None = None
+    recipe: dict[str, Any] = field(default_factory=dict)
 
 
 def collect_items(data_args: DataArguments) -> tuple[list[LabelledSpectrum], dict[str, Any]]:
@@ -245,6 +253,7 @@ def build_grpo_run(
         items, sources = collect_items(data_args)
     else:
         sources = {"in_memory": len(items)}
+    precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="grpo")
     processor = tool_calling_processor(model_args)
     dataset = build_rl_dataset(items, use_tool=data_args.use_tool)
     reward = build_reward(
@@ -255,8 +264,43 @@ def build_grpo_run(
         weights=spectra_weights(training_args),
     )
     sink = sink or metrics_sink(run_args, training_args.output_dir)
-    trainer = _grpo_trainer_class()(
-        model=load_model(model_args),
+    recipe: dict[str, Any] = {"loss": training_args.loss_record()}
+    engine: Any = contextlib.nullcontext()
+    if training_args.use_vllm and training_args.vllm_mode == "colocate":
+        recipe["vllm_colocate"] = colocate_engine_kwargs(
+            max_tool_calls=training_args.max_tool_calling_iterations,
+            max_model_length=training_args.vllm_max_model_length,
+            max_pixels=getattr(processor.image_processor, "max_pixels", None),
+        )
+        engine = colocate_engine(recipe["vllm_colocate"])
+    with engine:
+        trainer = _build_trainer(
+            model_args,
+            data_args,
+            run_args,
+            training_args,
+            precision,
+            processor,
+            dataset,
+            reward,
+            sink,
+        )
+    return GRPORun(trainer, processor, dataset, sink, sources, precision, memory, recipe)
+
+
+def _build_trainer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    run_args: RunArguments,
+    training_args: SpecvetGRPOConfig,
+    precision: Any,
+    processor: Any,
+    dataset: Any,
+    reward: Any,
+    sink: MetricsSink,
+) -> Any:
+    return _grpo_trainer_class()(
+        model=load_model(model_args, precision),
         reward_funcs=[reward],
         args=training_args,
         train_dataset=dataset,
@@ -275,7 +319,6 @@ def build_grpo_run(
             use_tool=data_args.use_tool,
         ),
     )
-    return GRPORun(trainer, processor, dataset, sink, sources)
 
 
 def _tool_budget(iterations: int | None) -> int:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -181,7 +182,15 @@ def spec_o3_reward(
         spec_o3_value(prediction == label, good, alpha)
         for prediction, label, good in zip(predictions, ground_truth, formats, strict=True)
     ]
-    _log_batch(log_metric, ground_truth, predictions, formats, rollouts, kwargs.get("environments"))
+    _log_batch(
+        log_metric,
+        ground_truth,
+        predictions,
+        formats,
+        rollouts,
+        kwargs.get("environments"),
+        completions,
+    )
     return rewards
 
 
@@ -302,7 +311,15 @@ def spectra_reward(
     ]
     predictions = [parsing.extract_prediction(rollout.turns) for rollout in rollouts]
     formats = [parsing.format_ok(rollout.turns).ok for rollout in rollouts]
-    _log_batch(log_metric, ground_truth, predictions, formats, rollouts, kwargs.get("environments"))
+    _log_batch(
+        log_metric,
+        ground_truth,
+        predictions,
+        formats,
+        rollouts,
+        kwargs.get("environments"),
+        completions,
+    )
     return [part.total for part in components]
 
 
@@ -324,11 +341,12 @@ def _log_batch(
     formats: Sequence[bool],
     rollouts: Sequence[Rollout],
     environments: Sequence[Any] | None = None,
+    completions: Sequence[Any] | None = None,
 ) -> None:
     """Training-batch classification metrics (F1 on the rollouts of this step) and tool use."""
     if log_metric is None:
         return
-    log_tool_metrics(log_metric, environments)
+    log_tool_metrics(log_metric, environments, completions)
     report = metrics.classification_report(list(labels), list(predictions))
     log_metric("batch_f1", report.f1)
     log_metric("batch_accuracy", report.accuracy)
@@ -337,21 +355,43 @@ def _log_batch(
 
 
 def log_tool_metrics(
-    log_metric: Callable[[str, float], None], environments: Sequence[Any] | None
+    log_metric: Callable[[str, float], None],
+    environments: Sequence[Any] | None,
+    completions: Sequence[Any] | None = None,
 ) -> None:
     """``tool_calls_mean`` (calls the tool ran, per rollout) and ``tool_failure_rate`` (share of
     observations without a plot: refused windows, malformed turns, a disabled tool; rule 4 of
     ``agent.rollout_rules``), read from the environments' records.
+
+    Only observations that reached the rollout count: TRL runs the tool, then drops a result
+    whose tokens would pass ``max_completion_length`` (the tool message is deleted from the
+    completion, the rollout ends), while the environment has already recorded the call. The
+    ``tool`` messages left in each conversational completion say how many of the environment's
+    records, in order, the model saw.
 
     TRL averages each logged name over its values on all ranks, so the failure rate is logged as
     one 0/1 value per observation: the average is then the pooled rate over the whole batch.
     """
     if not environments:
         return
-    log_metric("tool_calls_mean", sum(env.n_tool_calls for env in environments) / len(environments))
-    for env in environments:
-        for call in env.calls:
+    kept = [
+        list(env.calls[: _observations_in(completions[index])])
+        if completions is not None and index < len(completions)
+        else list(env.calls)
+        for index, env in enumerate(environments)
+    ]
+    ran = sum(1 for calls in kept for call in calls if call.ran_tool)
+    log_metric("tool_calls_mean", ran / len(environments))
+    for calls in kept:
+        for call in calls:
             log_metric("tool_failure_rate", 0.0 if call.ok else 1.0)
+
+
+def _observations_in(completion: Any) -> int:
+    """The tool messages of a conversational completion (no limit for a plain-text one)."""
+    if not isinstance(completion, list):
+        return sys.maxsize
+    return sum(1 for message in completion if message.get("role") == "tool")
 
 
 def build_reward(

@@ -17,20 +17,97 @@ from training.callbacks import (
     canonical_metrics,
 )
 from training.checkpoint import new_lineage, save_trained
-from training.config import DataArguments, ModelArguments, RunArguments, config_to_dict
+from training.config import (
+    DataArguments,
+    ModelArguments,
+    RunArguments,
+    config_to_dict,
+    launch_layout,
+)
 from training.data import specvi_mini_items
+from training.memory import (
+    GRPO_PROMPT_TOKENS,
+    MemoryEstimate,
+    check_fits,
+    count_parameters,
+    device_memory_gib,
+    estimate_memory,
+)
+from training.precision import PrecisionPlan, checkpoint_dtype, precision_plan, torch_dtype
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 
 
-def load_model(model_args: ModelArguments) -> Any:
-    """The Qwen2.5-VL model of ``model_args``, vision tower frozen when asked."""
+def plan_run(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    run_args: RunArguments,
+    training_args: Any,
+    *,
+    stage: str,
+) -> tuple[PrecisionPlan, MemoryEstimate]:
+    """The run's dtypes (training.precision) and per-GPU memory (training.memory), worked out
+    before the model is loaded; raises PrecisionError or MemoryPlanError with the figures."""
+    path = _model_path(model_args)
+    processes, sharded = launch_layout()
+    sharded = (
+        sharded
+        or bool(getattr(training_args, "deepspeed", None))
+        or bool(getattr(training_args, "fsdp", None))
+    )
+    count = count_parameters(
+        path,
+        freeze_pattern=model_args.lora_exclude_modules if model_args.freeze_vision_tower else None,
+        lora_targets=list(model_args.lora_target_modules) if model_args.use_lora else None,
+        lora_rank=model_args.lora_r,
+        lora_exclude=model_args.lora_exclude_modules,
+    )
+    precision = precision_plan(
+        checkpoint=checkpoint_dtype(path),
+        requested_dtype=model_args.dtype,
+        use_lora=model_args.use_lora,
+        sharded=sharded,
+        bf16=bool(getattr(training_args, "bf16", False)),
+        fp16=bool(getattr(training_args, "fp16", False)),
+        trainable_parameters=count.trainable,
+    )
+    if stage == "grpo":
+        sequence = GRPO_PROMPT_TOKENS + int(training_args.max_completion_length or 0)
+        colocate = training_args.use_vllm and training_args.vllm_mode == "colocate"
+        vllm_share = float(training_args.vllm_gpu_memory_utilization) if colocate else 0.0
+        reference = float(training_args.beta) > 0
+    else:
+        sequence = int(data_args.max_sequence_length or training_args.max_length or 0)
+        vllm_share, reference = 0.0, False
+    on_gpu = not getattr(training_args, "use_cpu", False)
+    estimate = estimate_memory(
+        count,
+        load_dtype=precision.load_dtype,
+        batch_size=int(training_args.per_device_train_batch_size),
+        sequence_tokens=sequence,
+        gradient_checkpointing=bool(training_args.gradient_checkpointing),
+        processes=processes,
+        sharded=sharded,
+        reference_model=reference,
+        vllm_share=vllm_share,
+        device_gib=run_args.gpu_memory_gib or (device_memory_gib() if on_gpu else None),
+    )
+    logger.info("%s precision: %s; memory: %s", stage, precision.reason, estimate.summary())
+    if run_args.check_memory:
+        check_fits(estimate, use_vllm=vllm_share > 0)
+    return precision, estimate
+
+
+def load_model(model_args: ModelArguments, precision: PrecisionPlan | None = None) -> Any:
+    """The Qwen2.5-VL model of ``model_args`` in ``precision``'s load dtype (default: the
+    requested one), vision tower frozen when asked."""
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     path = _model_path(model_args)
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(path), dtype=model_args.dtype)
+    dtype = model_args.dtype if precision is None else precision.load_dtype
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(path), dtype=dtype)
     if model_args.freeze_vision_tower:
         pattern = re.compile(model_args.lora_exclude_modules)
         for name, parameter in model.named_parameters():
@@ -190,13 +267,24 @@ def save_run(
     dataset_version: str,
     dataset: dict[str, Any],
 ) -> Path:
-    """Save ``run``'s trained model with its lineage into ``training_args.output_dir``."""
+    """Save ``run``'s trained model with its lineage into ``training_args.output_dir``; weights
+    trained in an upcast dtype are written in the checkpoint's own dtype again."""
+    config = config_to_dict(model_args, data_args, run_args, training_args)
+    config["recipe"] = dict(getattr(run, "recipe", None) or {})
+    precision: PrecisionPlan | None = getattr(run, "precision", None)
+    memory: MemoryEstimate | None = getattr(run, "memory", None)
+    if memory is not None:
+        config["recipe"]["memory"] = memory.as_dict()
+    if precision is not None:
+        config["recipe"]["precision"] = precision.as_dict()
+        if precision.upcast:
+            run.trainer.model.to(torch_dtype(precision.save_dtype))
     lineage = new_lineage(
         stage=stage,
         base_model=str(model_args.model_name_or_path),
         dataset_version=dataset_version,
         dataset=dataset,
-        config=config_to_dict(model_args, data_args, run_args, training_args),
+        config=config,
         metrics=final_metrics(run.trainer),
     )
     return save_trained(run.trainer, run.processor, cast(str, training_args.output_dir), lineage)

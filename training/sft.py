@@ -25,7 +25,7 @@ to ``--output_dir``; per-step metrics go to ``--metrics_jsonl`` (default OUTPUT_
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,14 @@ from training.data import (
     load_trajectories_jsonl,
     smoke_trajectories,
 )
+from training.memory import MemoryEstimate
+from training.precision import PrecisionPlan
 from training.run import (
     load_model,
     load_training_processor,
     lora_config,
     metrics_sink,
+    plan_run,
     run_callbacks,
     run_name,
     save_run,
@@ -66,6 +69,9 @@ class SFTRun:
     data: SFTData
     sink: MetricsSink
     sources: dict[str, Any]
+    precision: PrecisionPlan | None = None
+    memory: MemoryEstimate | None = None
+    recipe: dict[str, Any] = field(default_factory=dict)
 
 
 def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], dict[str, Any]]:
@@ -135,6 +141,7 @@ def build_sft_run(
         trajectories, sources = collect_trajectories(data_args)
     else:
         sources = {"in_memory": len(trajectories)}
+    precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="sft")
     processor = load_training_processor(model_args)
     data = build_sft_dataset(trajectories, processor, max_length=data_args.max_sequence_length)
     logger.info(
@@ -145,7 +152,7 @@ def build_sft_run(
     )
     sink = sink or metrics_sink(run_args, training_args.output_dir)
     trainer = SFTTrainer(
-        model=load_model(model_args),
+        model=load_model(model_args, precision),
         args=training_args,
         train_dataset=data.dataset,
         processing_class=processor,
@@ -159,7 +166,7 @@ def build_sft_run(
             use_tool=data_args.use_tool,
         ),
     )
-    return SFTRun(trainer, processor, data, sink, sources)
+    return SFTRun(trainer, processor, data, sink, sources, precision, memory)
 
 
 def save_sft_run(

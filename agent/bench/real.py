@@ -8,11 +8,12 @@ calibration error (10 bins) and the wrong answers given with confidence >= 0.9; 
 curve on real data: the F1 (accuracy where a part has no positive) of the decisions kept when
 the least confident 0/10/20/30 % are deferred to experts.
 
-Calibration (``calibrate``): per task, Platt scaling of the raw evidence score fitted on the
-development part only. A task with fewer than MIN_POSITIVES development positives gets a
-temperature only (slope, no intercept, never above 1): with so few positives a threshold cannot
-be placed, and a corpus without positives must not make the inspector surer than its rules.
-The validation part is never used to fit anything.
+Calibration (``calibrate``): per task, fitted on the development part only (``fit_calibration``):
+beta calibration where both classes have MIN_FOR_BETA members, Platt scaling from MIN_POSITIVES
+positives, a temperature (slope <= 1, no intercept) below that; then the pull towards 0.5 of the
+answers that carry a scope note (outside what the inspector knows, or the decisive windows
+missing), by least log-loss on those development answers, at most MAX_PULL so such an answer
+never reaches 0.9. The validation part is never used to fit anything.
 
 Synthetic figures are SpecVI-mini (``agent.synthetic``), labelled "synthetic" everywhere.
 """
@@ -29,14 +30,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agent.calibration import (
-    PlattScaling,
+    Calibrator,
+    calibrator_from_dict,
     expected_calibration_error,
+    fit_beta,
     fit_platt,
     reliability_bins,
 )
 from agent.inspection_tasks import get_task
 from agent.metrics import classification_report
-from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector
+from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector, SpectrumView
+from agent.policies.rule_based.inspector import pulled
+from agent.policies.rule_based.scope import DEFAULT_PULL, MAX_PULL
 from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus
 from agent.spectra import Spectrum
 
@@ -44,6 +49,7 @@ if TYPE_CHECKING:
     from agent.evaluation import EvalSample, SampleResult
 
 MIN_POSITIVES = 3
+MIN_FOR_BETA = 10
 DEFERRALS = (0.0, 0.1, 0.2, 0.3)
 CONFIDENT = 0.9
 SYNTHETIC_SEED = 20240913
@@ -56,6 +62,7 @@ class Scored:
     item: str
     label: str  # YES / NO
     score: float  # raw evidence score (log-odds before calibration)
+    scope: tuple[str, ...] = ()  # kinds of the scope notes ("out of scope", "coverage")
 
 
 @dataclass(frozen=True)
@@ -75,17 +82,29 @@ def score_spectra(
 ) -> list[Scored]:
     """Raw scores of the uncalibrated inspector; ``items`` are (id, spectrum, {task: label})."""
     inspector = RuleBasedInspector(calibration=None)
-    scored = []
-    for task in tasks:
-        definition = get_task(task)
-        for item, spectrum, labels in items:
+    definitions = {task: get_task(task) for task in tasks}
+    by_task: dict[str, list[Scored]] = {task: [] for task in tasks}
+    for item, spectrum, labels in items:
+        view = SpectrumView(spectrum)  # each line measured once for all the tasks
+        for task in tasks:
             label = labels.get(task)
             if label is None:
                 continue
-            decision = inspector.begin(spectrum=spectrum, task=definition, use_tool=False).decision
+            decision = inspector.begin(
+                spectrum=spectrum, task=definitions[task], use_tool=False, view=view
+            ).decision
             assert decision is not None
-            scored.append(Scored(task, item, label, float(decision["score"])))
-    return scored
+            evidence = decision["evidence"]
+            by_task[task].append(
+                Scored(
+                    task,
+                    item,
+                    label,
+                    float(decision["score"]),
+                    tuple(note["kind"] for note in evidence.get("scope", [])),
+                )
+            )
+    return [row for task in tasks for row in by_task[task]]
 
 
 def real_items(split: str) -> list[tuple[str, Spectrum, dict[str, str | None]]]:
@@ -109,50 +128,99 @@ def synthetic_items(per_task: int, seed: int = SYNTHETIC_SEED) -> list[tuple[str
 
 
 def fit_calibration(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
+    """Per task, on the development part: beta calibration (Kull et al. 2017: two tails, so
+    a rare class's wider spread does not bend the common class's probabilities) where both
+    classes have at least MIN_FOR_BETA members; Platt scaling from MIN_POSITIVES positives;
+    below that a temperature (slope <= 1, no intercept). Both fits use Platt's smoothed targets,
+    which keep a rare class from being fitted to certainty."""
     fits: dict[str, dict[str, Any]] = {}
     for task in TASKS:
         rows = [s for s in scored if s.task == task]
         if not rows:
             continue
         labels = [s.label == "YES" for s in rows]
+        scores = [s.score for s in rows]
         positives = sum(labels)
-        full = positives >= MIN_POSITIVES
-        platt = fit_platt([s.score for s in rows], labels, intercept=full)
-        if not full:
-            platt = PlattScaling(min(max(platt.slope, 0.1), 1.0), 0.0)
-        fits[task] = {
-            "slope": round(platt.slope, 6),
-            "intercept": round(platt.intercept, 6),
-            "method": "Platt" if full else "temperature (slope <= 1, no intercept)",
-            "n": len(rows),
-            "positives": positives,
-        }
+        negatives = len(labels) - positives
+        if positives >= MIN_FOR_BETA and negatives >= MIN_FOR_BETA:
+            beta = fit_beta(scores, labels)
+            fit: dict[str, Any] = {
+                "method": "beta",
+                "a": round(beta.a, 6),
+                "b": round(beta.b, 6),
+                "c": round(beta.c, 6),
+            }
+        elif positives >= MIN_POSITIVES:
+            platt = fit_platt(scores, labels, intercept=True)
+            fit = {
+                "method": "Platt",
+                "slope": round(platt.slope, 6),
+                "intercept": round(platt.intercept, 6),
+            }
+        else:
+            platt = fit_platt(scores, labels, intercept=False)
+            fit = {
+                "method": "temperature (slope <= 1, no intercept)",
+                "slope": round(min(max(platt.slope, 0.1), 1.0), 6),
+                "intercept": 0.0,
+            }
+        fits[task] = {**fit, **_fit_pull(rows, calibrator_from_dict(fit))}
+        fits[task].update(n=len(rows), positives=positives)
     return fits
+
+
+def _fit_pull(rows: Sequence[Scored], calibrator: Calibrator) -> dict[str, Any]:
+    """The pull towards 0.5 of the answers with a scope note, by least log-loss over a grid
+    in [0, MAX_PULL] on those development answers (DEFAULT_PULL where there are none)."""
+    flagged = [s for s in rows if s.scope]
+    if not flagged:
+        return {"scope_pull": DEFAULT_PULL, "scope_n": 0}
+    grid = [round(0.05 * step, 2) for step in range(int(MAX_PULL / 0.05) + 1)]
+
+    def log_loss(pull: float) -> float:
+        total = 0.0
+        for s in flagged:
+            p = min(max(pulled(calibrator(s.score), pull), 1e-6), 1.0 - 1e-6)
+            total -= math.log(p if s.label == "YES" else 1.0 - p)
+        return total
+
+    return {"scope_pull": min(grid, key=log_loss), "scope_n": len(flagged)}
 
 
 def write_calibration(fits: dict[str, dict[str, Any]]) -> None:
     manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
     document = {
-        "description": "Per-task calibration of the rule-based inspector's evidence score: "
-        "P(YES) = logistic(slope * score + intercept). Fitted by `python -m agent.bench.real "
-        "calibrate` on the development part of the real corpus only.",
+        "description": "Per-task calibration of the rule-based inspector's evidence score s: "
+        "beta, P(YES) = logistic(a ln q - b ln(1 - q) + c) with q = logistic(s); Platt or "
+        "temperature, P(YES) = logistic(slope * s + intercept). Fitted by `python -m "
+        "agent.bench.real calibrate` on the development part of the real corpus only.",
         "corpus_version": manifest["version"],
         "min_positives_for_platt": MIN_POSITIVES,
+        "min_per_class_for_beta": MIN_FOR_BETA,
         "tasks": fits,
     }
     CALIBRATION_PATH.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
 
 
-def _platts(fits: dict[str, dict[str, Any]]) -> dict[str, PlattScaling]:
-    return {task: PlattScaling(fit["slope"], fit["intercept"]) for task, fit in fits.items()}
+def _platts(fits: dict[str, dict[str, Any]]) -> dict[str, Calibrator]:
+    return {task: calibrator_from_dict(fit) for task, fit in fits.items()}
 
 
-def report(scored: Sequence[Scored], calibration: dict[str, PlattScaling]) -> PartReport:
+def report(
+    scored: Sequence[Scored],
+    calibration: Mapping[str, Calibrator],
+    pulls: Mapping[str, float] | None = None,
+) -> PartReport:
+    """Figures of one part; an answer with a scope note is pulled towards 0.5 as the inspector
+    pulls it (``pulls``: per task, DEFAULT_PULL where absent)."""
     labels = [s.label for s in scored]
     probabilities = [
-        calibration[s.task](s.score)
-        if s.task in calibration
-        else 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0)))
+        pulled(
+            calibration[s.task](s.score)
+            if s.task in calibration
+            else 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0))),
+            (pulls or {}).get(s.task, DEFAULT_PULL) if s.scope else 1.0,
+        )
         for s in scored
     ]
     predictions: list[str | None] = ["YES" if p >= 0.5 else "NO" for p in probabilities]
@@ -225,13 +293,14 @@ def run(*, synthetic_per_task: int, refit: bool) -> tuple[dict[str, dict[str, Pa
     if refit:
         write_calibration(fits)
     calibration = _platts(fits)
+    pulls = {task: float(fit["scope_pull"]) for task, fit in fits.items()}
     parts = {"development": development, "validation": score_spectra(real_items("validation"))}
     if synthetic_per_task > 0:
         parts["synthetic"] = score_spectra(synthetic_items(synthetic_per_task))
     table: dict[str, dict[str, PartReport]] = {}
     for task in TASKS:
         table[task] = {
-            part: report([s for s in rows if s.task == task], calibration)
+            part: report([s for s in rows if s.task == task], calibration, pulls)
             for part, rows in parts.items()
         }
     return table, fits

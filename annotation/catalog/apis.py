@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from annotation import blinding as selectors
 from annotation.catalog import selectors as catalog
+from annotation.catalog import trajectories
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
@@ -50,7 +51,11 @@ class CatalogEntryOutputSerializer(serializers.ModelSerializer):
             "confidence",
             "snr",
             "policy",
+            "model_key",
+            "model_label",
             "expert_decision",
+            "vetted_label",
+            "label_state",
             "synthetic",
             "run",
             "candidate",
@@ -63,7 +68,18 @@ class ExpertDecisionOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ExpertDecision
-        fields = ["id", "candidate", "expert", "decision", "comment", "created_at"]
+        fields = [
+            "id",
+            "candidate",
+            "expert",
+            "decision",
+            "comment",
+            "verdict_seen",
+            "confidence_seen",
+            "model_key_seen",
+            "model_label_seen",
+            "created_at",
+        ]
 
 
 def _image_url(sha256: str, candidate_id: int) -> str | None:
@@ -74,10 +90,10 @@ def _image_url(sha256: str, candidate_id: int) -> str | None:
 
 def _trajectory_data(candidate: Candidate) -> list[dict[str, Any]]:
     stored = list(candidate.rollouts.order_by("index"))
-    ratings = catalog.rollout_ratings(rollout.pk for rollout in stored)
+    ratings = trajectories.rollout_ratings(rollout.pk for rollout in stored)
     rollouts = []
     for rollout in stored:
-        view = catalog.trajectory_view(rollout.data)
+        view = trajectories.trajectory_view(rollout.data)
         steps = []
         for step in view.steps:
             item = asdict(step)

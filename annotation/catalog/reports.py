@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from annotation.catalog import selectors as catalog
+from annotation.catalog import trajectories
 from annotation.core import charts
 from annotation.core.models import ImageBlob
 from annotation.inspections.models import CatalogEntry
@@ -85,7 +86,7 @@ def _data_uri(png: bytes | None) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _inspected(steps: list[catalog.StepView]) -> list[list[float]]:
+def _inspected(steps: list[trajectories.StepView]) -> list[list[float]]:
     windows = []
     for step in steps:
         shown = step.image_range
@@ -104,7 +105,7 @@ def entry_report_html(*, entry: CatalogEntry) -> str:
     """The report of the entry's candidate and its first rollout (the whole page as a string)."""
     candidate = entry.candidate
     rollout = candidate.rollouts.order_by("index").first() if candidate else None
-    view = catalog.trajectory_view(rollout.data) if rollout else None
+    view = trajectories.trajectory_view(rollout.data) if rollout else None
     shas = {step.image_sha256 for step in view.steps} if view else set()
     if view and view.initial_image_sha256:
         shas.add(view.initial_image_sha256)

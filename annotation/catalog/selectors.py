@@ -1,4 +1,4 @@
-"""Catalog reads: filters, sorting, capped pagination, export tables and the vetting queue.
+"""Catalog reads: filters, sorting, capped pagination, columns and the vetting queue.
 
 The catalog is one denormalized table (CatalogEntry) so that filtering and sorting a million
 rows stays index-backed. Counting every match of a broad filter is the slow part of a paged
@@ -10,18 +10,25 @@ sort, or export for more).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Exists, F, IntegerField, OrderBy, OuterRef, QuerySet, Subquery
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OrderBy,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.functions import Coalesce
 
 from annotation.core.endpoints import public_policy_spec  # noqa: F401  (re-exported: views, reports)
@@ -31,8 +38,10 @@ from annotation.inspections.models import (
     CatalogEntry,
     ExpertDecision,
     ExpertDecisionValue,
+    InspectionRun,
 )
-from annotation.rating.models import RatingAssignment
+from annotation.inspections.selectors import current_models
+from annotation.spectra.labels import LabelState
 from annotation.spectra.models import Spectrum, Task
 
 COUNT_CAP = 10_000
@@ -58,8 +67,9 @@ NULLS_LAST_KEYS = frozenset({"snr", "ra", "dec"})
 VERDICT_CHOICES = ("YES", "NO", "none")
 EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
 EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
-
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+LABEL_STATE_CHOICES = (*LabelState.ALL, "none")
+# ?model= takes a model key, or "current": each task's promoted model (annotation.learning).
+CURRENT_MODEL = "current"
 
 
 class CatalogQueryError(ValueError):
@@ -130,6 +140,38 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "",
         "src.class",
         "Expert vetting: YES, NO, unsure; empty: not vetted",
+    ),
+    CatalogColumn(
+        "model",
+        "model_label",
+        "str",
+        "",
+        "meta.software",
+        "Model that gave the verdict: rule-based version, checkpoint hash or endpoint and model",
+    ),
+    CatalogColumn(
+        "model_key",
+        "model_key",
+        "str",
+        "",
+        "meta.id",
+        "Stable key of that model (rule-based@version, checkpoint:sha256, endpoint:name/model)",
+    ),
+    CatalogColumn(
+        "vetted_label",
+        "vetted_label",
+        "str",
+        "",
+        "src.class",
+        "Label of the spectrum from expert vetting (two agree, or a third resolves); empty: none",
+    ),
+    CatalogColumn(
+        "label_state",
+        "label_state",
+        "str",
+        "",
+        "meta.code",
+        "Vetting label state: pending, conflict (awaiting a third expert), agreed, resolved",
     ),
     CatalogColumn(
         "synthetic",
@@ -205,6 +247,8 @@ class CatalogFilters:
     object_id: str = ""  # prefix; case-sensitive on PostgreSQL (SQLite's LIKE ignores case)
     run: int | None = None
     synthetic: bool | None = None
+    label_state: str = ""  # pending | conflict | agreed | resolved | none (no decision yet)
+    model: str = ""  # a model key, or "current" (each task's current model)
 
     def as_query(self) -> dict[str, str]:
         """The GET parameters that give these filters back through filters_from_query."""
@@ -275,9 +319,23 @@ def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
         object_id=(params.get("object_id") or "").strip(),
         run=_int_param(params, "run"),
         synthetic=_bool_param(params, "synthetic"),
+        label_state=_choice_param(params, "label_state", LABEL_STATE_CHOICES),
+        model=_model_param(params),
     )
     check_filters(filters)
     return filters
+
+
+MODEL_KEY_MAX = 200
+
+
+def _model_param(params: Mapping[str, str]) -> str:
+    value = (params.get("model") or "").strip()
+    if len(value) > MODEL_KEY_MAX:
+        raise CatalogQueryError(
+            f"model must be a model key of at most {MODEL_KEY_MAX} characters; got {len(value)}"
+        )
+    return value
 
 
 def limit_from_query(params: Mapping[str, str]) -> int | None:
@@ -353,7 +411,39 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
     if filters.synthetic is not None:
         rows = rows.filter(synthetic=filters.synthetic)
     rows = rows.annotate(duplicates=_duplicates())
+    if filters.label_state:
+        rows = rows.filter(label_state="" if filters.label_state == "none" else filters.label_state)
+    if filters.model == CURRENT_MODEL:
+        rows = rows.filter(_current_model_rows())
+    elif filters.model:
+        rows = rows.filter(model_key=filters.model)
     return rows.order_by(*_ordering(normalize_sort(sort)))
+
+
+def _current_model_rows() -> Q:
+    """Entries written by their task's current model (the latest promotion per task); a task
+    with no promotion shows none."""
+    current = current_models()
+    if not current:
+        return Q(pk__in=[])
+    condition = Q()
+    for task_code, model_key in current.items():
+        condition |= Q(task_code=task_code, model_key=model_key)
+    return condition
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    key: str
+    label: str
+
+
+def model_choices(runs: QuerySet[InspectionRun]) -> list[ModelChoice]:
+    """The models behind ``runs`` (those the user may read), newest first, one per key."""
+    seen: dict[str, str] = {}
+    for key, label in runs.exclude(model_key="").values_list("model_key", "model_label"):
+        seen.setdefault(key, label or key)
+    return [ModelChoice(key=key, label=label) for key, label in seen.items()]
 
 
 def survey_choices() -> list[str]:
@@ -459,6 +549,10 @@ class CatalogRowView:
     policy_name: str
     expert_decision: str
     run_id: int
+    model_key: str
+    model_label: str
+    vetted_label: str
+    label_state: str
     created: str
     expert_tally: str = ""  # "YES 1 · NO 1" when the experts disagree
     designation: str = ""
@@ -542,6 +636,10 @@ def list_rows(
             policy_name=entry.policy_name,
             expert_decision=entry.expert_decision,
             run_id=entry.run_id,
+            model_key=entry.model_key,
+            model_label=entry.model_label,
+            vetted_label=entry.vetted_label,
+            label_state=entry.label_state,
             created=timezone.localtime(entry.created_at).strftime("%Y-%m-%d %H:%M")
             if entry.created_at
             else "",
@@ -594,171 +692,25 @@ def catalog_page(
     )
 
 
-# --- exports ----------------------------------------------------------------------------------
-
-
-def _iso_utc(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _export_values(rows: QuerySet[CatalogEntry], limit: int | None) -> QuerySet[Any]:
-    values = rows.values_list(*_SOURCES)
-    return values[:limit] if limit is not None else values
-
-
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _csv_cell(kind: str, value: Any) -> Any:
-    if value is None:
-        return ""
-    if kind == "bool":
-        return "true" if value else "false"
-    if kind == "time":
-        return _iso_utc(value)
-    if kind == "str" and value.startswith(_FORMULA_START):
-        # Spreadsheets run a cell that starts like a formula; the quote keeps it text.
-        return "'" + value
-    return value
-
-
-def catalog_csv_chunks(
-    rows: QuerySet[CatalogEntry], *, limit: int | None = None, rows_per_chunk: int = 500
-) -> Iterator[str]:
-    """The CSV export as text chunks: a header line, then every matching row (streamed)."""
-    writer = csv.writer(_Echo(), lineterminator="\n")
-    kinds = [column.kind for column in CATALOG_COLUMNS]
-    yield writer.writerow(COLUMN_NAMES)
-    lines: list[str] = []
-    for record in _export_values(rows, limit).iterator(chunk_size=2000):
-        lines.append(
-            writer.writerow(
-                [_csv_cell(kind, value) for kind, value in zip(kinds, record, strict=True)]
-            )
-        )
-        if len(lines) >= rows_per_chunk:
-            yield "".join(lines)
-            lines = []
-    if lines:
-        yield "".join(lines)
-
-
-# --- detail -----------------------------------------------------------------------------------
-
-
-def is_sha256(value: str) -> bool:
-    return bool(_SHA256.match(value))
-
-
-@dataclass(frozen=True)
-class StepView:
-    index: int
-    think: str
-    text: str  # the raw turn, shown when it has no parsed reasoning
-    tool_name: str
-    tool_arguments: dict[str, Any] | None
-    result_ok: bool | None
-    result_text: str
-    image_sha256: str
-    image_range: list[float] | None
-    image_label: str
-
-    @property
-    def arguments_json(self) -> str:
-        return json.dumps(self.tool_arguments, ensure_ascii=False, sort_keys=True)
-
-
-@dataclass(frozen=True)
-class TrajectoryView:
-    initial_image_sha256: str
-    steps: list[StepView]
-    prediction: str
-    justification: str
-    stop_reason: str
-    format_ok: bool | None
-    inspected: list[list[float]] = field(default_factory=list)
-
-
-def _image_fields(image: Any) -> tuple[str, list[float] | None, str]:
-    if not isinstance(image, dict):
-        return "", None, ""
-    sha = str(image.get("png_sha256") or "")
-    return (sha if is_sha256(sha) else ""), image.get("wavelength_range"), image.get("label") or ""
-
-
-def trajectory_view(data: dict[str, Any]) -> TrajectoryView:
-    """What a page shows of a stored trajectory, read straight from the stored dict (the
-    PNGs stay in ImageBlob and are served by hash, never inlined)."""
-    steps: list[StepView] = []
-    for step in data.get("steps") or []:
-        call = step.get("tool_call") or {}
-        result = step.get("tool_result") or {}
-        sha, shown_range, label = _image_fields(result.get("image"))
-        steps.append(
-            StepView(
-                index=int(step.get("index", len(steps))),
-                think=step.get("think") or "",
-                text=step.get("assistant_text") or "",
-                tool_name=call.get("name") or "",
-                tool_arguments=call.get("arguments") if call else None,
-                result_ok=result.get("ok") if result else None,
-                result_text=result.get("text") or "",
-                image_sha256=sha,
-                image_range=shown_range,
-                image_label=label,
-            )
-        )
-    answer = data.get("answer") or {}
-    initial_sha, _, _ = _image_fields(data.get("initial_image"))
-    return TrajectoryView(
-        initial_image_sha256=initial_sha,
-        steps=steps,
-        prediction=answer.get("prediction") or "",
-        justification=answer.get("justification") or "",
-        stop_reason=data.get("stop_reason") or "",
-        format_ok=data.get("format_ok"),
-        inspected=[list(step.image_range) for step in steps if step.image_range],
-    )
-
-
-def rollout_ratings(rollout_ids: Iterable[int]) -> dict[int, list[RatingAssignment]]:
-    """Expert scores of these rollouts from rating campaigns, per rollout id.
-
-    Only closed campaigns count: while a campaign runs its raters stay blind to each other's
-    scores and to which policy wrote the trajectory, and this page would tell them.
-    """
-    sources = {f"rollout:{pk}": pk for pk in rollout_ids}
-    ratings: dict[int, list[RatingAssignment]] = {pk: [] for pk in sources.values()}
-    scored = (
-        RatingAssignment.objects.filter(
-            item__source__in=list(sources), item__campaign__closed=True, score__isnull=False
-        )
-        .select_related("item__campaign", "rater")
-        .order_by("item__campaign_id", "rated_at", "id")
-    )
-    for assignment in scored:
-        ratings[sources[assignment.item.source]].append(assignment)
-    return ratings
-
-
 # --- vetting ----------------------------------------------------------------------------------
 
 
 def vetting_queue(user: Any) -> QuerySet[Candidate]:
-    """Finished candidates routed to an expert that this user has not decided, oldest first."""
+    """Finished candidates that wait for this user's decision: those routed to an expert, and
+    those whose first two experts disagree (a conflict: this user has not decided, so is
+    neither of them). Conflicts come first, then the oldest; a candidate whose spectrum has its
+    label for the task already is done."""
     decided = ExpertDecision.objects.filter(candidate=OuterRef("pk"), expert=user)
+    in_conflict = Exists(
+        CatalogEntry.objects.filter(candidate=OuterRef("pk"), label_state=LabelState.CONFLICT)
+    )
     return (
-        Candidate.objects.filter(needs_expert=True, state=CandidateState.DONE)
+        Candidate.objects.annotate(in_conflict=in_conflict)
+        .filter(Q(needs_expert=True) | Q(in_conflict=True), state=CandidateState.DONE)
         .exclude(Exists(decided))
+        .exclude(catalog_entry__label_state__in=LabelState.LABELLED)
         .select_related("run__task", "spectrum")
-        .order_by("finished_at", "id")
+        .order_by(F("in_conflict").desc(), "finished_at", "id")
     )
 
 

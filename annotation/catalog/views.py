@@ -24,14 +24,16 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
+from annotation.catalog import comparisons, reports, trajectories
 from annotation.catalog import exports as catalog_export
-from annotation.catalog import reports
 from annotation.catalog import selectors as catalog
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
 from annotation.core.models import ImageBlob
 from annotation.core.permissions import require_role
+from annotation.inspections import decisions as inspection_decisions
+from annotation.inspections import promotions
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
     Candidate,
@@ -56,8 +58,9 @@ HEADERS = (
     ("Verdict", ""),
     ("Confidence", "confidence"),
     ("S/N", "snr"),
-    ("Policy", ""),
+    ("Model", ""),
     ("Expert", ""),
+    ("Label", ""),
     ("Run", ""),
     ("Created", "created_at"),
 )
@@ -124,6 +127,8 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         surveys=catalog.survey_choices(),
         verdicts=catalog.VERDICT_CHOICES,
         decisions=catalog.EXPERT_DECISION_CHOICES,
+        label_states=catalog.LABEL_STATE_CHOICES,
+        models=catalog.model_choices(blinding.runs_visible_to(user=request.user)),
         columns=catalog.CATALOG_COLUMNS,
         count_cap=catalog.COUNT_CAP,
         export_limit=catalog.EXPORT_ROW_LIMIT,
@@ -138,11 +143,11 @@ def _entry_rollouts(candidate: Candidate | None) -> list[dict[str, Any]]:
     if candidate is None:
         return []
     rollouts = list(candidate.rollouts.order_by("index"))
-    ratings = catalog.rollout_ratings(rollout.pk for rollout in rollouts)
+    ratings = trajectories.rollout_ratings(rollout.pk for rollout in rollouts)
     return [
         {
             "rollout": rollout,
-            "view": catalog.trajectory_view(rollout.data),
+            "view": trajectories.trajectory_view(rollout.data),
             "ratings": ratings[rollout.pk],
         }
         for rollout in rollouts
@@ -156,6 +161,31 @@ def _provenance(entry: CatalogEntry) -> dict[str, Any]:
         "policy_spec": json.dumps(catalog.public_policy_spec(run.policy_spec), indent=2),
         "policy_info": json.dumps(catalog.public_policy_spec(run.policy_info), indent=2),
         "sampling": json.dumps(catalog.public_policy_spec(run.sampling), indent=2),
+    }
+
+
+def _label_context(
+    request: HttpRequest, entry: CatalogEntry, candidate: Candidate | None
+) -> dict[str, Any]:
+    """The spectrum's vetted label with the decisions behind it, less decisions made on runs
+    this user may not read."""
+    label = (
+        spectra_selectors.vetted_label(spectrum_id=candidate.spectrum_id, task_id=entry.run.task_id)
+        if candidate is not None
+        else None
+    )
+    readable = set(
+        blinding.runs_visible_to(user=request.user)
+        .filter(pk__in=[d.get("run_id") for d in (label.decisions if label else [])])
+        .values_list("pk", flat=True)
+    )
+    return {
+        "label": label,
+        "label_decisions": [
+            d for d in (label.decisions if label else []) if d["run_id"] in readable
+        ],
+        "is_current_model": bool(entry.model_key)
+        and catalog.current_models().get(entry.task_code) == entry.model_key,
     }
 
 
@@ -182,6 +212,7 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "decisions": decisions,
             "provenance": _provenance(entry),
             **_list_navigation(request, entries, entry.pk),
+            **_label_context(request, entry, candidate),
         },
     )
 
@@ -205,7 +236,7 @@ def _list_navigation(request: HttpRequest, entries: Any, entry_id: int) -> dict[
 @require_GET
 @cache_control(private=True, max_age=31536000, immutable=True)
 def catalog_image(request: HttpRequest, sha256: str) -> HttpResponse:
-    if not catalog.is_sha256(sha256):
+    if not trajectories.is_sha256(sha256):
         raise Http404("not an image hash")
     # Only tool images of rollouts and live steps the user may read are served here, not
     # every stored blob; a candidate id narrows the search to that candidate's rows.
@@ -263,7 +294,7 @@ def catalog_export_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResp
     except catalog.CatalogQueryError as error:
         return HttpResponseBadRequest(str(error), content_type="text/plain")
     response = StreamingHttpResponse(
-        catalog.catalog_csv_chunks(rows, limit=limit), content_type="text/csv; charset=utf-8"
+        catalog_export.catalog_csv_chunks(rows, limit=limit), content_type="text/csv; charset=utf-8"
     )
     response["Content-Disposition"] = f'attachment; filename="{_file_name("csv")}"'
     return response
@@ -391,7 +422,7 @@ def vetting_undo(request: HttpRequest) -> HttpResponse:
     """Withdraw one's own last decision; the candidate is shown again to decide anew."""
     candidate = _visible_candidate(request)
     try:
-        withdrawn = inspections_services.expert_decision_withdraw(
+        withdrawn = inspection_decisions.expert_decision_withdraw(
             candidate=candidate,
             expert=request.user,  # type: ignore[arg-type]
         )
@@ -430,3 +461,81 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
         "decision": request.POST["decision"],
     }
     return redirect("vetting_queue")
+
+
+# --- model lineage: comparison and promotion ---------------------------------------------------
+
+
+def _compare_context(request: HttpRequest) -> tuple[dict[str, Any], int]:
+    tasks = list(Task.objects.values_list("code", flat=True))
+    task = request.GET.get("task", "").strip() or (tasks[0] if tasks else "")
+    context: dict[str, Any] = {"tasks": tasks, "task": task, "error": ""}
+    if task not in tasks:
+        context["error"] = f"task must be one of {', '.join(tasks)}; got {task[:40]!r}"
+        return context, 400
+    models = comparisons.models_on_task(blinding.runs_visible_to(user=request.user), task)
+    keys = [key for key, _ in models]
+    current = catalog.current_models().get(task)
+    new = request.GET.get("new", "").strip() or (keys[0] if keys else "")
+    old = request.GET.get("old", "").strip() or (
+        comparisons.default_baseline(models=models, new_key=new, current=current) or ""
+    )
+    labels = dict(models)
+    context.update(
+        models=models,
+        current=current,
+        new=new,
+        old=old,
+        new_label=labels.get(new, new),
+        old_label=labels.get(old, old),
+        current_label=labels.get(current or "", current or ""),
+    )
+    for name, key in (("new", new), ("old", old)):
+        if key and key not in keys:
+            context["error"] = f"{name}: no model with key {key[:200]!r} has answered task {task}"
+            return context, 400
+    if new and old and new != old:
+        context["comparison"] = comparisons.compare_models(
+            entries=blinding.catalog_entries_visible_to(user=request.user),
+            task=task,
+            old_key=old,
+            new_key=new,
+        )
+    context["can_promote"] = permissions.MODEL_PROMOTE.allows(request.user)
+    return context, 200
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def catalog_compare(request: HttpRequest) -> HttpResponse:
+    """Two models' verdicts on the same spectra of a task, vetted labels as truth."""
+    context, status = _compare_context(request)
+    return render(request, "catalog/compare.html", context, status=status)
+
+
+@require_role(permissions.MODEL_PROMOTE)
+@require_POST
+def model_promote(request: HttpRequest) -> HttpResponse:
+    task = get_object_or_404(Task, code=request.POST.get("task", ""))
+    model_key = request.POST.get("model_key", "").strip()
+    back = f"{reverse('catalog_compare')}?task={task.code}"
+    if model_key not in {
+        key
+        for key, _ in comparisons.models_on_task(
+            blinding.runs_visible_to(user=request.user), task.code
+        )
+    }:
+        messages.error(request, f"model_key: no model you may read has answered task {task.code}")
+        return redirect(back)
+    try:
+        promotion = promotions.model_promote(
+            task=task,
+            model_key=model_key,
+            actor=request.user,  # type: ignore[arg-type]
+            comment=request.POST.get("comment", "").strip(),
+        )
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+        return redirect(back)
+    messages.success(request, f"{promotion.model_label} is now the current model for {task.code}.")
+    return redirect(back)

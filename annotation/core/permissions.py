@@ -89,6 +89,7 @@ TOOL_IMAGE = rule(EXPERT, ML, STAFF, RATER, action="see the agent's tool images"
 
 # --- catalog vetting -----------------------------------------------------------------------------
 VET = rule(EXPERT, action="vet candidates")
+MODEL_PROMOTE = rule(STAFF, action="promote a model to current for a task")
 
 # --- rating ------------------------------------------------------------------------------------
 RATING_READ = rule(RATER, STAFF, action="open rating campaigns")

@@ -79,6 +79,7 @@ class CandidateOutputSerializer(serializers.ModelSerializer):
             "confidence",
             "vote_share",
             "needs_expert",
+            "triage_reason",
             "error",
             "attempts",
             "started_at",

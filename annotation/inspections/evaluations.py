@@ -30,13 +30,17 @@ JOB_KIND = "evaluation"
 # Real corpus parts first: development (tuned on) and validation (never tuned on).
 REAL_PARTS = ("development", "validation")
 SYNTHETIC_PART = "synthetic"
+# The team's own evaluation set: spectra with a label from expert vetting (spectra.labels).
+VETTED_PART = "vetted"
 PART_LABELS = {
     "development": "real, development (tuned on)",
     "validation": "real, validation (never tuned on)",
+    VETTED_PART: "real, vetted by the team (expert labels)",
     SYNTHETIC_PART: "synthetic (SpecVI-mini test split)",
 }
 DEFAULT_TASKS = ("CV", "CS", "SS", "MG", "WD", "O", "B", "A")
 MAX_SYNTHETIC_PER_TASK = 200
+MAX_VETTED_PER_TASK = 500  # the newest labels first; bounds the job's memory
 
 
 @transaction.atomic
@@ -47,6 +51,7 @@ def evaluation_start(
     synthetic_per_task: int,
     max_tool_calls: int,
     actor: User,
+    vetted_per_task: int = MAX_VETTED_PER_TASK,
 ) -> Job:
     """Record an evaluation job for ``policy_spec`` (checked as an inspection run's is)."""
     from agent.inspection_tasks import UnknownTaskError, get_task
@@ -62,6 +67,10 @@ def evaluation_start(
             f"synthetic spectra per task must be 0-{MAX_SYNTHETIC_PER_TASK}; "
             f"got {synthetic_per_task}"
         )
+    if not 0 <= vetted_per_task <= MAX_VETTED_PER_TASK:
+        raise WorkflowError(
+            f"vetted spectra per task must be 0-{MAX_VETTED_PER_TASK}; got {vetted_per_task}"
+        )
     spec, _ = policy_spec_check(policy_spec, user=actor)
     return core_services.job_create(
         kind=JOB_KIND,
@@ -69,6 +78,7 @@ def evaluation_start(
             "policy": spec,
             "tasks": codes,
             "synthetic_per_task": synthetic_per_task,
+            "vetted_per_task": vetted_per_task,
             "max_tool_calls": max_tool_calls,
         },
         created_by=actor,
@@ -88,6 +98,7 @@ def _samples(params: dict[str, Any]) -> dict[str, list[Any]]:
             parts[part] = real_bench.real_eval_samples(part, tasks)
         except CorpusUnavailable:
             parts[part] = []
+    parts[VETTED_PART] = vetted_samples(tasks, params.get("vetted_per_task", 0))
     per_task = params["synthetic_per_task"]
     if per_task:
         synthetic = specvi_mini_samples(split="test", tasks=tasks)
@@ -96,6 +107,29 @@ def _samples(params: dict[str, Any]) -> dict[str, list[Any]]:
             chosen.extend([s for s in synthetic if s.task == task][:per_task])
         parts[SYNTHETIC_PART] = chosen
     return parts
+
+
+def vetted_samples(tasks: list[str], per_task: int) -> list[Any]:
+    """One sample per spectrum with a vetted label for a task (the newest ``per_task`` labels
+    of each task), each sample carrying its own spectrum and its own label."""
+    from agent.evaluation import EvalSample
+    from annotation.spectra.selectors import spectrum_value, vetted_labels
+
+    samples: list[Any] = []
+    if per_task <= 0:
+        return samples
+    for task in tasks:
+        rows = vetted_labels(task_codes=[task]).order_by("-labelled_at", "-id")[:per_task]
+        for row in rows:
+            samples.append(
+                EvalSample(
+                    f"vetted-{row.spectrum_id}-{task}",
+                    task,
+                    row.value,
+                    spectrum_value(row.spectrum),
+                )
+            )
+    return samples
 
 
 def _finite(value: float | None) -> float | None:
@@ -123,8 +157,8 @@ def run_evaluation(job: Job) -> dict[str, Any]:
         report = evaluation.evaluate(
             samples,
             policy,
-            benchmark="real-corpus" if part in REAL_PARTS else "specvi-mini",
-            split=part if part in REAL_PARTS else "test",
+            benchmark=_benchmark(part),
+            split="test" if part == SYNTHETIC_PART else part,
             max_tool_calls=params["max_tool_calls"],
             on_result=lambda *_: core_services.job_progress(job_id=job.pk, done=1),
         )
@@ -153,6 +187,12 @@ def run_evaluation(job: Job) -> dict[str, Any]:
             for task, by_part in table.items()
         },
     }
+
+
+def _benchmark(part: str) -> str:
+    if part == VETTED_PART:
+        return "specvet-vetted"
+    return "real-corpus" if part in REAL_PARTS else "specvi-mini"
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -195,7 +235,7 @@ def evaluation_table(job: Job) -> list[dict[str, Any]]:
     result = job.result or {}
     rows = []
     for task, by_part in (result.get("tasks") or {}).items():
-        for part in (*REAL_PARTS, SYNTHETIC_PART):
+        for part in (*REAL_PARTS, VETTED_PART, SYNTHETIC_PART):
             figures = by_part.get(part)
             if figures is None:
                 continue

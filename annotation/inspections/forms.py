@@ -65,7 +65,7 @@ class PolicyChoiceForm(forms.Form):
 
 
 class EvaluationForm(PolicyChoiceForm):
-    field_order = ["tasks", "synthetic_per_task", "max_tool_calls"]
+    field_order = ["tasks", "synthetic_per_task", "vetted_per_task", "max_tool_calls"]
     tasks = forms.MultipleChoiceField(
         choices=[], widget=forms.CheckboxSelectMultiple, help_text="tasks to score"
     )
@@ -74,6 +74,13 @@ class EvaluationForm(PolicyChoiceForm):
         max_value=200,
         initial=40,
         help_text="SpecVI-mini test spectra per task beside the real ones (0: real only)",
+    )
+    vetted_per_task = forms.IntegerField(
+        min_value=0,
+        max_value=500,
+        initial=200,
+        required=False,
+        help_text="spectra with a vetted label per task, newest labels first (0: none)",
     )
     max_tool_calls = forms.IntegerField(min_value=0, max_value=16, initial=8)
 

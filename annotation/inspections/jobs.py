@@ -146,6 +146,16 @@ def run_candidates(candidate_ids: list[int], *, can_wait: bool = False) -> Waiti
     return None
 
 
+def _policy_info(run: Any, policy: Any) -> dict[str, Any]:
+    """What the policy reports, with the hash of a checkpoint's weights (the run's model key)."""
+    from annotation.inspections.lineage import weights_sha256
+
+    info = dict(policy.info())
+    if run.policy_spec.get("kind") == "transformers":
+        info["weights_sha256"] = weights_sha256(run.policy_spec.get("model_path") or "")
+    return info
+
+
 def _run_one(candidate: Any, batch: _Batch) -> None:
     """Run one candidate's remaining rollouts; a fast policy's results go to the batch."""
     from agent.rollout import inspect, trajectory_confidence
@@ -153,7 +163,8 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
 
     run = candidate.run
     policy = OutageWatch(policy_for(run.policy_spec, run.sampling))
-    services.inspection_run_set_policy_info(run=run, info=policy.info())
+    if not run.policy_info:
+        services.inspection_run_set_policy_info(run=run, info=_policy_info(run, policy))
     fast = run.policy_spec.get("kind") == "rule-based"
     task = batch.tasks.get(run.pk) or batch.tasks.setdefault(run.pk, task_value(run.task))
     spectrum = spectrum_value(candidate.spectrum)

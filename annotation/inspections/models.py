@@ -30,6 +30,10 @@ class InspectionRun(models.Model):
     confidence_threshold = models.FloatField(default=0.0)  # below: sent to the expert queue
     cancelled = models.BooleanField(default=False)
     code_version = models.CharField(max_length=80, blank=True)
+    # The model behind every verdict of the run (annotation.inspections.lineage): a stable key
+    # ("rule-based@<version>", "checkpoint:<sha256>", "endpoint:<name>/<model>") and its label.
+    model_key = models.CharField(max_length=200, blank=True, db_index=True)
+    model_label = models.CharField(max_length=200, blank=True)
     # The background re-check: its sample (rate, first candidate) and what it found (counts,
     # the first mismatches with their differences). See annotation.inspections.reproduction.
     reproducibility = models.JSONField(default=dict, blank=True)
@@ -53,6 +57,15 @@ class CandidateState(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
 
 
+class TriageReason(models.TextChoices):
+    """Why a candidate went to experts (blank: it did not)."""
+
+    NO_VERDICT = "no verdict", "no verdict"
+    LOW_CONFIDENCE = "low confidence", "low confidence"
+    OUTSIDE_KNOWLEDGE = "outside what I know", "outside what I know"
+    MISSING_DATA = "missing data", "missing data"
+
+
 class Candidate(models.Model):
     run = models.ForeignKey(InspectionRun, on_delete=models.CASCADE, related_name="candidates")
     spectrum = models.ForeignKey(Spectrum, on_delete=models.PROTECT)
@@ -63,6 +76,7 @@ class Candidate(models.Model):
     confidence = models.FloatField(null=True, blank=True)
     vote_share = models.FloatField(null=True, blank=True)
     needs_expert = models.BooleanField(default=False, db_index=True)
+    triage_reason = models.CharField(max_length=24, choices=TriageReason.choices, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -128,7 +142,13 @@ class ExpertDecision(models.Model):
     expert = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     decision = models.CharField(max_length=8, choices=ExpertDecisionValue.choices)
     comment = models.TextField(blank=True)
+    # What the expert was shown when deciding: the agent's verdict and the model behind it.
+    verdict_seen = models.CharField(max_length=3, blank=True)
+    confidence_seen = models.FloatField(null=True, blank=True)
+    model_key_seen = models.CharField(max_length=200, blank=True)
+    model_label_seen = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["candidate", "id"]
@@ -154,6 +174,11 @@ class CatalogEntry(models.Model):
     snr = models.FloatField(null=True, blank=True)
     policy_name = models.CharField(max_length=120)
     expert_decision = models.CharField(max_length=8, blank=True)
+    model_key = models.CharField(max_length=200, blank=True)
+    model_label = models.CharField(max_length=200, blank=True)
+    # The spectrum's vetted label for the task (spectra.SpectrumLabel) and its state.
+    vetted_label = models.CharField(max_length=3, blank=True)
+    label_state = models.CharField(max_length=10, blank=True)
     synthetic = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Which stored spectrum the entry is about: the same file in three data sets is three
@@ -183,6 +208,8 @@ class CatalogEntry(models.Model):
                 opclasses=["varchar_pattern_ops"],
             ),
             models.Index(fields=["expert_decision", "task_code"], name="catalog_expert"),
+            models.Index(fields=["task_code", "label_state"], name="catalog_label_state"),
+            models.Index(fields=["task_code", "model_key"], name="catalog_task_model"),
             # The list's sorts, id breaking ties: each index matches one ORDER BY exactly, so a
             # page is an index walk instead of a sort of every matching row. The S/N sort
             # (DESC NULLS LAST) has a PostgreSQL-only index in migration 0008: SQLite cannot
@@ -193,3 +220,25 @@ class CatalogEntry(models.Model):
             ),
             models.Index(F("confidence").desc(), F("id").desc(), name="catalog_confidence"),
         ]
+
+
+class ModelPromotion(models.Model):
+    """Staff made ``model_key`` the current model for ``task``: the latest promotion of a task is
+    its current model, whose verdicts the catalog shows by default when asked for "current"."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="model_promotions")
+    model_key = models.CharField(max_length=200)
+    model_label = models.CharField(max_length=200, blank=True)
+    run = models.ForeignKey(
+        InspectionRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="promotions"
+    )  # the run whose comparison the promotion was made from, when there was one
+    comment = models.TextField(blank=True)
+    promoted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["task", "-created_at"], name="promotion_task_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: {self.model_key}"

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Max, Min, QuerySet
 
-from annotation.blinding import candidates_visible_to
+from annotation.blinding import candidates_visible_to, catalog_entries_visible_to
 from annotation.core.selectors import ETA_MIN_ITEMS, eta_seconds, eta_text
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
+    CatalogEntry,
     InspectionRun,
     LiveStep,
+    ModelPromotion,
 )
 
 # --- inspection runs ----------------------------------------------------------------------------
@@ -172,3 +175,72 @@ def run_reproducibility(*, run: InspectionRun, user: Any) -> dict[str, Any]:
         "last_checked_at": record.get("last_checked_at"),
         "mismatches": mismatches,
     }
+
+
+# --- the vetted part, from the verdicts already stored ---------------------------------------
+
+
+def current_models() -> dict[str, str]:
+    """task code -> the key of its current model (its latest promotion)."""
+    current: dict[str, str] = {}
+    rows = ModelPromotion.objects.order_by("-created_at", "-id").values_list(
+        "task__code", "model_key"
+    )
+    for task_code, model_key in rows:
+        current.setdefault(task_code, model_key)
+    return current
+
+
+def vetted_figures_by_model(*, user: Any) -> list[dict[str, Any]]:
+    """Each model's stored verdicts against the vetted labels, per task: one row per (task,
+    model) with the evaluation figures, over the catalog entries ``user`` may read. A spectrum
+    counts once per model (its newest entry), with its own label and its own verdict."""
+    from agent.bench.real import part_report
+
+    rows = catalog_entries_visible_to(
+        user=user, rows=CatalogEntry.objects.exclude(vetted_label="").exclude(model_key="")
+    ).order_by("-id")
+    seen: set[tuple[str, str, int | None]] = set()
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for task, key, label, spectrum, truth, verdict, confidence in rows.values_list(
+        "task_code",
+        "model_key",
+        "model_label",
+        "candidate__spectrum_id",
+        "vetted_label",
+        "verdict",
+        "confidence",
+    ).iterator(chunk_size=5000):
+        if (task, key, spectrum) in seen:
+            continue
+        seen.add((task, key, spectrum))
+        group = groups.setdefault(
+            (task, key), {"label": label, "truth": [], "verdicts": [], "confidences": []}
+        )
+        group["truth"].append(truth)
+        group["verdicts"].append(verdict or None)
+        group["confidences"].append(confidence)
+    current = current_models()
+    table = []
+    for (task, key), group in sorted(groups.items()):
+        report = part_report(group["truth"], group["verdicts"], group["confidences"])
+        table.append(
+            {
+                "task": task,
+                "model_key": key,
+                "model_label": group["label"] or key,
+                "current": current.get(task) == key,
+                "n": report.n,
+                "positives": report.positives,
+                "accuracy": _shown(report.accuracy),
+                "balanced_accuracy": _shown(report.balanced_accuracy),
+                "f1": _shown(report.f1),
+                "ece": _shown(report.ece),
+                "confident_wrong": report.confident_wrong,
+            }
+        )
+    return table
+
+
+def _shown(value: float | None) -> str:
+    return "—" if value is None or math.isnan(value) else f"{value:.2f}"

@@ -21,18 +21,21 @@ from annotation.core.permissions import check_owner_or_staff
 from annotation.core.services import _GAVE_UP, audit_log_record, job_create
 from annotation.core.sql import rows_insert
 from annotation.curation.services import PngsByHash, image_blobs_store
+from annotation.inspections.decisions import EXPERT_SPLIT as EXPERT_SPLIT  # re-exported
+from annotation.inspections.decisions import expert_decision_record as expert_decision_record
+from annotation.inspections.decisions import spectrum_label_refresh as spectrum_label_refresh
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
     CatalogEntry,
-    ExpertDecision,
-    ExpertDecisionValue,
     InspectionRun,
     LiveStep,
     Rollout,
+    TriageReason,
 )
 from annotation.inspections.run_policies import policy_spec_check, sampling_check
 from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.selectors import vetted_labels_of
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +60,7 @@ def inspection_run_create(
     (``enqueue=False``: the caller sends them, as ``bench_candidates`` does to its workers)."""
     from agent.policies.base import code_version
     from annotation.inspections import tasks
+    from annotation.inspections.lineage import model_identity
 
     if not spectrum_ids:
         raise WorkflowError("an inspection run needs at least one candidate spectrum")
@@ -73,6 +77,9 @@ def inspection_run_create(
         raise WorkflowError(f"unknown spectrum ids: {missing[:10]}")
     checked_spec, endpoint = policy_spec_check(policy_spec, user=created_by)
     sampling_check(sampling)
+    version = code_version()[:80]
+    # Known now for the inspector and an endpoint; a checkpoint's weights are hashed by the job.
+    model_key, model_label = model_identity(checked_spec, {}, code_version=version)
     run = InspectionRun.objects.create(
         name=name[:120],
         task=task,
@@ -82,7 +89,9 @@ def inspection_run_create(
         rollouts=rollouts,
         max_tool_calls=max_tool_calls,
         confidence_threshold=confidence_threshold,
-        code_version=code_version()[:80],
+        code_version=version,
+        model_key=model_key,
+        model_label=model_label,
         created_by=created_by if created_by is not None and created_by.is_authenticated else None,
     )
     created = Candidate.objects.bulk_create(
@@ -500,6 +509,10 @@ _CATALOG_COLUMNS = [
     "confidence",
     "snr",
     "policy_name",
+    "model_key",
+    "model_label",
+    "vetted_label",
+    "label_state",
     "synthetic",
     "spectrum_id",
     "dataset",
@@ -509,13 +522,16 @@ _CATALOG_COLUMNS = [
 
 
 def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> None:
-    """Two statements for any number of candidates: their final states, then their catalog
-    entries (an upsert that keeps an expert decision already recorded). Reads nothing: the run,
-    task and spectrum come loaded with each candidate."""
+    """Three statements for any number of candidates: the vetted labels of their spectra, their
+    final states, then their catalog entries (an upsert that keeps an expert decision already
+    recorded). The run, task and spectrum come loaded with each candidate."""
     if not finished:
         return
     now = timezone.now()
     entries = []
+    labels = vetted_labels_of(
+        pairs=[(candidate.spectrum_id, candidate.run.task_id) for candidate, _ in finished]
+    )
     for candidate, rollouts in finished:
         run = candidate.run
         verdict, confidence, share = candidate_verdict(rollouts)
@@ -523,7 +539,13 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
         candidate.verdict = verdict
         candidate.confidence = confidence
         candidate.vote_share = share
-        candidate.needs_expert = not verdict or (confidence or 0.0) < run.confidence_threshold
+        candidate.triage_reason = triage_reason(
+            verdict=verdict,
+            confidence=confidence,
+            threshold=run.confidence_threshold,
+            rollouts=rollouts,
+        )
+        candidate.needs_expert = bool(candidate.triage_reason)
         candidate.finished_at = now
         spectrum = candidate.spectrum
         entries.append(
@@ -539,6 +561,10 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
                 confidence=confidence,
                 snr=spectrum.snr,
                 policy_name=str(run.policy_info.get("name") or run.policy_spec.get("kind"))[:120],
+                model_key=run.model_key,
+                model_label=run.model_label,
+                vetted_label=labels.get((spectrum.pk, run.task_id), ("", ""))[0],
+                label_state=labels.get((spectrum.pk, run.task_id), ("", ""))[1],
                 synthetic=spectrum.synthetic,
                 spectrum=spectrum,
                 dataset=spectrum.dataset,
@@ -557,7 +583,50 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
     )
 
 
-_FINAL_FIELDS = ["state", "verdict", "confidence", "vote_share", "needs_expert", "finished_at"]
+_FINAL_FIELDS = [
+    "state",
+    "verdict",
+    "confidence",
+    "vote_share",
+    "needs_expert",
+    "triage_reason",
+    "finished_at",
+]
+
+
+def _scope_kinds(rollouts: list[Rollout]) -> set[str]:
+    """The kinds of scope note ("out of scope", "coverage") any rollout's policy recorded in
+    its decision (the rule-based inspector does; other policies record none)."""
+    kinds: set[str] = set()
+    for rollout in rollouts:
+        data = rollout.data if isinstance(rollout.data, dict) else {}
+        meta = data.get("meta")
+        decision = meta.get("decision") if isinstance(meta, dict) else None
+        evidence = decision.get("evidence") if isinstance(decision, dict) else None
+        notes = evidence.get("scope") if isinstance(evidence, dict) else None
+        for note in notes if isinstance(notes, list) else []:
+            if isinstance(note, dict) and isinstance(note.get("kind"), str):
+                kinds.add(note["kind"])
+    return kinds
+
+
+def triage_reason(
+    *, verdict: str, confidence: float | None, threshold: float, rollouts: list[Rollout]
+) -> str:
+    """Why the candidate goes to experts, blank when it does not: no verdict; the policy said
+    the spectrum lies outside what it knows (a class none of the task's criteria describe);
+    the windows the decision rests on are missing; or a confidence below the run's threshold.
+    The first two send a candidate to experts whatever its confidence."""
+    if not verdict:
+        return TriageReason.NO_VERDICT
+    kinds = _scope_kinds(rollouts)
+    if "out of scope" in kinds:
+        return TriageReason.OUTSIDE_KNOWLEDGE
+    if "coverage" in kinds:
+        return TriageReason.MISSING_DATA
+    if (confidence or 0.0) < threshold:
+        return TriageReason.LOW_CONFIDENCE
+    return ""
 
 
 def _candidates_update(*, candidates: list[Candidate], fields: list[str]) -> None:
@@ -649,9 +718,15 @@ def inspection_run_cancel(*, run: InspectionRun, actor: User) -> int:
 
 
 def inspection_run_set_policy_info(*, run: InspectionRun, info: dict[str, Any]) -> None:
+    """Record what the policy reported and the model it names (the run's model key)."""
+    from annotation.inspections.lineage import model_identity
+
     if not run.policy_info:
-        InspectionRun.objects.filter(pk=run.pk).update(policy_info=info)
-        run.policy_info = info
+        key, label = model_identity(run.policy_spec, info, code_version=run.code_version)
+        InspectionRun.objects.filter(pk=run.pk).update(
+            policy_info=info, model_key=key, model_label=label
+        )
+        run.policy_info, run.model_key, run.model_label = info, key, label
 
 
 RECHECK_JOB = "inspection_recheck"
@@ -723,56 +798,3 @@ def inspection_run_recheck_record(*, run_id: int, reproductions: list[Any]) -> d
     record["mismatches"] = kept
     InspectionRun.objects.filter(pk=run.pk).update(reproducibility=record)
     return record
-
-
-EXPERT_SPLIT = "split"  # the catalog's expert decision when the experts disagree
-
-
-@transaction.atomic
-def expert_decision_record(
-    *, candidate: Candidate, expert: User, decision: str, comment: str = ""
-) -> ExpertDecision:
-    """An expert's YES / NO / unsure beside the agent's verdict; shown in the catalog."""
-    if decision not in ExpertDecisionValue.values:
-        raise WorkflowError(f"decision must be YES, NO or unsure, got {decision!r}")
-    if candidate.state != CandidateState.DONE:
-        raise WrongState(f"the candidate is {candidate.state}; vet it once the agent has finished")
-    record, created = ExpertDecision.objects.update_or_create(
-        candidate=candidate, expert=expert, defaults={"decision": decision, "comment": comment}
-    )
-    # The catalog's column holds the experts' common answer, or "split" when they disagree:
-    # the latest decision alone would hide a YES behind a later NO.
-    _catalog_consensus_update(candidate)
-    audit_log_record(
-        actor=expert,
-        action="expert_decision",
-        obj=candidate,
-        to_state=decision,
-        comment=comment,
-        data={"changed": not created},
-    )
-    return record
-
-
-def _catalog_consensus_update(candidate: Candidate) -> None:
-    given = set(
-        ExpertDecision.objects.filter(candidate=candidate).values_list("decision", flat=True)
-    )
-    consensus = (given.pop() if len(given) == 1 else EXPERT_SPLIT) if given else ""
-    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=consensus)
-
-
-@transaction.atomic
-def expert_decision_withdraw(*, candidate: Candidate, expert: User) -> str:
-    """Undo: the expert's own decision on the candidate is removed (audit-logged) and the
-    candidate waits in their queue again; returns the decision withdrawn."""
-    record = ExpertDecision.objects.filter(candidate=candidate, expert=expert).first()
-    if record is None:
-        raise WrongState("you have no decision on this candidate to undo")
-    decision = record.decision
-    record.delete()
-    _catalog_consensus_update(candidate)
-    audit_log_record(
-        actor=expert, action="expert_decision_withdrawn", obj=candidate, from_state=decision
-    )
-    return decision

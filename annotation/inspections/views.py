@@ -291,6 +291,7 @@ def _evaluations_page(
         "rows": evaluations.evaluation_table(shown) if shown else [],
         "missing_parts": result.get("missing_parts", []),
         "durations": evaluations.recent_durations(jobs),
+        "vetted_rows": selectors.vetted_figures_by_model(user=request.user),
     }
     return render(request, "inspections/evaluations.html", context, status=status)
 
@@ -313,6 +314,7 @@ def evaluation_start(request: HttpRequest) -> HttpResponse:
                 policy_spec=form.policy_spec(),
                 tasks=form.cleaned_data["tasks"],
                 synthetic_per_task=form.cleaned_data["synthetic_per_task"],
+                vetted_per_task=form.cleaned_data.get("vetted_per_task") or 0,
                 max_tool_calls=form.cleaned_data["max_tool_calls"],
                 actor=request.user,  # type: ignore[arg-type]
             )

@@ -105,3 +105,53 @@ class Spectrum(models.Model):
 
     def __str__(self) -> str:
         return f"{self.survey} {self.object_id}"
+
+
+class SpectrumLabel(models.Model):
+    """A spectrum's label for a task made by experts' vetting decisions (annotation.spectra.labels
+    states the rule), with the decisions behind it: who, when, and which model's verdict they saw.
+
+    A row exists once any expert has decided; ``value`` is empty until the rule gives a label.
+    """
+
+    spectrum = models.ForeignKey(Spectrum, on_delete=models.PROTECT, related_name="vetted_labels")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="vetted_labels")
+    state = models.CharField(max_length=10)  # labels.LabelState
+    value = models.CharField(max_length=3, choices=Label.choices, blank=True)
+    decisions = models.JSONField(default=list)  # [labels.DecisionRecord.as_dict()], oldest first
+    labelled_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["spectrum", "task"], name="one_label_per_task")
+        ]
+        indexes = [models.Index(fields=["task", "state"], name="spectrum_label_task_state")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}:{self.spectrum_id} {self.state} {self.value}"
+
+
+class LabelExport(models.Model):
+    """A versioned export of vetted labels, the rows GRPO learns from: each row is a spectrum,
+    a task, its label and the ids of the expert decisions the label rests on. ``rows`` is the
+    export itself (its content hash covers them), so a training run reads exactly this version
+    however the labels change later."""
+
+    version = models.PositiveIntegerField(unique=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    manifest = models.JSONField()  # counts per task and label, decision ids, hash, task filter
+    rows = (
+        models.JSONField()
+    )  # [{label_id, spectrum_id, object_id, survey, task, label, decisions}]
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-version"]
+
+    def __str__(self) -> str:
+        return f"vetted labels v{self.version}"

@@ -19,7 +19,8 @@ from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import air_to_vacuum, spectrum_from_npz_bytes
 from agent.tool import SpectralVisualizationTool, ToolResult
 from annotation.core import charts
-from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.labels import LabelState
+from annotation.spectra.models import Spectrum, SpectrumLabel, Task
 
 
 @dataclass(frozen=True)
@@ -451,3 +452,34 @@ def spectrum_plot_window(
     return _plot_series(
         wave[inside], flux[inside], error[inside] if error is not None else None, max_points
     )
+
+
+# --- vetted labels ---------------------------------------------------------------------------
+
+
+def vetted_labels_of(*, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[str, str]]:
+    """(spectrum id, task id) -> (label value, state) for the pairs that have a label row."""
+    if not pairs:
+        return {}
+    wanted = set(pairs)
+    rows = SpectrumLabel.objects.filter(
+        spectrum_id__in={spectrum for spectrum, _ in wanted},
+        task_id__in={task for _, task in wanted},
+    ).values_list("spectrum_id", "task_id", "value", "state")
+    return {
+        (spectrum, task): (value, state)
+        for spectrum, task, value, state in rows
+        if (spectrum, task) in wanted
+    }
+
+
+def vetted_labels(*, task_codes: list[str] | None = None) -> QuerySet[SpectrumLabel]:
+    """Labels the rule has made (agreed or resolved), optionally for some tasks."""
+    rows = SpectrumLabel.objects.filter(state__in=LabelState.LABELLED).exclude(value="")
+    if task_codes:
+        rows = rows.filter(task__code__in=task_codes)
+    return rows.select_related("task", "spectrum")
+
+
+def vetted_label(*, spectrum_id: int, task_id: int) -> SpectrumLabel | None:
+    return SpectrumLabel.objects.filter(spectrum_id=spectrum_id, task_id=task_id).first()

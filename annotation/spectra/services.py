@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from agent import inspection_tasks as agent_tasks
 from agent.resolution import Resolution
 from agent.spectra import Declared, SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from agent.spectra import Spectrum as SpectrumValue
-from annotation.core.errors import UploadRejected
+from annotation.core.errors import UploadRejected, WorkflowError
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
-from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.labels import DecisionRecord, LabelState, label_from_decisions
+from annotation.spectra.models import LabelExport, Spectrum, SpectrumLabel, Task
 from annotation.spectra.uploads import read_limits
 
 # --- tasks -----------------------------------------------------------------------------------
@@ -247,3 +251,127 @@ def spectra_import_uploads(
             created.extend(result.created)
             duplicates += result.duplicates
     return ImportResult(created=created, duplicates=duplicates)
+
+
+# --- vetted labels ---------------------------------------------------------------------------
+
+
+@transaction.atomic
+def spectrum_label_apply(
+    *, spectrum_id: int, task_id: int, records: list[DecisionRecord], actor: User | None
+) -> SpectrumLabel:
+    """Store the label the rule (``annotation.spectra.labels``) gives ``records``, every expert
+    decision on the spectrum for the task; a change of state or value goes to the audit log."""
+    outcome = label_from_decisions(records)
+    row = SpectrumLabel.objects.select_for_update().filter(
+        spectrum_id=spectrum_id, task_id=task_id
+    ).first() or SpectrumLabel(spectrum_id=spectrum_id, task_id=task_id, state="")
+    before = (row.state, row.value)
+    row.state, row.value = outcome.state, outcome.value
+    row.decisions = [record.as_dict() for record in outcome.decisions]
+    if outcome.value and before != (row.state, row.value):
+        row.labelled_at = timezone.now()
+    elif not outcome.value:
+        row.labelled_at = None
+    row.save()
+    if before != (row.state, row.value):
+        audit_log_record(
+            actor=actor,
+            action="spectrum_label",
+            obj=row,
+            from_state=f"{before[0]} {before[1]}".strip(),
+            to_state=f"{row.state} {row.value}".strip(),
+            comment=f"task {row.task_id}, spectrum {spectrum_id}",
+            data={
+                "counted": [r.decision_id for r in outcome.decisions if r.counted],
+                "decisions": [r.decision_id for r in outcome.decisions],
+            },
+        )
+    return row
+
+
+LABEL_EXPORT_MAX_ROWS = 100_000
+
+
+def _label_export_rows(task_codes: list[str]) -> list[dict[str, Any]]:
+    rows = (
+        SpectrumLabel.objects.filter(state__in=LabelState.LABELLED)
+        .exclude(value="")
+        .select_related("task", "spectrum")
+        .order_by("task__code", "spectrum_id")
+    )
+    if task_codes:
+        rows = rows.filter(task__code__in=task_codes)
+    count = rows.count()
+    if count > LABEL_EXPORT_MAX_ROWS:
+        raise WorkflowError(
+            f"{count} vetted labels match; an export holds at most {LABEL_EXPORT_MAX_ROWS}: "
+            "choose fewer tasks"
+        )
+    return [
+        {
+            "label_id": row.pk,
+            "spectrum_id": row.spectrum_id,
+            "object_id": row.spectrum.object_id,
+            "survey": row.spectrum.survey,
+            "content_hash": row.spectrum.content_hash,
+            "task": row.task.code,
+            "label": row.value,
+            "state": row.state,
+            "decisions": sorted(d["decision_id"] for d in row.decisions if d.get("counted")),
+        }
+        for row in rows
+    ]
+
+
+@transaction.atomic
+def label_export_create(*, actor: User | None, task_codes: list[str] | None = None) -> LabelExport:
+    """Export the vetted labels (optionally of some tasks) as the next version, or return the
+    latest when its content is the same. Each row names the decisions its label rests on."""
+    codes = sorted(set(task_codes or []))
+    unknown = sorted(
+        set(codes) - set(Task.objects.filter(code__in=codes).values_list("code", flat=True))
+    )
+    if unknown:
+        raise WorkflowError(f"unknown task codes: {', '.join(unknown)}")
+    rows = _label_export_rows(codes)
+    if not rows:
+        raise WorkflowError(
+            "there is no vetted label to export yet: two experts who agree make one"
+        )
+    body = json.dumps(rows, sort_keys=True, separators=(",", ":")).encode()
+    content_hash = hashlib.sha256(body).hexdigest()
+    latest = LabelExport.objects.select_for_update().order_by("-version").first()
+    if latest is not None and latest.content_hash == content_hash:
+        return latest
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        per_task = counts.setdefault(row["task"], {"YES": 0, "NO": 0})
+        per_task[row["label"]] += 1
+    version = (latest.version if latest else 0) + 1
+    decisions = sorted({d for row in rows for d in row["decisions"]})
+    manifest: dict[str, Any] = {
+        "name": "specvet vetted labels (GRPO rows)",
+        "version": version,
+        "rows": len(rows),
+        "counts": counts,
+        "task_filter": codes,
+        "decisions": decisions,
+        "content_hash": content_hash,
+        "rule": "two agreeing experts, or a third expert settling a conflict; unsure never counts",
+    }
+    export = LabelExport.objects.create(
+        version=version,
+        content_hash=content_hash,
+        manifest=manifest,
+        rows=rows,
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+    audit_log_record(
+        actor=actor,
+        action="label_export_created",
+        obj=export,
+        comment=f"version {version}: {len(rows)} labels",
+        data={"content_hash": content_hash, "decisions": len(decisions)},
+    )
+    return export

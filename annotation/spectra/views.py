@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import cache_control
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agent.spectra import Declared, SpectrumFormatError
 from annotation.core import errors as core_errors
@@ -17,7 +17,7 @@ from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
 from annotation.spectra import selectors, services
 from annotation.spectra.forms import RenderForm, SpectrumUploadForm
-from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.models import LabelExport, Spectrum, Task
 
 PAGE_SIZE = 50
 
@@ -175,3 +175,53 @@ def spectrum_upload(request: HttpRequest) -> HttpResponse:
             )
             return redirect(f"{reverse('spectrum_list')}?dataset={data['dataset']}")
     return render(request, "annotation/spectrum_upload.html", {"form": form})
+
+
+# --- vetted-label exports ----------------------------------------------------------------------
+
+
+@require_role(permissions.DATASETS_READ)
+@require_GET
+def label_export_list(request: HttpRequest) -> HttpResponse:
+    """The vetted-label exports (GRPO rows) and, for who may export, a button for the next."""
+    return render(
+        request,
+        "spectra/label_exports.html",
+        {
+            "exports": LabelExport.objects.defer("rows").select_related("created_by")[:50],
+            "tasks": Task.objects.values_list("code", flat=True),
+            "may_export": permissions.DATASET_EXPORT.allows(request.user),
+        },
+    )
+
+
+@require_role(permissions.DATASET_EXPORT)
+@require_POST
+def label_export_create(request: HttpRequest) -> HttpResponse:
+    codes = [code for code in request.POST.getlist("tasks") if code]
+    try:
+        export = services.label_export_create(
+            actor=request.user,  # type: ignore[arg-type]
+            task_codes=codes,
+        )
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Vetted labels v{export.version}: {len(export.rows)} rows.")
+    return redirect("label_export_list")
+
+
+@require_role(permissions.DATASETS_READ)
+@require_GET
+def label_export_download(request: HttpRequest, version: int) -> HttpResponse:
+    """One export as JSON lines, a row per label, the manifest first."""
+    import json
+
+    export = get_object_or_404(LabelExport, version=version)
+    lines = [json.dumps({"manifest": export.manifest}, sort_keys=True)]
+    lines += [json.dumps(row, sort_keys=True) for row in export.rows]
+    response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson")
+    response["Content-Disposition"] = (
+        f'attachment; filename="specvet-vetted-v{export.version}.jsonl"'
+    )
+    return response

@@ -7,7 +7,7 @@ from typing import Any, cast
 from django import forms
 
 from annotation.curation.models import DatasetExport
-from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.models import LabelExport, Spectrum, Task
 from annotation.training_runs.models import PolicyCheckpoint, TrainingStage
 from annotation.training_runs.selectors import lineage_summary
 
@@ -70,7 +70,15 @@ class TrainingRunForm(forms.Form):
         empty_label="choose an export",
         help_text="accepted trajectories exported on the Datasets page",
     )
-    # GRPO data: label-only spectra already loaded.
+    # GRPO data: a vetted-label export, or label-only spectra already loaded.
+    label_export = forms.ModelChoiceField(
+        queryset=LabelExport.objects.order_by("-version"),
+        to_field_name="version",
+        required=False,
+        empty_label="none: use a data set below",
+        label="Vetted-label export",
+        help_text="labels from expert vetting (the checkpoint records the decisions behind them)",
+    )
     rl_dataset = forms.ChoiceField(choices=[], required=False, label="Data set")
     rl_split = forms.CharField(max_length=16, required=False, label="Split", initial="train")
     rl_tasks = forms.ModelMultipleChoiceField(
@@ -118,7 +126,7 @@ class TrainingRunForm(forms.Form):
         data = self.cleaned_data
         if data.get("stage") == TrainingStage.SFT and not data.get("dataset_export"):
             self.add_error("dataset_export", "SFT trains on a dataset export; choose one")
-        if data.get("stage") == TrainingStage.GRPO:
+        if data.get("stage") == TrainingStage.GRPO and not data.get("label_export"):
             if not data.get("rl_dataset"):
                 self.add_error("rl_dataset", "GRPO needs labelled spectra; choose their data set")
             if not data.get("rl_tasks"):
@@ -132,6 +140,8 @@ class TrainingRunForm(forms.Form):
 
     def label_source(self) -> dict[str, Any]:
         data = self.cleaned_data
+        if data.get("label_export") is not None:
+            return {"label_export": data["label_export"].version}
         return {
             "dataset": data.get("rl_dataset") or "",
             "split": data.get("rl_split") or "",

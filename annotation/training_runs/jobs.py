@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import traceback
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,6 +26,7 @@ from annotation.core import errors as core_errors
 from annotation.core import services as core_services
 from annotation.curation.models import DatasetExport
 from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra.models import LabelExport, Spectrum
 from annotation.training_runs import selectors, services
 from annotation.training_runs.models import TrainingRun, TrainingStage
 from training.callbacks import JsonlMetricsSink, MetricRecord
@@ -91,6 +93,30 @@ def extract_sft_export(export: DatasetExport, target: Path) -> Path:
     return target / "sharegpt.json"
 
 
+def _labelled_rows(run: TrainingRun) -> Iterator[tuple[Spectrum, str, str, str]]:
+    """(spectrum, task code, label, data source) of each row the run learns from: a vetted-label
+    export's own rows (the label as exported, whatever it is now), else label-only spectra."""
+    version = run.label_source.get("label_export")
+    if version is None:
+        for row in selectors.label_only_spectra(**run.label_source):
+            assert row.task is not None  # label_only_spectra selects by task code
+            yield row, row.task.code, row.label, f"specvet:{row.dataset}"
+        return
+    export = LabelExport.objects.get(version=version)
+    if export.content_hash != run.label_source.get("content_hash"):
+        raise core_errors.WorkflowError(
+            f"vetted-label export v{version} changed since the run began"
+        )
+    spectra = Spectrum.objects.in_bulk([item["spectrum_id"] for item in export.rows])
+    for item in export.rows:
+        yield (
+            spectra[item["spectrum_id"]],
+            item["task"],
+            item["label"],
+            f"specvet:vetted-v{version}",
+        )
+
+
 def write_label_only_parquet(run: TrainingRun, path: Path) -> int:
     """The run's labelled spectra as a SpecVI-Bench/verl parquet file (prompt, I0, spectrum)."""
     from agent.formats import to_verl_row, write_verl_parquet
@@ -98,18 +124,17 @@ def write_label_only_parquet(run: TrainingRun, path: Path) -> int:
     from training.data import prompt_trajectory
 
     rows = []
-    for row in selectors.label_only_spectra(**run.label_source):
+    for row, task_code, label, source in _labelled_rows(run):
         spectrum = spectra_selectors.spectrum_value(row)
-        assert row.task is not None  # label_only_spectra selects by task code
-        trajectory = prompt_trajectory(spectrum, get_task(row.task.code))
+        trajectory = prompt_trajectory(spectrum, get_task(task_code))
         rows.append(
             to_verl_row(
                 trajectory,
                 spectrum=spectrum,
-                ground_truth=row.label,
+                ground_truth=label,
                 index=row.pk,
                 split=row.split or "train",
-                data_source=f"specvet:{row.dataset}",
+                data_source=source,
             )
         )
     if not rows:
@@ -136,6 +161,19 @@ def prepare_data(run: TrainingRun, output_dir: Path) -> dict[str, Any]:
             }
         }
     rows = write_label_only_parquet(run, output_dir / services.GRPO_DATA_FILE)
+    version = run.label_source.get("label_export")
+    if version is not None:
+        labels = LabelExport.objects.get(version=version)
+        # The checkpoint's lineage names the expert decisions it learned from.
+        return {
+            "label_export": {
+                "version": version,
+                "content_hash": labels.content_hash,
+                "rows": rows,
+                "labels": [item["label_id"] for item in labels.rows],
+                "decisions": labels.manifest.get("decisions", []),
+            }
+        }
     return {"label_source": {**run.label_source, "rows": rows}}
 
 

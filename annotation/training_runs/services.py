@@ -69,9 +69,28 @@ def _training_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
+def _label_export_source(source: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A GRPO source that is a vetted-label export: ``{"label_export": version}``."""
+    from annotation.spectra.models import LabelExport
+
+    version = source.get("label_export")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise WorkflowError(f"label_export must be an export version number; got {version!r}")
+    export = LabelExport.objects.filter(version=version).first()
+    if export is None:
+        raise WorkflowError(f"there is no vetted-label export version {version}")
+    extra = sorted(set(source) - {"label_export"})
+    if extra:
+        raise WorkflowError(f"a label_export source takes no other keys; got {extra}")
+    return {"label_export": version, "content_hash": export.content_hash}, len(export.rows)
+
+
 def _label_source(source: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """The normalized GRPO source and how many labelled spectra it selects."""
     from annotation.training_runs.selectors import label_only_spectra
+
+    if "label_export" in source:
+        return _label_export_source(source)
 
     tasks: set[str] = set()
     for code in source.get("tasks") or []:

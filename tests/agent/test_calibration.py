@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from agent.calibration import (
+    BetaCalibration,
     expected_calibration_error,
     f1_coverage_curve,
+    fit_beta,
     majority_verdict,
     reliability_bins,
 )
@@ -60,3 +65,39 @@ def test_it_traces_f1_against_coverage():
 def test_it_keeps_tied_confidences_together():
     curve = f1_coverage_curve(["YES", "NO", "YES"], ["YES", "NO", "YES"], [0.9, 0.7, 0.7])
     assert [p.n_automatic for p in curve] == [1, 3]
+
+
+def test_it_reduces_beta_calibration_to_the_raw_logistic_at_a_equal_b_equal_one():
+    identity = BetaCalibration(1.0, 1.0, 0.0)
+    for score in (-5.0, -0.3, 0.0, 2.0, 7.5):
+        assert identity(score) == pytest.approx(1.0 / (1.0 + math.exp(-score)), abs=1e-12)
+
+
+def test_it_fits_beta_calibration_to_a_rare_class_with_skewed_tails():
+    """Positives are rare (1 in 10) and their scores spread wider than the negatives': the fit
+    is monotone, puts the mean probability near the base rate and beats the raw logistic on
+    log-loss (the raw scores are far too sure on the NO side)."""
+    rng = np.random.default_rng(7)
+    negatives = rng.normal(-6.0, 1.0, 900)
+    positives = rng.normal(1.0, 3.0, 100)
+    scores = np.concatenate([negatives, positives])
+    labels = np.concatenate([np.zeros(900, bool), np.ones(100, bool)])
+    beta = fit_beta(list(scores), list(labels))
+    assert beta.a >= 0.0 and beta.b >= 0.0
+    probabilities = np.array([beta(s) for s in scores])
+    assert np.all(np.diff(probabilities[np.argsort(scores)]) >= -1e-12)
+    assert probabilities.mean() == pytest.approx(0.1, abs=0.02)
+    raw = 1.0 / (1.0 + np.exp(-scores))
+
+    def log_loss(p):
+        p = np.clip(p, 1e-12, 1 - 1e-12)
+        return -np.mean(np.where(labels, np.log(p), np.log(1 - p)))
+
+    assert log_loss(probabilities) < log_loss(raw)
+
+
+def test_it_refuses_a_beta_fit_without_scores_or_with_mismatched_labels():
+    with pytest.raises(ValueError, match="at least one"):
+        fit_beta([], [])
+    with pytest.raises(ValueError, match="differ in length"):
+        fit_beta([1.0], [True, False])

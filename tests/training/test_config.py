@@ -42,8 +42,25 @@ def test_it_defaults_sft_to_the_public_cold_start_recipe():
 def test_it_defaults_grpo_to_eight_rollouts_and_eight_tool_calls():
     *_, grpo = parse_config(GRPO_TYPES, ON_CPU)
     assert (grpo.num_generations, grpo.max_tool_calling_iterations) == (8, 8)
-    assert (grpo.loss_type, grpo.mask_truncated_completions) == ("grpo", True)
+    assert grpo.mask_truncated_completions is True
     assert (grpo.reward, grpo.reward_alpha) == ("spec_o3", 0.2)
+
+
+def test_it_defaults_grpo_to_token_mean_loss_with_its_reason():
+    *_, grpo = parse_config(GRPO_TYPES, ON_CPU)
+    assert grpo.loss_type == "dapo"
+    record = grpo.loss_record()
+    assert record["loss_type"] == "dapo" and "token-mean" in record["why_default"]
+
+
+def test_it_offers_the_grpo_loss_too():
+    *_, grpo = parse_config(GRPO_TYPES, [*ON_CPU, "--loss_type", "grpo"])
+    assert grpo.loss_record()["computes"].startswith("seq-mean-token-mean")
+
+
+def test_it_trains_the_gpu_recipe_with_token_mean_loss():
+    *_, grpo = parse_config(GRPO_TYPES, ["--config", str(CONFIGS / "grpo_gpu.yaml"), *ON_CPU])
+    assert grpo.loss_type == "dapo"
 
 
 def test_it_freezes_the_vision_tower_and_trains_all_weights_by_default():
@@ -83,6 +100,7 @@ def test_it_sets_environment_variables_from_the_file(tmp_path, monkeypatch):
         ("- a list\n", [], "must hold a YAML mapping"),
         ("", ["--preset", "dapo"], "unknown preset 'dapo'"),
         ("reward: accuracy\n", [], "reward must be one of"),
+        ("loss_type: bnpo\n", [], r"loss_type must be one of \['dapo', 'grpo'\]"),
     ],
 )
 def test_it_rejects_bad_configs(tmp_path, text, flags, message):

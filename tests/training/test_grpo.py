@@ -223,6 +223,14 @@ def test_it_registers_the_grpo_checkpoint_with_its_lineage(grpo_run, tiny_model_
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_it_records_the_loss_aggregation_and_precision_in_the_lineage(grpo_run):
+    recipe = load_lineage(grpo_run["checkpoint"]).config["recipe"]
+    assert recipe["loss"]["loss_type"] == "dapo"
+    assert "token-mean" in recipe["loss"]["why_default"]
+    assert recipe["precision"]["load_dtype"] == "float32"
+
+
 def test_it_adapts_only_language_model_lora_weights(tiny_model_path, tmp_path, cv_item):
     args = parse_args(cpu_args(tiny_model_path, tmp_path, "--preset", "spectra"))
     run = build_grpo_run(*args, items=[cv_item])

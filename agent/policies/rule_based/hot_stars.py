@@ -61,6 +61,9 @@ class MKRatio:
     he2_error: float
     covariance: float  # of the two EWs
     fwhm_kms: float  # line width of the fit (instrumental and intrinsic)
+    mg2: float = 0.0  # Mg II 4481 from the same fit: the B/A criterion beside He I 4471
+    mg2_error: float = 0.0
+    he1_mg2_covariance: float = 0.0
 
     @property
     def he1_sig(self) -> float:
@@ -69,6 +72,12 @@ class MKRatio:
     @property
     def he2_sig(self) -> float:
         return self.he2 / self.he2_error if self.he2_error > 0 else 0.0
+
+    def helium_over_magnesium(self) -> float:
+        """How many sigma He I 4471 exceeds Mg II 4481: > 0 in B stars, < 0 from A0 on (the MK
+        criterion of the B/A boundary, He I 4471 = Mg II 4481 near B9.5)."""
+        variance = self.he1_error**2 + self.mg2_error**2 - 2 * self.he1_mg2_covariance
+        return (self.he1 - self.mg2) / math.sqrt(max(variance, 1e-12))
 
     def excess(self, ratio: float) -> float:
         """How many sigma He II 4542 exceeds ``ratio`` x He I 4471."""
@@ -106,8 +115,18 @@ def _mk_ratio(view: SpectrumView) -> MKRatio | None:
     if best is None:
         return None
     _, fit, width = best
-    i, j = names.index("He I 4471"), names.index("He II 4542")
-    return MKRatio(fit.ews[i], fit.error(i), fit.ews[j], fit.error(j), fit.covariance[i][j], width)
+    i, j, k = names.index("He I 4471"), names.index("He II 4542"), names.index("Mg II 4481")
+    return MKRatio(
+        fit.ews[i],
+        fit.error(i),
+        fit.ews[j],
+        fit.error(j),
+        fit.covariance[i][j],
+        width,
+        fit.ews[k],
+        fit.error(k),
+        fit.covariance[i][k],
+    )
 
 
 def _narrow_line(view: SpectrumView, name: str, centre: float) -> Measurement | None:
@@ -393,7 +412,16 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
         )
     snr = view.snr((4400.0, 4600.0)) or 0.0
     measured_he1 = he1_text != "not covered"
-    if colour is not None and colour >= 2.6 and he1_sig < 2.0 and snr >= 15.0 and measured_he1:
+    # late B stars have almost no He I but a clear Mg II 4481, which hot subdwarfs lack
+    late_b = mk is not None and mk.mg2 >= 0.15 and mk.mg2_error > 0 and mk.mg2 >= 3 * mk.mg2_error
+    if (
+        colour is not None
+        and colour >= 2.6
+        and he1_sig < 2.0
+        and snr >= 15.0
+        and measured_he1
+        and not late_b
+    ):
         result.add(
             w_he1,
             f"no He I at S/N {snr:.0f} on a continuum as hot as colour {colour:.2f}: a B star "
@@ -401,7 +429,7 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
             -2.0,
             alternative="a hot subdwarf (sdB)",
         )
-    if he1_sig >= STRONG:
+    if he1_sig >= STRONG and he1 >= 0.4:  # weaker He I of late B stars sits in metal blends
         _broad_helium(result, view, task, HE_I_LINES)
     return result
 
@@ -417,9 +445,30 @@ def score_a(view: SpectrumView, task: Task) -> Assessment:
         strength = ", near the Balmer maximum" if hb.ew >= 8.0 else ", weaker than in A stars"
         result.add(w_hb, f"H-beta: {hb.describe()}{strength}", _ramp(hb.ew, 4.0, 9.0, -2.5, 1.5))
     he1, he1_sig, he1_text = _helium(view, HE_I_LINES)
-    if he1_sig >= 4.0 and he1 >= 0.15:
+    mk = _mk_ratio(view)
+    w_he1 = window_for(task, 4472.7, prefer="He I")
+    if mk is not None and mk.mg2_error > 0:
+        # He I 4026/4922 windows take in Fe II 4924 and metal blends of A supergiants: the
+        # deblended He I 4471 against Mg II 4481 decides B from A
+        excess = mk.helium_over_magnesium()
+        if mk.he1_sig >= STRONG and excess >= STRONG and mk.he1 >= 0.15:
+            result.add(
+                w_he1,
+                f"He I 4471 (EW {mk.he1:+.2f} ± {mk.he1_error:.2f} Å) exceeds Mg II 4481 (EW "
+                f"{mk.mg2:+.2f} ± {mk.mg2_error:.2f} Å) by {excess:.1f}σ: a B star's helium, "
+                "not an A star's",
+                -2.5,
+                alternative="a B star",
+            )
+        else:
+            result.add(
+                w_he1,
+                f"He I 4471 (EW {mk.he1:+.2f} Å) no stronger than Mg II 4481 (EW {mk.mg2:+.2f} "
+                "Å), as from A0 on",
+            )
+    elif he1_sig >= 4.0 and he1 >= 0.15:
         result.add(
-            window_for(task, 4472.7, prefer="He I"),
+            w_he1,
             f"He I absorption (mean EW {he1:+.2f} Å, {he1_sig:.1f}σ: {he1_text}) marks a B star "
             "rather than an A star",
             -2.5,

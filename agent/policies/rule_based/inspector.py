@@ -11,12 +11,19 @@ from typing import Any
 
 import numpy as np
 
-from agent.calibration import PlattScaling
+from agent.calibration import Calibrator, calibrator_from_dict
 from agent.inspection_tasks import DiagnosticWindow, Task
 from agent.parsing import DEFAULT_MAX_TOOL_CALLS, TOOL_NAME
 from agent.policies.base import PolicyError, code_version
 from agent.policies.rule_based.findings import Assessment, Finding, _fmt_colour, _fmt_line
 from agent.policies.rule_based.generic import _continuum_note, _window_measurements, scorer_for
+from agent.policies.rule_based.scope import (
+    DEFAULT_PULL,
+    MAX_PULL,
+    OUT_OF_SCOPE,
+    ScopeNote,
+    scope_notes,
+)
 from agent.policies.rule_based.view import (
     _SHOWN,
     CALIBRATION_PATH,
@@ -52,18 +59,35 @@ class _Episode:
     plan: list[PlannedWindow]
     skipped: list[str]  # windows not inspected because the data do not cover them
     threshold: float
+    scope: list[ScopeNote]  # why the answer is not confident: another class, missing windows
 
 
 @cache
-def default_calibration() -> dict[str, PlattScaling]:
+def default_calibration() -> dict[str, Calibrator]:
     """Per-task Platt scaling fitted on the real corpus' development part
     (``python -m agent.bench.real calibrate``); empty when the file is absent."""
     if not CALIBRATION_PATH.exists():
         return {}
     data = json.loads(CALIBRATION_PATH.read_text(encoding="utf-8"))
+    return {code: calibrator_from_dict(fit) for code, fit in data["tasks"].items()}
+
+
+def pulled(probability: float, pull: float) -> float:
+    """P(YES) pulled towards 0.5 by a scope note: 0.5 + pull * (P - 0.5), pull in [0, MAX_PULL]
+    (1.0 leaves it as it is)."""
+    if pull >= 1.0:
+        return probability
+    return 0.5 + min(max(pull, 0.0), MAX_PULL) * (probability - 0.5)
+
+
+@cache
+def default_scope_pull() -> dict[str, float]:
+    """Per-task pull towards 0.5 of answers with a scope note, fitted with the calibration."""
+    if not CALIBRATION_PATH.exists():
+        return {}
+    data = json.loads(CALIBRATION_PATH.read_text(encoding="utf-8"))
     return {
-        code: PlattScaling(float(fit["slope"]), float(fit["intercept"]))
-        for code, fit in data["tasks"].items()
+        code: float(fit["scope_pull"]) for code, fit in data["tasks"].items() if "scope_pull" in fit
     }
 
 
@@ -85,7 +109,7 @@ class RuleBasedInspector:
         threshold: float = 0.5,
         max_windows: int | None = None,
         name: str = POLICY_KIND,
-        calibration: dict[str, PlattScaling] | str | None = "default",
+        calibration: dict[str, Calibrator] | str | None = "default",
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
@@ -104,8 +128,12 @@ class RuleBasedInspector:
         self.threshold = float(threshold)
         self.max_windows = max_windows
         self.name = name
-        self.calibration: dict[str, PlattScaling] = (
+        self.calibration: dict[str, Calibrator] = (
             default_calibration() if isinstance(calibration, str) else dict(calibration or {})
+        )
+        # the fitted pulls belong to the fitted calibration; otherwise DEFAULT_PULL
+        self.scope_pull: dict[str, float] = (
+            default_scope_pull() if isinstance(calibration, str) else {}
         )
 
     concurrent_safe = True
@@ -130,20 +158,31 @@ class RuleBasedInspector:
         task: Task,
         use_tool: bool = True,
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+        view: SpectrumView | None = None,
     ) -> RuleBasedEpisode:
         """Measure the spectrum, score it for ``task`` and plan the windows to inspect: the
-        episode's turns come from the returned object, never from the inspector."""
+        episode's turns come from the returned object, never from the inspector.
+
+        ``view``: the measurements of this very spectrum from an earlier episode, so a caller
+        scoring one spectrum for several tasks in one thread measures each line once."""
         if not isinstance(task, Task):
             raise TypeError(f"task must be an agent.inspection_tasks.Task, got {type(task)!r}")
         if isinstance(max_tool_calls, bool) or not isinstance(max_tool_calls, int):
             raise ValueError(f"max_tool_calls must be an int, got {max_tool_calls!r}")
         if max_tool_calls < 0:
             raise ValueError(f"max_tool_calls must be >= 0, got {max_tool_calls}")
-        view = SpectrumView(spectrum)
+        if view is None:
+            view = SpectrumView(spectrum)
+        elif view.spectrum is not spectrum:
+            raise ValueError("view was measured on another spectrum than the one given")
         scorer_name, scorer = scorer_for(task)
         assessment = scorer(view, task)
+        scope = scope_notes(view, task)
+        score = assessment.score
         platt = self.calibration.get(task.code.upper())
-        probability = platt(assessment.score) if platt else _logistic(assessment.score)
+        calibrated = platt(score) if platt else _logistic(score)
+        pull = self.scope_pull.get(task.code.upper(), DEFAULT_PULL) if scope else 1.0
+        probability = pulled(calibrated, pull)
         prediction = "YES" if probability >= self.threshold else "NO"
         # A decision taken against the odds (a threshold away from 0.5) is a coin flip at best.
         confidence = max(probability if prediction == "YES" else 1.0 - probability, 0.5)
@@ -163,12 +202,18 @@ class RuleBasedInspector:
             plan=plan,
             skipped=skipped,
             threshold=self.threshold,
+            scope=scope,
         )
         decision = {
             "prediction": prediction,
             "confidence": round(confidence, 4),
-            "score": round(assessment.score, 4),
+            "score": round(score, 4),
             "evidence": {
+                "probability_before_scope": round(calibrated, 4),
+                "scope": [
+                    {"kind": note.kind, "subject": note.subject, "text": note.text}
+                    for note in scope
+                ],
                 "scorer": scorer_name,
                 "probability_yes": round(probability, 4),
                 "calibrated": platt is not None,
@@ -213,12 +258,17 @@ def _plan(
 ) -> tuple[list[PlannedWindow], list[str]]:
     candidates: list[tuple[float, int, PlannedWindow]] = []
     skipped: list[str] = []
+    usable: list[tuple[int, DiagnosticWindow, float, float]] = []
     for order, window in enumerate(task.windows):
         low = max(window.rest_range[0], view.coverage[0])
         high = min(window.rest_range[1], view.coverage[1])
         if high - low < 5.0 or view.covered_fraction(window.rest_range) < COVERED_FRACTION:
             skipped.append(window.name)
-            continue
+        else:
+            usable.append((order, window, low, high))
+    if limit <= 0:  # no window will be shown: measuring them for the plan would be wasted
+        return [], skipped
+    for order, window, low, high in usable:
         notes = [f.text for f in assessment.findings if f.window == window.name]
         value = sum(abs(f.weight) for f in assessment.findings if f.window == window.name)
         if not notes:
@@ -372,15 +422,21 @@ def _answer_turn(episode: _Episode, feedback: str | None) -> str:
     contaminant = _contaminant_note(episode)
     if contaminant:
         parts.append(contaminant)
+    limits = _scope_text(episode)
+    if limits:
+        parts.append(limits)
     parts.append(
         f"Weighing these (prior {episode.assessment.bias:+.1f}) gives a score of "
-        f"{episode.assessment.score:+.1f}, P(YES) = {episode.probability:.2f} against a "
-        f"threshold of {episode.threshold:.2f}."
+        f"{episode.assessment.score:+.1f}, P(YES) = {episode.probability:.2f}"
+        + (" after the limits above pulled it towards 0.5" if episode.scope else "")
+        + f", against a threshold of {episode.threshold:.2f}."
     )
     key = supporting if episode.prediction == "YES" else opposing
     reasons = "; ".join(f.text for f in key[:3]) or (
         "no diagnostic feature of the class stands above the noise"
     )
+    if episode.scope:
+        reasons += ". " + _scope_reason(episode)
     verdict = "matches" if episode.prediction == "YES" else "does not match"
     justification = (
         f'The spectrum {verdict} "{name}" (confidence {episode.confidence:.2f}, score '
@@ -390,6 +446,35 @@ def _answer_turn(episode: _Episode, feedback: str | None) -> str:
     return (
         f"<think>{think}</think>\n<answer>\\boxed{{{episode.prediction}}} {justification}</answer>"
     )
+
+
+def _scope_text(episode: _Episode) -> str:
+    """The scope notes as sentences of the reasoning."""
+    sentences = []
+    for note in episode.scope:
+        if note.kind == OUT_OF_SCOPE:
+            sentences.append(
+                f"Outside what I know: the spectrum looks like {note.subject} ({note.text})."
+            )
+        else:
+            sentences.append(f"Missing data: {note.text}.")
+    return " ".join(sentences)
+
+
+def _scope_reason(episode: _Episode) -> str:
+    """Why the answer is not confident, for the justification an expert reads first."""
+    outside = [n.subject for n in episode.scope if n.kind == OUT_OF_SCOPE]
+    missing = [n.subject for n in episode.scope if n.kind != OUT_OF_SCOPE]
+    parts = []
+    if outside:
+        parts.append(
+            "outside what I know: it looks like "
+            + " and ".join(outside)
+            + ", a class the task's criteria do not describe"
+        )
+    if missing:
+        parts.append("not decidable from these data: " + "; ".join(missing))
+    return "I do not answer confidently, " + "; ".join(parts)
 
 
 def _contaminant_note(episode: _Episode) -> str:

@@ -11,6 +11,7 @@ from agent.inspection_tasks import Task
 from agent.measure import Measurement
 from agent.policies.rule_based.findings import (
     Assessment,
+    _absorbs,
     _band_present,
     _emits,
     _fmt_colour,
@@ -98,7 +99,25 @@ def score_cs(view: SpectrumView, task: Task) -> Assessment:
         result.add(w_tio, f"no strong TiO 7056 head ({tio.describe()})", 0.3)
     nad = view.line("Na D", 5894.6, 14.0, [(5850.0, 5870.0), (5915.0, 5935.0)])
     w_nad = window_for(task, 5894.6, prefer="Na D")
-    if swan >= 0.08 and significance >= STRONG and nad is not None and nad.ew is not None:
+    # a DQ white dwarf shows the Swan bands and nothing else; a carbon star, metal-poor R
+    # types with weak Na D included, keeps the metal lines of a giant's photosphere
+    metals = [
+        m
+        for m in (
+            view.line("Ca I 4227", 4226.7, 6.0, [(4205.0, 4215.0), (4238.0, 4248.0)]),
+            view.line("Ca II 8544", 8544.4, 12.0, [(8515.0, 8529.0), (8560.0, 8575.0)]),
+        )
+        if _absorbs(m, STRONG, 0.8)
+    ]
+    if swan >= 0.08 and significance >= STRONG and metals:
+        result.add(
+            w_nad,
+            "metal lines of a cool giant's photosphere ("
+            + "; ".join(f"{m.name} EW {m.ew:+.1f} Å" for m in metals if m.ew is not None)
+            + "): a carbon star, not a DQ white dwarf",
+            0.5,
+        )
+    elif swan >= 0.08 and significance >= STRONG and nad is not None and nad.ew is not None:
         if nad.ew < 5.0:
             result.add(
                 w_nad,

@@ -65,6 +65,7 @@ class SpectrumView:
     def __init__(self, spectrum: Spectrum) -> None:
         if not isinstance(spectrum, Spectrum):
             raise TypeError(f"spectrum must be an agent.spectra.Spectrum, got {type(spectrum)!r}")
+        self.spectrum = spectrum  # what begin(view=...) checks a view against
         redshift = float(spectrum.redshift) if math.isfinite(spectrum.redshift) else 0.0
         self.redshift = redshift if redshift > -1.0 else 0.0
         self.wave = np.asarray(spectrum.wavelength, dtype=np.float64) / (1.0 + self.redshift)

@@ -81,3 +81,32 @@ def test_it_puts_each_part_beside_the_others_per_task() -> None:
         ["MG", "validation", "1"],
         ["WD", "development", "1"],
     ]
+
+
+def test_it_scores_each_spectrum_for_each_task_as_a_lone_episode_would() -> None:
+    """score_spectra measures each spectrum once for all tasks (a shared SpectrumView): every
+    stored score must still be the one a fresh episode of that very spectrum gives (swapped or
+    leaked measurements would fail here), and a view of another spectrum is refused."""
+    import numpy as np
+
+    from agent.bench.real import score_spectra
+    from agent.inspection_tasks import get_task
+    from agent.policies.rule_based import RuleBasedInspector, SpectrumView
+    from agent.synthetic import generate_sample
+
+    tasks = ("CV", "MG", "A")
+    items = []
+    for index, (task, label) in enumerate([("CV", True), ("MG", True), ("A", False)]):
+        drawn = generate_sample(task, label, rng=np.random.default_rng(index))
+        items.append((f"item-{index}", drawn.spectrum, dict.fromkeys(tasks, "NO")))
+    scored = score_spectra(items, tasks)
+    assert len(scored) == len(items) * len(tasks)
+    inspector = RuleBasedInspector(calibration=None)
+    spectra = {item: spectrum for item, spectrum, _ in items}
+    for row in scored:
+        alone = inspector.begin(spectrum=spectra[row.item], task=get_task(row.task), use_tool=False)
+        assert alone.decision is not None
+        assert row.score == pytest.approx(float(alone.decision["score"]), abs=1e-9), row
+    other = SpectrumView(items[1][1])
+    with pytest.raises(ValueError, match="another spectrum"):
+        inspector.begin(spectrum=items[0][1], task=get_task("CV"), view=other)

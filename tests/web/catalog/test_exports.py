@@ -13,6 +13,7 @@ from astropy.io.votable import parse as parse_votable
 from astropy.table import Table
 from django.urls import reverse
 
+from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
 from annotation.inspections.models import CatalogEntry
 from tests.web.catalog.test_views import make_entry, make_run
@@ -103,7 +104,9 @@ def test_it_writes_csv_in_chunks_of_many_rows():
     CatalogEntry.objects.bulk_create(
         [CatalogEntry(run=run, object_id=f"O{i}", task_code="CV") for i in range(run_rows)]
     )
-    chunks = list(catalog.catalog_csv_chunks(catalog.catalog_rows(catalog.CatalogFilters(), "id")))
+    chunks = list(
+        catalog_export.catalog_csv_chunks(catalog.catalog_rows(catalog.CatalogFilters(), "id"))
+    )
     assert len(chunks) == 1 + math.ceil(run_rows / 500)
     assert sum(chunk.count("\n") for chunk in chunks) == run_rows + 1
 

@@ -99,73 +99,77 @@ def test_it_runs_the_main_flows_through_a_client_generated_from_the_schema(
         timeout=httpx.Timeout(120),
     )
 
-    token = _api("token.token_retrieve").sync(client=client)
-    assert isinstance(token, models.ApiTokenDetailOutput)
-    assert token.token is not None and not token.token.expired
+    # Closed before the live server stops: a keep-alive connection left open would end its
+    # server thread after the test, on a database connection no longer shared with it.
+    with client:
+        token = _api("token.token_retrieve").sync(client=client)
+        assert isinstance(token, models.ApiTokenDetailOutput)
+        assert token.token is not None and not token.token.expired
 
-    tasks = _api("tasks.tasks_list").sync(client=client)
-    assert "CV" in {row.code for row in tasks}
-    page = _api("spectra.spectra_list").sync(client=client)
-    assert isinstance(page, models.PaginatedSpectrumOutputList)
-    assert {row.object_id for row in page.results} == {"CLIENT-0", "CLIENT-1"}
+        tasks = _api("tasks.tasks_list").sync(client=client)
+        assert "CV" in {row.code for row in tasks}
+        page = _api("spectra.spectra_list").sync(client=client)
+        assert isinstance(page, models.PaginatedSpectrumOutputList)
+        assert {row.object_id for row in page.results} == {"CLIENT-0", "CLIENT-1"}
 
-    body = models.InspectionRunCreateInput(
-        task="CV",
-        spectrum_ids=[row.pk for row in spectra],
-        policy=models.InspectionRunCreateInputPolicy.from_dict({"kind": "rule-based"}),
-        name="through the generated client",
-    )
-    created = _api("inspections.inspections_create_create").sync(client=client, body=body)
-    assert isinstance(created, models.RunOutput), created
-    assert created.task == "CV" and created.name == "through the generated client"
-
-    runs = _api("inspections.inspections_list").sync(client=client)
-    assert [run.id for run in runs.results] == [created.id]
-
-    deadline = time.monotonic() + 120
-    while True:
-        run = _api("inspections.inspections_retrieve").sync(run_id=created.id, client=client)
-        assert isinstance(run, models.RunDetailOutput), run
-        states = {row.state.value for row in run.candidates}
-        if states <= {"done", "failed"} or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert states == {"done"}, run.candidates
-    assert run.candidates_count == len(spectra) and run.progress is not None
-
-    # Each candidate read through the client is the one of its own spectrum.
-    for row in run.candidates:
-        candidate = _api("inspections.inspections_candidates_retrieve").sync(
-            candidate_id=row.id, client=client
+        body = models.InspectionRunCreateInput(
+            task="CV",
+            spectrum_ids=[row.pk for row in spectra],
+            policy=models.InspectionRunCreateInputPolicy.from_dict({"kind": "rule-based"}),
+            name="through the generated client",
         )
-        assert isinstance(candidate, models.CandidateDetailOutput), candidate
-        stored = Candidate.objects.get(pk=row.id)
-        assert candidate.spectrum == stored.spectrum_id
-        assert candidate.object_id == stored.spectrum.object_id
-        assert candidate.verdict == stored.verdict
-        assert [r.prediction for r in candidate.rollouts] == [
-            r.prediction for r in stored.rollouts.order_by("index")
-        ]
+        created = _api("inspections.inspections_create_create").sync(client=client, body=body)
+        assert isinstance(created, models.RunOutput), created
+        assert created.task == "CV" and created.name == "through the generated client"
 
-    chosen = Candidate.objects.filter(run_id=created.id).order_by("id").first()
-    assert chosen is not None
-    decision = _api("vetting.expert_decision_create").sync(
-        client=client,
-        body=models.ExpertDecisionCreateInput(
-            candidate=chosen.pk, decision=models.ExpertDecisionEnum.YES, comment="looks right"
-        ),
-    )
-    assert isinstance(decision, models.ExpertDecisionOutput), decision
-    assert (decision.candidate, decision.expert) == (chosen.pk, "client")
-    assert decision.decision == models.ExpertDecisionEnum.YES
+        runs = _api("inspections.inspections_list").sync(client=client)
+        assert [run.id for run in runs.results] == [created.id]
 
-    # A viewer's refusal comes back as the documented error body, with the reason.
-    viewer = generated_client.AuthenticatedClient(
-        base_url=live_server.url,
-        token=Token.objects.create(user=UserFactory(username="low", roles=["viewer"])).key,
-        prefix="Token",
-        raise_on_unexpected_status=True,
-    )
-    refused = _api("inspections.inspections_create_create").sync(client=viewer, body=body)
-    assert isinstance(refused, models.ErrorOutput), refused
-    assert "ml_engineer" in refused.detail
+        deadline = time.monotonic() + 120
+        while True:
+            run = _api("inspections.inspections_retrieve").sync(run_id=created.id, client=client)
+            assert isinstance(run, models.RunDetailOutput), run
+            states = {row.state.value for row in run.candidates}
+            if states <= {"done", "failed"} or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert states == {"done"}, run.candidates
+        assert run.candidates_count == len(spectra) and run.progress is not None
+
+        # Each candidate read through the client is the one of its own spectrum.
+        for row in run.candidates:
+            candidate = _api("inspections.inspections_candidates_retrieve").sync(
+                candidate_id=row.id, client=client
+            )
+            assert isinstance(candidate, models.CandidateDetailOutput), candidate
+            stored = Candidate.objects.get(pk=row.id)
+            assert candidate.spectrum == stored.spectrum_id
+            assert candidate.object_id == stored.spectrum.object_id
+            assert candidate.verdict == stored.verdict
+            assert [r.prediction for r in candidate.rollouts] == [
+                r.prediction for r in stored.rollouts.order_by("index")
+            ]
+
+        chosen = Candidate.objects.filter(run_id=created.id).order_by("id").first()
+        assert chosen is not None
+        decision = _api("vetting.expert_decision_create").sync(
+            client=client,
+            body=models.ExpertDecisionCreateInput(
+                candidate=chosen.pk, decision=models.ExpertDecisionEnum.YES, comment="looks right"
+            ),
+        )
+        assert isinstance(decision, models.ExpertDecisionOutput), decision
+        assert (decision.candidate, decision.expert) == (chosen.pk, "client")
+        assert decision.decision == models.ExpertDecisionEnum.YES
+
+        # A viewer's refusal comes back as the documented error body, with the reason.
+        viewer = generated_client.AuthenticatedClient(
+            base_url=live_server.url,
+            token=Token.objects.create(user=UserFactory(username="low", roles=["viewer"])).key,
+            prefix="Token",
+            raise_on_unexpected_status=True,
+        )
+        with viewer:
+            refused = _api("inspections.inspections_create_create").sync(client=viewer, body=body)
+        assert isinstance(refused, models.ErrorOutput), refused
+        assert "ml_engineer" in refused.detail

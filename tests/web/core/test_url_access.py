@@ -167,6 +167,11 @@ MATRIX: dict[str, set[str]] = {
     "vetting_decide": {E},
     "vetting_skip": {E},
     "vetting_undo": {E},
+    "catalog_compare": READERS,
+    "model_promote": {S},
+    "label_export_list": {M, S},
+    "label_export_create": {M},
+    "label_export_download": {M, S},
     "api_vetting_next": {E},
     "api_expert_decision_create": {E},
     # curation

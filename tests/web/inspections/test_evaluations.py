@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from agent.bench import real as real_bench
 from agent.real_corpus import CorpusUnavailable, fetch
 from annotation.core.errors import WorkflowError
 from annotation.core.models import Job, JobState
@@ -14,12 +15,22 @@ from tests.factories import UserFactory
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="session")
-def real_corpus() -> None:
+@pytest.fixture
+def real_corpus(monkeypatch) -> None:
+    """The real parts, thinned to every positive and every 25th negative: whole episodes on all
+    1,300 spectra are `real_bench`'s job, not a web test's."""
     try:
         fetch(quiet=True)
     except CorpusUnavailable as exc:
         pytest.skip(f"the real-data cache cannot be built here: {exc}")
+    every = real_bench.real_eval_samples
+
+    def thinned(part, tasks):
+        samples = every(part, tasks)
+        negatives = [s for s in samples if s.label == "NO"]
+        return [s for s in samples if s.label == "YES"] + negatives[::25]
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", thinned)
 
 
 @pytest.fixture

@@ -149,3 +149,48 @@ def test_it_stores_nothing_of_a_run_whose_creation_fails_half_way(monkeypatch, c
         start_run(cv, vetter, [make_spectrum(), make_spectrum()])
     assert InspectionRun.objects.count() == 0
     assert Candidate.objects.count() == 0
+
+
+class ScopedPolicy(ScriptedPolicy):
+    """Answers confidently but records, as the rule-based inspector does, why it should not."""
+
+    def __init__(self, turns, confidence, kind):
+        super().__init__(turns, confidence)
+        self.kind = kind
+
+    def begin(self, **episode):
+        started = super().begin(**episode)
+        note = {"kind": self.kind, "subject": "a Wolf-Rayet star", "text": "broad He II 4686"}
+        started.decision = {"confidence": self.confidence, "evidence": {"scope": [note]}}
+        return started
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [("out of scope", "outside what I know"), ("coverage", "missing data")],
+)
+def test_it_sends_what_the_policy_does_not_know_to_experts_with_its_reason(
+    monkeypatch, cv, vetter, django_capture_on_commit_callbacks, kind, reason
+):
+    use_policy(monkeypatch, lambda: ScopedPolicy([answer_turn("NO")], 0.97, kind))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start_run(cv, vetter, [make_spectrum()], confidence_threshold=0.75)
+    candidate = run.candidates.get()
+    assert candidate.confidence == pytest.approx(0.97)
+    assert candidate.needs_expert is True
+    assert candidate.triage_reason == reason
+
+
+def test_it_names_low_confidence_and_leaves_confident_answers_without_a_reason(
+    monkeypatch, cv, vetter, django_capture_on_commit_callbacks
+):
+    confidences = [0.6, 0.95]
+    use_policy(monkeypatch, lambda: ConfidentPolicy([answer_turn("NO")], confidences.pop(0)))
+    spectra = [make_spectrum(object_id=f"T{i}", seed=i) for i in range(2)]
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start_run(cv, vetter, spectra, confidence_threshold=0.75)
+    by_confidence = {round(c.confidence, 2): c for c in run.candidates.all()}
+    assert by_confidence[0.6].triage_reason == "low confidence"
+    assert by_confidence[0.6].needs_expert is True
+    assert by_confidence[0.95].triage_reason == ""
+    assert by_confidence[0.95].needs_expert is False

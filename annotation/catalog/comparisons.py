@@ -1,0 +1,171 @@
+"""Comparing two models' verdicts on the same spectra for one task, with vetted labels as truth.
+
+Each model's verdict on a spectrum is its newest catalog entry for the task. On the spectra both
+models answered:
+
+- flipped: the verdicts differ (an answer where there was none counts too);
+- fixed / broken (spectra with a vetted label): the old verdict was wrong and the new one is
+  right / the old one was right and the new one is wrong;
+- newly uncertain: the new verdict is sent to experts (low confidence or no answer) where the
+  old one was not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import QuerySet
+
+from annotation.inspections.models import CatalogEntry, InspectionRun
+
+ROWS_SHOWN = 500  # flipped rows listed on the page; the counts cover every spectrum
+
+
+@dataclass(frozen=True)
+class Verdict:
+    entry_id: int
+    object_id: str
+    verdict: str
+    confidence: float | None
+    uncertain: bool
+    label: str
+
+
+@dataclass(frozen=True)
+class ComparedRow:
+    spectrum_id: int
+    object_id: str
+    old: Verdict
+    new: Verdict
+    label: str
+    outcome: str  # "fixed" | "broken" | "flipped" (no label) | "unchanged"
+    newly_uncertain: bool
+
+
+@dataclass
+class Comparison:
+    task: str
+    old_key: str
+    new_key: str
+    shared: int = 0
+    flipped: int = 0
+    fixed: int = 0
+    broken: int = 0
+    newly_uncertain: int = 0
+    labelled: int = 0
+    old_correct: int = 0
+    new_correct: int = 0
+    rows: list[ComparedRow] = field(default_factory=list)  # changed ones, at most ROWS_SHOWN
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, name)
+            for name in (
+                "task",
+                "old_key",
+                "new_key",
+                "shared",
+                "flipped",
+                "fixed",
+                "broken",
+                "newly_uncertain",
+                "labelled",
+                "old_correct",
+                "new_correct",
+            )
+        }
+
+
+def _newest_by_spectrum(rows: QuerySet[CatalogEntry]) -> dict[int, Verdict]:
+    verdicts: dict[int, Verdict] = {}
+    values = rows.order_by("-id").values_list(
+        "pk",
+        "candidate__spectrum_id",
+        "object_id",
+        "verdict",
+        "confidence",
+        "candidate__needs_expert",
+        "vetted_label",
+    )
+    for pk, spectrum, object_id, verdict, confidence, uncertain, label in values.iterator(
+        chunk_size=5000
+    ):
+        if spectrum is not None and spectrum not in verdicts:
+            verdicts[spectrum] = Verdict(
+                entry_id=pk,
+                object_id=object_id,
+                verdict=verdict,
+                confidence=confidence,
+                uncertain=bool(uncertain) or not verdict,
+                label=label,
+            )
+    return verdicts
+
+
+def compare_models(
+    *, entries: QuerySet[CatalogEntry], task: str, old_key: str, new_key: str
+) -> Comparison:
+    """``old_key``'s and ``new_key``'s verdicts on ``task`` compared spectrum by spectrum, over
+    ``entries`` (the catalog entries the reader may see)."""
+    rows = entries.filter(task_code=task)
+    old = _newest_by_spectrum(rows.filter(model_key=old_key))
+    new = _newest_by_spectrum(rows.filter(model_key=new_key))
+    comparison = Comparison(task=task, old_key=old_key, new_key=new_key)
+    for spectrum in sorted(set(old) & set(new)):
+        _add(comparison, spectrum, old[spectrum], new[spectrum])
+    return comparison
+
+
+def _add(comparison: Comparison, spectrum: int, old: Verdict, new: Verdict) -> None:
+    comparison.shared += 1
+    label = new.label or old.label
+    flipped = old.verdict != new.verdict
+    newly_uncertain = new.uncertain and not old.uncertain
+    outcome = "unchanged"
+    if label:
+        comparison.labelled += 1
+        comparison.old_correct += old.verdict == label
+        comparison.new_correct += new.verdict == label
+        if old.verdict != label and new.verdict == label:
+            outcome = "fixed"
+        elif old.verdict == label and new.verdict != label:
+            outcome = "broken"
+    if outcome == "unchanged" and flipped:
+        outcome = "flipped"
+    comparison.flipped += flipped
+    comparison.fixed += outcome == "fixed"
+    comparison.broken += outcome == "broken"
+    comparison.newly_uncertain += newly_uncertain
+    if (flipped or newly_uncertain) and len(comparison.rows) < ROWS_SHOWN:
+        comparison.rows.append(
+            ComparedRow(
+                spectrum_id=spectrum,
+                object_id=new.object_id,
+                old=old,
+                new=new,
+                label=label,
+                outcome=outcome,
+                newly_uncertain=newly_uncertain,
+            )
+        )
+
+
+def models_on_task(runs: QuerySet[InspectionRun], task: str) -> list[tuple[str, str]]:
+    """(key, label) of the models behind ``runs`` (those the reader may see) on ``task``,
+    newest first."""
+    seen: dict[str, str] = {}
+    rows = runs.filter(task__code=task).exclude(model_key="").order_by("-id")
+    for key, label in rows.values_list("model_key", "model_label"):
+        seen.setdefault(key, label or key)
+    return list(seen.items())
+
+
+def default_baseline(
+    *, models: Iterable[tuple[str, str]], new_key: str, current: str | None
+) -> str | None:
+    """What a new model is compared with: the task's current model, else the newest other."""
+    if current and current != new_key:
+        return current
+    return next((key for key, _ in models if key != new_key), None)

@@ -1,0 +1,124 @@
+"""The vetted part of the evaluation page: spectra the team labelled by vetting, scored by a
+policy run afresh (an evaluation job) and by each model's stored verdicts (per task, per model)."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from agent.bench import real as real_bench
+from agent.bench.real import part_report
+from agent.real_corpus import CorpusUnavailable
+from annotation.core.models import JobState
+from annotation.inspections import evaluations, selectors, services
+from tests.factories import UserFactory, make_inspected, make_spectrum
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def spectra(db):
+    # Different line strengths, so the inspector's answers differ between spectra.
+    return [
+        make_spectrum(object_id=f"VT-{i}", seed=i, line_amplitude=0.05 + 0.9 * (i % 2))
+        for i in range(4)
+    ]
+
+
+TRUTH = ["NO", "YES", "YES", "NO"]
+
+
+@pytest.fixture
+def labelled(spectra, owner, expert, outsider):
+    """Labels TRUTH[i] on spectra[i] (CV), from two agreeing experts on a run of model A."""
+    run = make_inspected(
+        spectra=spectra,
+        verdicts={row.pk: ("YES", 0.6) for row in spectra},
+        created_by=owner,
+        model=("model:a", "A"),
+    )
+    for row, truth in zip(spectra, TRUTH, strict=True):
+        candidate = run.candidates.get(spectrum=row)
+        for user in (expert, outsider):
+            services.expert_decision_record(candidate=candidate, expert=user, decision=truth)
+    return run
+
+
+def test_it_gives_each_vetted_sample_its_own_spectrum_and_label(labelled, spectra):
+    samples = evaluations.vetted_samples(["CV"], 10)
+    by_object = {s.spectrum.object_id: (s.label, s.sample_id) for s in samples}
+    assert by_object == {
+        row.object_id: (truth, f"vetted-{row.pk}-CV")
+        for row, truth in zip(spectra, TRUTH, strict=True)
+    }
+    assert len(evaluations.vetted_samples(["CV"], 2)) == 2
+    assert evaluations.vetted_samples(["MG"], 10) == []
+
+
+def test_it_scores_a_policy_on_the_vetted_part_as_an_in_process_evaluation_does(
+    labelled, owner, monkeypatch, django_capture_on_commit_callbacks
+):
+    from agent.evaluation import evaluate
+    from agent.policies import build_policy
+
+    def unavailable(split, tasks):
+        raise CorpusUnavailable("not built in this test")
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", unavailable)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = evaluations.evaluation_start(
+            policy_spec={"kind": "rule-based"},
+            tasks=["CV"],
+            synthetic_per_task=0,
+            vetted_per_task=10,
+            max_tool_calls=8,
+            actor=owner,
+        )
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED, job.error
+    assert job.result["parts"] == ["vetted"]
+    reference = evaluate(
+        evaluations.vetted_samples(["CV"], 10),
+        build_policy({"kind": "rule-based"}),
+        benchmark="specvet-vetted",
+        split="vetted",
+        max_tool_calls=8,
+    ).samples
+    expected = part_report(
+        [r.label for r in reference],
+        [r.prediction for r in reference],
+        [r.confidence for r in reference],
+    )
+    stored = job.result["tasks"]["CV"]["vetted"]
+    assert stored["n"] == expected.n == 4 and stored["positives"] == 2
+    assert stored["accuracy"] == round(expected.accuracy, 4)
+    assert stored["balanced_accuracy"] == round(expected.balanced_accuracy, 4)
+    rows = evaluations.evaluation_table(job)
+    assert [(row["part"], row["part_label"]) for row in rows] == [
+        ("vetted", "real, vetted by the team (expert labels)")
+    ]
+
+
+def test_it_scores_each_models_stored_verdicts_against_the_labels_per_task(
+    labelled, spectra, owner
+):
+    # Model B answers TRUTH except on spectra[0]; model A said YES everywhere.
+    answers = {row.pk: (truth, 0.95) for row, truth in zip(spectra, TRUTH, strict=True)}
+    answers[spectra[0].pk] = ("YES", 0.95)
+    make_inspected(spectra=spectra, verdicts=answers, created_by=owner, model=("model:b", "B"))
+    table = {row["model_key"]: row for row in selectors.vetted_figures_by_model(user=owner)}
+    assert set(table) == {"model:a", "model:b"}
+    assert (table["model:a"]["n"], table["model:a"]["accuracy"]) == (4, "0.50")
+    assert (table["model:b"]["n"], table["model:b"]["accuracy"]) == (4, "0.75")
+    assert table["model:b"]["confident_wrong"] == 1
+    assert table["model:a"]["balanced_accuracy"] == "0.50"
+
+
+def test_it_shows_the_vetted_part_on_the_evaluation_page_and_hides_it_from_a_confined_rater(
+    labelled, client, owner
+):
+    client.force_login(owner)
+    page = client.get(reverse("evaluation_list")).content.decode()
+    assert 'id="vetted-table"' in page and "model:a" in page
+    rater = UserFactory(username="confined", roles=["rater"])
+    assert selectors.vetted_figures_by_model(user=rater) == []

@@ -1,0 +1,164 @@
+"""Vetted-label exports (GRPO rows): versioned, hashed, each row naming the decisions its label
+rests on; a GRPO run reads an export's own rows and its lineage names those decisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.formats.verl import read_verl_parquet
+from annotation.core.errors import WorkflowError
+from annotation.core.models import AuditLog
+from annotation.inspections import services
+from annotation.inspections.models import ExpertDecision
+from annotation.spectra.models import LabelExport, SpectrumLabel
+from annotation.spectra.services import label_export_create
+from annotation.training_runs import jobs as training_jobs
+from annotation.training_runs import services as training_runs_services
+from tests.factories import make_inspected, make_spectrum
+
+pytestmark = pytest.mark.django_db
+
+ANSWERS = ["YES", "NO", "NO", "YES"]
+
+
+@pytest.fixture
+def labelled(owner, expert, outsider):
+    spectra = [make_spectrum(object_id=f"EXP-{i}", seed=i) for i in range(len(ANSWERS))]
+    run = make_inspected(
+        spectra=spectra, verdicts={row.pk: ("YES", 0.6) for row in spectra}, created_by=owner
+    )
+    for row, answer in zip(spectra, ANSWERS, strict=True):
+        candidate = run.candidates.get(spectrum=row)
+        for user in (expert, outsider):
+            services.expert_decision_record(candidate=candidate, expert=user, decision=answer)
+    return spectra
+
+
+def test_it_exports_each_label_with_its_own_spectrum_and_decisions(labelled, owner):
+    export = label_export_create(actor=owner)
+    assert export.version == 1 and len(export.rows) == 4
+    for item in export.rows:
+        label = SpectrumLabel.objects.get(pk=item["label_id"])
+        assert (item["spectrum_id"], item["label"], item["task"]) == (
+            label.spectrum_id,
+            label.value,
+            "CV",
+        )
+        assert item["object_id"] == label.spectrum.object_id
+        decided = ExpertDecision.objects.filter(pk__in=item["decisions"])
+        assert {d.candidate.spectrum_id for d in decided} == {label.spectrum_id}
+        assert {d.decision for d in decided} == {label.value}
+    expected = {f"EXP-{i}": answer for i, answer in enumerate(ANSWERS)}
+    assert {item["object_id"]: item["label"] for item in export.rows} == expected
+    assert export.manifest["counts"] == {"CV": {"YES": 2, "NO": 2}}
+    assert export.manifest["decisions"] == sorted(
+        ExpertDecision.objects.values_list("pk", flat=True)
+    )
+    assert AuditLog.objects.filter(action="label_export_created", object_pk=str(export.pk)).exists()
+
+
+def test_it_versions_exports_by_content(labelled, owner, expert, third_expert):
+    first = label_export_create(actor=owner)
+    assert label_export_create(actor=owner) == first  # same content: the same version
+    extra = make_spectrum(object_id="EXP-new", seed=99)
+    run = make_inspected(spectra=[extra], verdicts={extra.pk: ("NO", 0.5)})
+    for user in (expert, third_expert):
+        services.expert_decision_record(candidate=run.candidates.get(), expert=user, decision="NO")
+    second = label_export_create(actor=owner)
+    assert second.version == 2 and second.content_hash != first.content_hash
+    assert len(second.rows) == 5
+    with pytest.raises(WorkflowError, match="unknown task codes: NOPE"):
+        label_export_create(actor=owner, task_codes=["NOPE"])
+    with pytest.raises(WorkflowError, match="no vetted label"):
+        label_export_create(actor=owner, task_codes=["MG"])
+
+
+@pytest.fixture
+def third_expert(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="third", roles=["expert"])
+
+
+def test_it_writes_a_grpo_run_s_rows_from_the_export_not_from_later_labels(
+    labelled, owner, ml_engineer, expert, outsider, tiny_model_path, training_dirs, tmp_path
+):
+    export = label_export_create(actor=owner)
+    run = training_runs_services.training_run_create(
+        stage="grpo",
+        preset="cpu-tiny",
+        base_model=str(tiny_model_path),
+        label_source={"label_export": export.version},
+        created_by=ml_engineer,
+    )
+    assert run.label_source == {"label_export": 1, "content_hash": export.content_hash}
+    # An expert changes their mind afterwards: the run still learns the exported label.
+    flipped = labelled[0]
+    candidate = flipped.candidate_set.get()
+    services.expert_decision_record(candidate=candidate, expert=expert, decision="NO")
+    assert SpectrumLabel.objects.get(spectrum=flipped).value == ""
+    sources = training_jobs.prepare_data(run, tmp_path)
+    rows = read_verl_parquet(tmp_path / training_runs_services.GRPO_DATA_FILE)
+    truth = {row["extra_info"]["name"]: row["reward_model"]["ground_truth"] for row in rows}
+    assert truth == {f"EXP-{i}": answer for i, answer in enumerate(ANSWERS)}
+    assert sources["label_export"]["decisions"] == export.manifest["decisions"]
+    assert sources["label_export"]["content_hash"] == export.content_hash
+
+
+def test_it_refuses_a_grpo_source_naming_no_export(ml_engineer, tiny_model_path, training_dirs):
+    with pytest.raises(WorkflowError, match="no vetted-label export version 7"):
+        training_runs_services.training_run_create(
+            stage="grpo",
+            preset="cpu-tiny",
+            base_model=str(tiny_model_path),
+            label_source={"label_export": 7},
+            created_by=ml_engineer,
+        )
+    assert not LabelExport.objects.exists()
+
+
+def test_it_exports_from_the_page_and_downloads_the_rows_as_json_lines(labelled, ml_client):
+    from django.urls import reverse
+
+    response = ml_client.post(reverse("label_export_create"), {"tasks": ["CV"]})
+    assert response.status_code == 302
+    export = LabelExport.objects.get()
+    listed = ml_client.get(reverse("label_export_list")).content.decode()
+    assert "v1" in listed and 'id="label-export-form"' in listed
+    download = ml_client.get(reverse("label_export_download", args=[export.version]))
+    import json
+
+    lines = [json.loads(line) for line in download.content.decode().splitlines()]
+    assert lines[0]["manifest"]["content_hash"] == export.content_hash
+    assert lines[1:] == export.rows
+
+
+def test_it_starts_grpo_from_an_export_through_the_training_form(
+    labelled,
+    owner,
+    ml_client,
+    tiny_model_path,
+    training_dirs,
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    from django.urls import reverse
+
+    from annotation.training_runs import tasks as training_tasks
+    from annotation.training_runs.models import TrainingRun
+
+    monkeypatch.setattr(training_tasks.run_training, "delay", lambda run_id: None)
+    export = label_export_create(actor=owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = ml_client.post(
+            reverse("training_create"),
+            {
+                "stage": "grpo",
+                "preset": "cpu-tiny",
+                "base_model": str(tiny_model_path),
+                "label_export": str(export.version),
+            },
+        )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = TrainingRun.objects.get()
+    assert run.label_source == {"label_export": export.version, "content_hash": export.content_hash}
