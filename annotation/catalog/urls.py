@@ -16,6 +16,8 @@ urlpatterns = [
     path("catalog/models/promote/", views.model_promote, name="model_promote"),
     path("vetting/", views.vetting_queue, name="vetting_queue"),
     path("vetting/decide/", views.vetting_decide, name="vetting_decide"),
+    path("vetting/skip/", views.vetting_skip, name="vetting_skip"),
+    path("vetting/undo/", views.vetting_undo, name="vetting_undo"),
     # API
     path("api/catalog/", apis.CatalogListApi.as_view(), name="api_catalog_list"),
     path(

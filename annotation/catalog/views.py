@@ -32,6 +32,7 @@ from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
 from annotation.core.models import ImageBlob
 from annotation.core.permissions import require_role
+from annotation.inspections import decisions as inspection_decisions
 from annotation.inspections import promotions
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
@@ -349,7 +350,17 @@ def _vetting_candidate(request: HttpRequest) -> Candidate | None:
             pk=int(wanted),
             state=CandidateState.DONE,
         )
-    return _vetting_queue(request).first()
+    queue = _vetting_queue(request)
+    skipped = request.session.get(SKIPPED_KEY, [])
+    waiting = queue.exclude(pk__in=skipped).first() if skipped else None
+    if waiting is None and skipped:
+        request.session[SKIPPED_KEY] = []  # every one left was skipped: go round again
+    return waiting or queue.first()
+
+
+SKIPPED_KEY = "vetting_skipped"
+LAST_DECIDED_KEY = "vetting_last_decided"
+MAX_SKIPPED = 500
 
 
 def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
@@ -382,7 +393,45 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
             ).first(),
             entry=CatalogEntry.objects.filter(candidate=candidate).first(),
         )
+    context["last_decided"] = request.session.get(LAST_DECIDED_KEY)
     return render(request, "catalog/vetting.html", context)
+
+
+def _visible_candidate(request: HttpRequest) -> Candidate:
+    candidate_id = request.POST.get("candidate", "")
+    if not candidate_id.isdigit():
+        raise Http404("candidate must be a candidate id")
+    rows = blinding.candidates_visible_to(user=request.user).select_related("spectrum")
+    return get_object_or_404(rows.defer("spectrum__arrays", "spectrum__meta"), pk=candidate_id)
+
+
+@require_role(permissions.VET)
+@require_POST
+def vetting_skip(request: HttpRequest) -> HttpResponse:
+    """Leave this candidate for later (this session): the queue shows the next one."""
+    candidate = _visible_candidate(request)
+    skipped = [pk for pk in request.session.get(SKIPPED_KEY, []) if pk != candidate.pk]
+    request.session[SKIPPED_KEY] = [*skipped, candidate.pk][-MAX_SKIPPED:]
+    messages.info(request, f"Skipped {candidate.spectrum.object_id}; it comes back at the end.")
+    return redirect("vetting_queue")
+
+
+@require_role(permissions.VET)
+@require_POST
+def vetting_undo(request: HttpRequest) -> HttpResponse:
+    """Withdraw one's own last decision; the candidate is shown again to decide anew."""
+    candidate = _visible_candidate(request)
+    try:
+        withdrawn = inspection_decisions.expert_decision_withdraw(
+            candidate=candidate,
+            expert=request.user,  # type: ignore[arg-type]
+        )
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+        return redirect("vetting_queue")
+    request.session.pop(LAST_DECIDED_KEY, None)
+    messages.info(request, f"Undid {withdrawn} for {candidate.spectrum.object_id}.")
+    return redirect(f"{reverse('vetting_queue')}?candidate={candidate.pk}")
 
 
 @require_role(permissions.VET)
@@ -406,6 +455,11 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
     messages.success(
         request, f"Recorded {request.POST['decision']} for {candidate.spectrum.object_id}."
     )
+    request.session[LAST_DECIDED_KEY] = {
+        "candidate": candidate.pk,
+        "object_id": candidate.spectrum.object_id,
+        "decision": request.POST["decision"],
+    }
     return redirect("vetting_queue")
 
 

@@ -64,6 +64,29 @@ def expert_decision_record(
     return record
 
 
+@transaction.atomic
+def expert_decision_withdraw(*, candidate: Candidate, expert: User) -> str:
+    """Undo: the expert's own decision on the candidate is removed (audit-logged), the catalog's
+    consensus and the spectrum's label are recomputed without it, and the candidate waits in
+    their queue again. Returns the decision withdrawn."""
+    record = ExpertDecision.objects.filter(candidate=candidate, expert=expert).first()
+    if record is None:
+        raise WrongState("you have no decision on this candidate to undo")
+    decision = record.decision
+    record.delete()
+    given = set(
+        ExpertDecision.objects.filter(candidate=candidate).values_list("decision", flat=True)
+    )
+    consensus = (given.pop() if len(given) == 1 else EXPERT_SPLIT) if given else ""
+    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=consensus)
+    audit_log_record(
+        actor=expert, action="expert_decision_withdrawn", obj=candidate, from_state=decision
+    )
+    task_id = InspectionRun.objects.values_list("task_id", flat=True).get(pk=candidate.run_id)
+    spectrum_label_refresh(spectrum_id=candidate.spectrum_id, task_id=task_id, actor=expert)
+    return decision
+
+
 def _decision_records(*, spectrum_id: int, task_id: int) -> list[DecisionRecord]:
     rows = ExpertDecision.objects.filter(
         candidate__spectrum_id=spectrum_id, candidate__run__task_id=task_id

@@ -106,6 +106,16 @@ def test_it_starts_a_rule_based_run_and_shows_the_steps_as_they_arrive(
     assert windows > 0
     expect(live.locator("[data-viewer=inspected] .inspected-chip")).to_have_count(windows)
     expect(live.locator("[data-viewer=inspected-empty]")).to_be_hidden()
+    # A step that arrives while the page is open (what the poller's swap does) adds its window.
+    live.evaluate(
+        "() => { const steps = document.getElementById('steps');"
+        " steps.insertAdjacentHTML('beforeend',"
+        ' \'<article class="step card" data-shown-range="4820.0,4905.0"></article>\');'
+        " document.body.dispatchEvent(new CustomEvent('htmx:afterSettle',"
+        " { bubbles: true, detail: { target: steps } })); }"
+    )
+    expect(live.locator("[data-viewer=inspected] .inspected-chip")).to_have_count(windows + 1)
+    expect(live.locator("[data-viewer=inspected] .inspected-chip").last).to_contain_text("4820")
     expect(live.locator("#outcome")).to_contain_text(f"Verdict: {candidate.verdict}")
     # The run page's progress poll sees the end and reloads with the metrics and their charts.
     expect(progress).to_contain_text("2 done")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agent.spectra import Spectrum as SpectrumValue
+from annotation.inspections.models import ExpertDecision
 from annotation.rating.models import PairJudgement
 from annotation.spectra import services as spectra_services
 from annotation.spectra.models import Spectrum, Task
@@ -228,4 +230,25 @@ def test_it_flags_duplicates_in_the_catalog_with_data_set_and_spectrum_links(
     expect(page).to_have_url(re.compile(r"/catalog/\d+/\?sort=object_id"))
     page.keyboard.press("?")
     expect(page.locator("#key-sheet")).to_contain_text("Back to the list")
+    page.keyboard.press("Escape")
+
+    # Keys and seconds per vetting decision, scripted: one key each (Y, N, U; S skips, Z undoes).
+    page.goto("/vetting/")
+    head = page.locator(".page-head p.muted")
+    keys = 0
+    started = time.perf_counter()
+    for remaining, key in zip((4, 3, 2, 1), "ynyu", strict=True):
+        expect(head).to_contain_text(f"{remaining} candidate")
+        page.keyboard.press(key)
+        keys += 1
+        expect(head).to_contain_text(
+            f"{remaining - 1} candidate" if remaining > 1 else "0 candidates"
+        )
+    seconds = time.perf_counter() - started
+    print(
+        f"vetting: 4 decisions, {keys / 4:.1f} keys per decision, {seconds / 4:.2f} s per decision"
+    )
+    page.keyboard.press("z")  # undo the last: its candidate comes back
+    expect(page.locator("#vetting-skip")).to_be_visible()
+    assert ExpertDecision.objects.filter(expert=engineer).count() == 3
     pages.assert_clean()

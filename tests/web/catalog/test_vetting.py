@@ -256,3 +256,51 @@ def test_it_shows_a_split_with_the_tally_in_the_catalog_when_experts_disagree(
     # The outsider changes their mind: the experts agree again.
     services.expert_decision_record(candidate=candidate, expert=outsider, decision="NO")
     assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "NO"
+
+
+# --- skip and undo (issue 26) ------------------------------------------------------------------
+
+
+def test_it_skips_a_candidate_for_now_and_comes_back_to_it_at_the_end(
+    expert_client, run_candidates
+):
+    first, second = run_candidates([0.6, 0.7])
+    assert expert_client.get(reverse("vetting_queue")).context["candidate"] == first
+    body = expert_client.get(reverse("vetting_queue")).content.decode()
+    assert 'data-key="s" id="vetting-skip"' in body
+    expert_client.post(reverse("vetting_skip"), {"candidate": first.pk})
+    assert expert_client.get(reverse("vetting_queue")).context["candidate"] == second
+    expert_client.post(reverse("vetting_skip"), {"candidate": second.pk})
+    # every one left was skipped: the queue goes round again, nothing was decided
+    assert expert_client.get(reverse("vetting_queue")).context["candidate"] == first
+    assert not ExpertDecision.objects.exists()
+
+
+def test_it_undoes_the_last_decision_and_shows_the_candidate_again(
+    expert_client, run_candidates, expert
+):
+    from annotation.core.models import AuditLog
+
+    first, second = run_candidates([0.6, 0.7])
+    decide(expert_client, first, "YES", "broad H-alpha")
+    page = expert_client.get(reverse("vetting_queue"))
+    assert page.context["candidate"] == second
+    assert 'data-key="z" id="vetting-undo"' in page.content.decode()
+    response = expert_client.post(reverse("vetting_undo"), {"candidate": first.pk})
+    assert response["Location"] == f"{reverse('vetting_queue')}?candidate={first.pk}"
+    assert not ExpertDecision.objects.filter(candidate=first).exists()
+    assert CatalogEntry.objects.get(candidate=first).expert_decision == ""
+    assert list(catalog.vetting_queue(expert)) == [first, second]
+    assert AuditLog.objects.filter(action="expert_decision_withdrawn", actor=expert).count() == 1
+    assert "vetting-undo" not in expert_client.get(reverse("vetting_queue")).content.decode()
+
+
+def test_it_keeps_the_other_experts_decision_when_one_undoes(
+    expert_client, run_candidates, expert, outsider
+):
+    (candidate,) = run_candidates([0.6])
+    services.expert_decision_record(candidate=candidate, expert=outsider, decision="NO")
+    decide(expert_client, candidate, "YES")
+    assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "split"
+    expert_client.post(reverse("vetting_undo"), {"candidate": candidate.pk})
+    assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "NO"

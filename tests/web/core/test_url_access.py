@@ -165,6 +165,8 @@ MATRIX: dict[str, set[str]] = {
     "api_catalog_detail": READERS,
     "vetting_queue": {E},
     "vetting_decide": {E},
+    "vetting_skip": {E},
+    "vetting_undo": {E},
     "catalog_compare": READERS,
     "model_promote": {S},
     "label_export_list": {M, S},

@@ -137,3 +137,12 @@ def test_it_offers_a_real_main_sequence_template_for_a_task_with_real_positives(
     assert template["name_text"].endswith("V)")  # a dwarf of the Pickles library
     assert len(template["wavelength"]) == len(template["flux"]) <= 1500
     assert task_template("CV") is None  # no real cataclysmic variable in the corpus
+
+
+def test_it_gives_the_viewer_the_full_width_with_the_metadata_folded_under_it(expert_client):
+    # Issue 26: the plot shared its row with the metadata and the agent's panel.
+    row = make_spectrum(object_id="WIDE")
+    body = expert_client.get(reverse("spectrum_detail", args=[row.pk])).content.decode()
+    assert '<section class="split stacked">' in body
+    assert '<details class="viewer-meta-box small"><summary>File metadata</summary>' in body
+    assert "{#" not in body and "{%" not in body
