@@ -25,33 +25,24 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from agent.calibration import (
     Calibrator,
     calibrator_from_dict,
-    expected_calibration_error,
     fit_beta,
     fit_platt,
-    reliability_bins,
 )
 from agent.inspection_tasks import get_task
-from agent.metrics import classification_report
 from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector, SpectrumView
 from agent.policies.rule_based.inspector import pulled
 from agent.policies.rule_based.scope import DEFAULT_PULL, MAX_PULL
 from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus
+from agent.real_evaluation import PartReport, format_table, part_report
 from agent.spectra import Spectrum
-
-if TYPE_CHECKING:
-    from agent.evaluation import EvalSample, SampleResult
 
 MIN_POSITIVES = 3
 MIN_FOR_BETA = 10
-DEFERRALS = (0.0, 0.1, 0.2, 0.3)
-CONFIDENT = 0.9
 SYNTHETIC_SEED = 20240913
 PARTS = ("development", "validation", "synthetic")
 
@@ -63,18 +54,6 @@ class Scored:
     label: str  # YES / NO
     score: float  # raw evidence score (log-odds before calibration)
     scope: tuple[str, ...] = ()  # kinds of the scope notes ("out of scope", "coverage")
-
-
-@dataclass(frozen=True)
-class PartReport:
-    n: int
-    positives: int
-    accuracy: float
-    balanced_accuracy: float
-    f1: float | None  # None without positives
-    ece: float
-    confident_wrong: int
-    triage: tuple[tuple[float, float], ...]  # (deferral, F1 of what is kept; NaN undefined)
 
 
 def score_spectra(
@@ -227,66 +206,6 @@ def report(
     return part_report(labels, predictions, [max(p, 1.0 - p) for p in probabilities])
 
 
-def part_report(
-    labels: Sequence[str],
-    predictions: Sequence[str | None],
-    confidences: Sequence[float | None],
-) -> PartReport:
-    """Figures of one part from answers (None: no answer, counted wrong) and the confidence in
-    each answer; without a confidence for every answer, ECE and the triage curve are NaN."""
-    correct = [p == y for p, y in zip(predictions, labels, strict=True)]
-    summary = classification_report(list(labels), list(predictions))
-    positives = list(labels).count("YES")
-    tpr = _rate(predictions, labels, "YES")
-    tnr = _rate(predictions, labels, "NO")
-    balanced = float(np.mean([r for r in (tpr, tnr) if r is not None])) if labels else math.nan
-    known = [c for c in confidences if c is not None]
-    if labels and len(known) == len(labels):
-        ece = expected_calibration_error(reliability_bins(known, correct, n_bins=10))
-        triage = _triage(labels, predictions, known, positives > 0)
-    else:
-        ece, triage = math.nan, tuple((deferral, math.nan) for deferral in DEFERRALS)
-    return PartReport(
-        n=len(labels),
-        positives=positives,
-        accuracy=summary.accuracy,
-        balanced_accuracy=balanced,
-        f1=summary.f1 if positives else None,
-        ece=ece,
-        confident_wrong=sum(
-            1
-            for c, ok in zip(confidences, correct, strict=True)
-            if c is not None and c >= CONFIDENT and not ok
-        ),
-        triage=triage,
-    )
-
-
-def _rate(predictions: Sequence[str | None], labels: Sequence[str], value: str) -> float | None:
-    chosen = [p == value for p, y in zip(predictions, labels, strict=True) if y == value]
-    return float(np.mean(chosen)) if chosen else None
-
-
-def _triage(
-    labels: Sequence[str],
-    predictions: Sequence[str | None],
-    confidences: Sequence[float],
-    f1: bool,
-) -> tuple[tuple[float, float], ...]:
-    """F1 (or accuracy without positives) of the most confident (1 - d) share, for each d."""
-    order = sorted(range(len(labels)), key=lambda i: -confidences[i])
-    points = []
-    for deferral in DEFERRALS:
-        kept = order[: max(int(math.ceil((1.0 - deferral) * len(order))), 1)] if order else []
-        kept_labels = [labels[i] for i in kept]
-        report_ = classification_report(kept_labels, [predictions[i] for i in kept])
-        if f1 and "YES" not in kept_labels:
-            points.append((deferral, math.nan))  # every positive deferred: F1 undefined
-        else:
-            points.append((deferral, report_.f1 if f1 else report_.accuracy))
-    return tuple(points)
-
-
 def run(*, synthetic_per_task: int, refit: bool) -> tuple[dict[str, dict[str, PartReport]], dict]:
     development = score_spectra(real_items("development"))
     fits = fit_calibration(development)
@@ -304,72 +223,6 @@ def run(*, synthetic_per_task: int, refit: bool) -> tuple[dict[str, dict[str, Pa
             for part, rows in parts.items()
         }
     return table, fits
-
-
-def _fmt(value: float | None) -> str:
-    return (
-        "   —"
-        if value is None or (isinstance(value, float) and math.isnan(value))
-        else f"{value:.2f}"
-    )
-
-
-# --- any policy: its answers on the real corpus beside its answers on a benchmark ---------------
-
-
-def real_eval_samples(split: str, tasks: Sequence[str]) -> list[EvalSample]:
-    """One evaluation sample per (real spectrum, task it has a label for) of a corpus part;
-    raises ``agent.real_corpus.CorpusUnavailable`` when the cache has not been built."""
-    from agent.evaluation import EvalSample
-
-    samples = []
-    for entry, spectrum in load_corpus(split):
-        for task in tasks:
-            label = entry.label(task)
-            if label is not None:
-                samples.append(EvalSample(f"{entry.id}-{task}", task, label, spectrum))
-    return samples
-
-
-def side_by_side(
-    results: Mapping[str, Sequence[SampleResult]], tasks: Sequence[str]
-) -> dict[str, dict[str, PartReport]]:
-    """task -> part -> figures, from each part's evaluation results (parts keep their order)."""
-    table: dict[str, dict[str, PartReport]] = {}
-    for task in tasks:
-        table[task] = {}
-        for part, rows in results.items():
-            chosen = [r for r in rows if r.task == task]
-            if chosen:
-                table[task][part] = part_report(
-                    [r.label for r in chosen],
-                    [r.prediction for r in chosen],
-                    [r.confidence for r in chosen],
-                )
-    return table
-
-
-TABLE_TITLE = (
-    "Rule-based inspector, calibrated on the real development part "
-    "(synthetic = SpecVI-mini, SYNTHETIC)"
-)
-
-
-def format_table(table: dict[str, dict[str, PartReport]], title: str = TABLE_TITLE) -> str:
-    lines = [
-        title,
-        f"{'task':<4} {'part':<12} {'n':>4} {'pos':>4} {'acc':>5} {'bacc':>5} {'F1':>5} "
-        f"{'ECE':>5} {'wrong@0.9':>9}   triage F1 (acc w/o pos) at deferral 0/10/20/30 %",
-    ]
-    for task, parts in table.items():
-        for part, r in parts.items():
-            triage = " ".join(_fmt(value) for _, value in r.triage)
-            lines.append(
-                f"{task:<4} {part:<12} {r.n:>4} {r.positives:>4} {_fmt(r.accuracy):>5} "
-                f"{_fmt(r.balanced_accuracy):>5} {_fmt(r.f1):>5} {_fmt(r.ece):>5} "
-                f"{r.confident_wrong:>9}   {triage}"
-            )
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -87,7 +87,7 @@ def evaluation_start(
 
 def _samples(params: dict[str, Any]) -> dict[str, list[Any]]:
     """part -> evaluation samples; a real part is empty when the corpus cache is not built."""
-    from agent.bench import real as real_bench
+    from agent import real_evaluation as real_bench
     from agent.evaluation import specvi_mini_samples
     from agent.real_corpus import CorpusUnavailable
 
@@ -139,7 +139,7 @@ def _finite(value: float | None) -> float | None:
 @runner(JOB_KIND)
 def run_evaluation(job: Job) -> dict[str, Any]:
     from agent import evaluation
-    from agent.bench import real as real_bench
+    from agent import real_evaluation as real_bench
     from annotation.inspections.run_policies import policy_for
 
     params = job.params

@@ -195,7 +195,7 @@ def vetted_figures_by_model(*, user: Any) -> list[dict[str, Any]]:
     """Each model's stored verdicts against the vetted labels, per task: one row per (task,
     model) with the evaluation figures, over the catalog entries ``user`` may read. A spectrum
     counts once per model (its newest entry), with its own label and its own verdict."""
-    from agent.bench.real import part_report
+    from agent.real_evaluation import part_report
 
     rows = catalog_entries_visible_to(
         user=user, rows=CatalogEntry.objects.exclude(vetted_label="").exclude(model_key="")

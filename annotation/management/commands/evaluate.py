@@ -125,7 +125,7 @@ def _real_figures(
 ) -> str:
     """The same policy on the real corpus (development: tuned on; validation: never tuned on),
     per task beside the benchmark's figures; the reports go next to ``out``."""
-    from agent.bench import real as real_bench
+    from agent import real_evaluation as real_bench
     from agent.real_corpus import SPLITS, CorpusUnavailable
 
     try:

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from agent.bench.real import format_table, part_report, side_by_side
 from agent.evaluation import SampleResult
+from agent.real_evaluation import format_table, part_report, side_by_side
 
 LABELS = ["YES", "YES", "NO", "NO"]
 PREDICTIONS: list[str | None] = ["YES", "NO", "NO", "YES"]

@@ -45,7 +45,7 @@ def _fake_real_samples(split: str, tasks):
 def test_it_prints_real_data_figures_beside_the_synthetic_ones(tmp_path, monkeypatch):
     import io
 
-    from agent.bench import real as real_bench
+    from agent import real_evaluation as real_bench
 
     monkeypatch.setattr(real_bench, "real_eval_samples", _fake_real_samples)
     out = io.StringIO()
@@ -66,7 +66,7 @@ def test_it_prints_real_data_figures_beside_the_synthetic_ones(tmp_path, monkeyp
 def test_it_says_why_real_data_figures_are_missing(tmp_path, monkeypatch):
     import io
 
-    from agent.bench import real as real_bench
+    from agent import real_evaluation as real_bench
     from agent.real_corpus import CorpusUnavailable
 
     def unavailable(split: str, tasks):
@@ -90,7 +90,7 @@ def test_it_says_why_real_data_figures_are_missing(tmp_path, monkeypatch):
 def test_it_skips_real_data_figures_on_request(tmp_path, monkeypatch):
     import io
 
-    from agent.bench import real as real_bench
+    from agent import real_evaluation as real_bench
 
     def refuse(split: str, tasks):
         raise AssertionError("the real corpus must not be read with --no-real")

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from agent import evaluation
-from agent.bench import real as real_bench
+from agent import real_evaluation as real_bench
 from agent.policies.rule_based import RuleBasedInspector
 from annotation.core import jobs as core_jobs
 from annotation.core.models import Job

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agent.bench import real as real_bench
+from agent import real_evaluation as real_bench
 from agent.real_corpus import CorpusUnavailable, fetch
 from annotation.core.errors import WorkflowError
 from annotation.core.models import Job, JobState

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agent.bench import real as real_bench
-from agent.bench.real import part_report
+from agent import real_evaluation as real_bench
 from agent.real_corpus import CorpusUnavailable
+from agent.real_evaluation import part_report
 from annotation.core.models import JobState
 from annotation.inspections import evaluations, selectors, services
 from tests.factories import UserFactory, make_inspected, make_spectrum
