@@ -130,16 +130,19 @@ def test_it_claims_nothing_of_a_cancelled_run(cv, ml_engineer):
     assert states(ids) == [CandidateState.PENDING] * 2
 
 
-def test_it_runs_a_batch_in_about_one_statement_per_candidate(cv, ml_engineer):
+def test_it_runs_a_batch_in_about_one_statement_per_candidate(cv, ml_engineer, monkeypatch):
+    # The cancellation check reads the run every CANCEL_CHECK_SECONDS: on a loaded machine a
+    # batch can span several, which is not what this counts.
+    monkeypatch.setattr(jobs, "CANCEL_CHECK_SECONDS", 3600.0)
     _, ids = start_run(cv, ml_engineer, 9)
     inspections_tasks.run_candidates.apply(args=[ids[:1]])  # loads the policy, records its info
     with CaptureQueriesContext(connection) as queries:
         inspections_tasks.run_candidates.apply(args=[ids[1:]])
     sql = [q["sql"] for q in queries.captured_queries]
     statements = [s for s in sql if not s.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
-    # Leases, claim (with its commit setting), read, live steps, images, rollouts, candidates,
-    # catalog, release: ten for eight candidates.
-    assert len(statements) <= 10, "\n".join(s[:120] for s in statements)
+    # Leases, claim (with its commit setting), read, live steps, images, rollouts, vetted labels,
+    # candidates, catalog, release: eleven for eight candidates.
+    assert len(statements) <= 11, "\n".join(s[:120] for s in statements)
     assert len(sql) - len(statements) <= 4, "two transactions: the claim, then the results"
     assert states(ids) == [CandidateState.DONE] * 9
     assert Rollout.objects.filter(candidate_id__in=ids).count() == 9
