@@ -60,7 +60,11 @@ COPY_COLUMNS = (
     "confidence",
     "snr",
     "policy_name",
+    "model_key",
+    "model_label",
     "expert_decision",
+    "vetted_label",
+    "label_state",
     "synthetic",
     "created_at",
 )
@@ -160,7 +164,11 @@ def generated_rows(
                 0.0 if not verdicts[i] else round(float(confidence[i]), 4),
                 None if snr_missing[i] else float(snr[i]),
                 str(policies[i]),
+                f"bench:{policies[i]}",
+                str(policies[i]),
                 str(expert[i]),
+                "",
+                "",
                 bool(synthetic[i]),
                 start + timedelta(seconds=30 * (offset + i)),
             )
