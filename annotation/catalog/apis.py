@@ -17,11 +17,13 @@ from rest_framework.views import APIView
 from annotation import blinding as selectors
 from annotation.catalog import selectors as catalog
 from annotation.catalog import trajectories
+from annotation.catalog.queue import queue_for_user
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.http import _expert
 from annotation.core.serializers import CONFLICT, NOT_FOUND
+from annotation.inspections import quality as decision_quality
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
     Candidate,
@@ -56,6 +58,8 @@ class CatalogEntryOutputSerializer(serializers.ModelSerializer):
             "expert_decision",
             "vetted_label",
             "label_state",
+            "expert_quality",
+            "expert_issues",
             "synthetic",
             "run",
             "candidate",
@@ -73,6 +77,8 @@ class ExpertDecisionOutputSerializer(serializers.ModelSerializer):
             "candidate",
             "expert",
             "decision",
+            "quality",
+            "issues",
             "comment",
             "verdict_seen",
             "confidence_seen",
@@ -311,7 +317,8 @@ class VettingNextApi(APIView):
     )
     def get(self, request: Request) -> Response:
         queue = selectors.candidates_visible_to(
-            user=request.user, rows=catalog.vetting_queue(request.user)
+            user=request.user,
+            rows=queue_for_user(catalog.vetting_queue(request.user), request.user),
         )
         output = {"remaining": queue.count(), "candidate": queue.first()}
         return Response(self.OutputSerializer(output).data)
@@ -323,7 +330,26 @@ class ExpertDecisionCreateApi(APIView):
     class InputSerializer(serializers.Serializer):
         candidate = serializers.IntegerField(min_value=1)
         decision = serializers.ChoiceField(choices=ExpertDecisionValue.values)
-        comment = serializers.CharField(required=False, allow_blank=True, default="")
+        comment = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text=f"at most {decision_quality.COMMENT_MAX_CHARS} characters; shown escaped",
+        )
+        quality = serializers.ChoiceField(
+            choices=list(decision_quality.QUALITY_VALUES),
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="how securely the spectrum supports the decision: "
+            + "; ".join(f"{v} {name}" for v, name, _ in decision_quality.QUALITY_SCALE),
+        )
+        issues = serializers.ListField(
+            child=serializers.ChoiceField(choices=list(decision_quality.ISSUE_CODES)),
+            required=False,
+            default=list,
+            help_text="issue flags: " + ", ".join(decision_quality.ISSUE_CODES),
+        )
 
     @extend_schema(
         operation_id="expert_decision_create",
@@ -353,6 +379,8 @@ class ExpertDecisionCreateApi(APIView):
                 expert=_expert(request),
                 decision=data["decision"],
                 comment=data["comment"].strip(),
+                quality=data["quality"],
+                issues=data["issues"],
             )
         except core_errors.WorkflowError as error:
             return error_response(error)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.catalog import apis, views
+from annotation.catalog import apis, queue_views, views
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog_list"),
@@ -18,6 +18,8 @@ urlpatterns = [
     path("vetting/decide/", views.vetting_decide, name="vetting_decide"),
     path("vetting/skip/", views.vetting_skip, name="vetting_skip"),
     path("vetting/undo/", views.vetting_undo, name="vetting_undo"),
+    path("vetting/manage/", queue_views.vetting_manage, name="vetting_manage"),
+    path("vetting/manage/act/", queue_views.vetting_manage_act, name="vetting_manage_act"),
     # API
     path("api/catalog/", apis.CatalogListApi.as_view(), name="api_catalog_list"),
     path(

@@ -27,6 +27,7 @@ from annotation import blinding
 from annotation.catalog import comparisons, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
+from annotation.catalog.queue import quality_context, queue_for_user
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
@@ -364,7 +365,7 @@ MAX_SKIPPED = 500
 
 
 def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
-    queue = catalog.vetting_queue(request.user)
+    queue = queue_for_user(catalog.vetting_queue(request.user), request.user)
     return blinding.candidates_visible_to(user=request.user, rows=queue)
 
 
@@ -382,6 +383,7 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
         "candidate": candidate,
         "remaining": _vetting_queue(request).count(),
         "choices": ExpertDecisionValue.choices,
+        **quality_context(),
     }
     if candidate is not None:
         rollouts = _entry_rollouts(candidate)
@@ -448,6 +450,8 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
             expert=request.user,  # type: ignore[arg-type]
             decision=request.POST.get("decision", ""),
             comment=request.POST.get("comment", "").strip(),
+            quality=request.POST.get("quality", ""),
+            issues=request.POST.getlist("issues"),
         )
     except core_errors.WorkflowError as error:
         messages.error(request, str(error))

@@ -90,6 +90,7 @@ TOOL_IMAGE = rule(EXPERT, ML, STAFF, RATER, action="see the agent's tool images"
 # --- catalog vetting -----------------------------------------------------------------------------
 VET = rule(EXPERT, action="vet candidates")
 MODEL_PROMOTE = rule(STAFF, action="promote a model to current for a task")
+VETTING_MANAGE = rule(STAFF, action="reassign, close or requeue vetting candidates")
 
 # --- rating ------------------------------------------------------------------------------------
 RATING_READ = rule(RATER, STAFF, action="open rating campaigns")
@@ -194,6 +195,7 @@ NAV = {
     "catalog": BROWSE,
     "evaluations": BROWSE,
     "vetting": VET,
+    "vetting_manage": VETTING_MANAGE,
     "roles": ROLES_MANAGE,
     # buttons and links inside pages
     "draft": DRAFT,
