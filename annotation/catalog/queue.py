@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
+from annotation import blinding
 from annotation.catalog.selectors import (
     MODEL_KEY_MAX,
     VERDICT_CHOICES,
@@ -17,6 +19,7 @@ from annotation.catalog.selectors import (
     _choice_param,
     _float_param,
 )
+from annotation.core.errors import NotAllowed, WorkflowError
 from annotation.inspections.models import Candidate, CandidateState
 from annotation.inspections.quality import COMMENT_MAX_CHARS, ISSUE_FLAGS, QUALITY_SCALE
 
@@ -119,3 +122,29 @@ def queue_datasets() -> list[str]:
     """The data sets of finished candidates' spectra (the filter's choices)."""
     rows = Candidate.objects.filter(state=CandidateState.DONE).order_by()
     return sorted(rows.values_list("spectrum__dataset", flat=True).distinct())
+
+
+def readable_selection(*, user: Any, candidate_ids: list[int]) -> list[int]:
+    """The selected candidates ``user`` may read (the others are left out, never acted on)."""
+    if not candidate_ids:
+        return []
+    visible = blinding.candidates_visible_to(user=user).filter(pk__in=candidate_ids)
+    return sorted(visible.values_list("pk", flat=True))
+
+
+def expert_for_assignment(*, username: str, candidate_ids: list[int]) -> Any:
+    """The account named (blank: None, every expert), which must read every candidate:
+    a candidate assigned to someone blind to it would wait in no queue."""
+    username = username.strip()
+    if not username:
+        return None
+    expert = get_user_model().objects.filter(username=username, is_active=True).first()
+    if expert is None:
+        raise WorkflowError(f"expert: no active account {username[:150]!r}")
+    readable = blinding.candidates_visible_to(user=expert).filter(pk__in=candidate_ids).count()
+    if readable != len(candidate_ids):
+        raise NotAllowed(
+            f"{username} may not read {len(candidate_ids) - readable} of these candidates "
+            "(blinding)"
+        )
+    return expert

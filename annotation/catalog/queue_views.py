@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -56,35 +55,19 @@ def vetting_manage(request: HttpRequest) -> HttpResponse:
 
 
 def _selected_ids(request: HttpRequest) -> list[int]:
-    """The selected candidates the staff member may read (others are dropped, then refused)."""
     raw = request.POST.getlist("candidate")
     ids = [int(value) for value in raw if value.isdigit()]
     if len(ids) != len(raw):
         raise core_errors.WorkflowError("candidate must be candidate ids")
-    visible = blinding.candidates_visible_to(user=request.user).filter(pk__in=ids)
-    return list(visible.values_list("pk", flat=True)) if ids else []
-
-
-def _target_expert(request: HttpRequest, ids: list[int]) -> Any:
-    """The expert named by ?expert= (blank: every expert), who must be able to read them all."""
-    name = request.POST.get("expert", "").strip()
-    if not name:
-        return None
-    expert = get_user_model().objects.filter(username=name, is_active=True).first()
-    if expert is None:
-        raise core_errors.WorkflowError(f"expert: no active account {name[:150]!r}")
-    readable = blinding.candidates_visible_to(user=expert).filter(pk__in=ids).count()
-    if readable != len(ids):
-        raise core_errors.NotAllowed(
-            f"{name} may not read {len(ids) - readable} of these candidates (blinding)"
-        )
-    return expert
+    return queue.readable_selection(user=request.user, candidate_ids=ids)
 
 
 def _act(request: HttpRequest, action: str, ids: list[int]) -> int:
     actor = _expert(request)
     if action == "reassign":
-        expert = _target_expert(request, ids)
+        expert = queue.expert_for_assignment(
+            username=request.POST.get("expert", ""), candidate_ids=ids
+        )
         done = queue_actions.candidates_reassign(candidate_ids=ids, expert=expert, actor=actor)
     elif action == "close":
         reason = request.POST.get("reason", "")

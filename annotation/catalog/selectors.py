@@ -214,7 +214,7 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "float",
         "",
         "meta.code.qual",
-        "Experts' mean quality 0-4 (4 confident); NaN: none given",
+        "Mean expert quality 0-4 (4 confident); NaN: none given",
     ),
     CatalogColumn(
         "expert_issues",
@@ -222,7 +222,7 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "str",
         "",
         "meta.code.qual",
-        "Experts' issue flags, comma-separated: sky, low_snr, artefact, ...",
+        "Expert issue flags, comma-separated: sky, low_snr, artefact, ...",
     ),
 )
 COLUMN_NAMES = tuple(column.name for column in CATALOG_COLUMNS)

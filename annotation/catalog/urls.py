@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.catalog import apis, queue_views, views
+from annotation.catalog import apis, queue_apis, queue_views, views
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog_list"),
@@ -32,5 +32,10 @@ urlpatterns = [
         "api/vetting/decisions/",
         apis.ExpertDecisionCreateApi.as_view(),
         name="api_expert_decision_create",
+    ),
+    path(
+        "api/vetting/queue/actions/",
+        queue_apis.VettingQueueActionApi.as_view(),
+        name="api_vetting_queue_action",
     ),
 ]
