@@ -579,6 +579,7 @@ class CatalogRowView:
     duplicate_of: str = ""  # "also in lamost (spectrum 12), uploads (spectrum 40)"
     expert_quality: str = ""  # the experts' mean 0-4 quality, "" when none gave one
     expert_issues: str = ""  # "sky, low_snr"
+    content_hash: str = ""
 
 
 def _expert_tallies(candidate_ids: list[int]) -> dict[int, str]:
@@ -672,6 +673,7 @@ def list_rows(
             duplicate_of=_also_in(entry, notes),
             expert_quality=_fixed(entry.expert_quality, 1),
             expert_issues=entry.expert_issues.replace(",", ", "),
+            content_hash=entry.content_hash,
         )
         for entry in entries
     ]

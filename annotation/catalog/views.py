@@ -113,6 +113,8 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
         list_url = reverse("catalog_list")
         context["page"] = page
+        context["sparkline_prefix"] = reverse("catalog_sparkline", args=[0])[: -len("0.svg")]
+        context["duplicates_prefix"] = reverse("duplicate_groups")
         context["rows"] = catalog.list_rows(
             page.entries,
             detail_prefix=reverse("catalog_detail", args=[0])[:-2],
