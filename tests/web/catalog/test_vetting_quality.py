@@ -197,3 +197,12 @@ def test_it_takes_and_gives_the_quality_flag_through_the_api(api_client, run_can
     detail = api_client.get(reverse("api_catalog_detail", args=[entry.pk])).json()
     assert (detail["expert_quality"], detail["expert_issues"]) == (2.0, "low_snr")
     assert detail["expert_decisions"][0]["quality"] == 2
+
+
+def test_it_puts_the_quality_flag_in_the_entrys_html_report(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    decide(expert_client, candidate, "NO", quality="1", issues=["sky"], comment=HOSTILE)
+    entry = CatalogEntry.objects.get(candidate=candidate)
+    report = expert_client.get(reverse("catalog_report", args=[entry.pk])).content.decode()
+    assert re.search(r"<td>NO</td><td>1</td><td>sky</td>", report)
+    assert HOSTILE not in report
