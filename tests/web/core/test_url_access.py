@@ -59,6 +59,7 @@ def existing_values(world: World) -> dict[str, object]:
     """An existing object behind every path parameter the app's URLs use."""
     return {
         "spectrum_id": world.spectrum.pk,
+        "content_hash": world.spectrum.content_hash,
         "curation_id": world.curation.pk,
         "number": world.curation.head_number,
         "sha256": world.image_sha,
@@ -174,6 +175,12 @@ MATRIX: dict[str, set[str]] = {
     "label_export_download": {M, S},
     "api_vetting_next": {E},
     "api_expert_decision_create": {E},
+    "vetting_manage": {S},
+    "vetting_manage_act": {S},
+    "api_vetting_queue_action": {S},
+    "catalog_sparkline": READERS,
+    "duplicate_groups": READERS,
+    "duplicate_group": READERS,
     # curation
     "curation_my_work": {E},
     "api_curation_my_work": {E},
