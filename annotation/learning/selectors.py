@@ -18,7 +18,7 @@ from agent.vetting_statistics import (
     stratified_ratio,
     wilson_interval,
 )
-from annotation.inspections.models import Candidate, CandidateState
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
 from annotation.learning.models import (
     AuditSample,
     AuditSampleItem,
@@ -110,11 +110,16 @@ def labels_by_spectrum(*, task: Task, spectrum_ids: Iterable[int]) -> dict[int, 
     }
 
 
-def models_on_task(task: Task) -> list[tuple[str, str]]:
-    """(model key, label) of every model with a finished candidate on the task."""
+def models_on_task(
+    task: Task, *, runs: QuerySet[InspectionRun] | None = None
+) -> list[tuple[str, str]]:
+    """(model key, label) of every model with a finished candidate on the task (of ``runs``
+    only, when given: the runs a reader may see)."""
+    candidates = Candidate.objects.filter(run__task=task, state=CandidateState.DONE)
+    if runs is not None:
+        candidates = candidates.filter(run__in=runs)
     rows = (
-        Candidate.objects.filter(run__task=task, state=CandidateState.DONE)
-        .exclude(run__model_key="")
+        candidates.exclude(run__model_key="")
         .values_list("run__model_key", "run__model_label")
         .distinct()
     )
@@ -134,10 +139,11 @@ class ModelCalibration:
     fits: list[CalibrationFit]
 
 
-def calibration_overview(task: Task) -> list[ModelCalibration]:
-    """Per model on the task: its fits (newest first) and the threshold the newest gave."""
+def calibration_overview(task: Task, *, runs: QuerySet[InspectionRun]) -> list[ModelCalibration]:
+    """Per model on the task (of the ``runs`` a reader may see): its fits (newest first) and
+    the threshold the newest gave."""
     overview = []
-    for key, label in models_on_task(task):
+    for key, label in models_on_task(task, runs=runs):
         fits = list(
             CalibrationFit.objects.filter(task=task, model_key=key)
             .order_by("-version")
