@@ -23,8 +23,8 @@ from scipy import stats
 from agent.calibration import PlattScaling, fit_platt
 
 CLIP = 1e-6
-# The prior's precision on (slope, intercept): about as much pull as a few labels, so 5 labels
-# barely move the raw curve and 100 overrule it.
+# The prior's precision on (slope, intercept): the pull of a handful of labels, so 5 labels move
+# the raw curve part of the way towards what they show and 100 overrule it.
 PRIOR_STRENGTH = 2.0
 MIN_LABELS = 2  # fewer: no fit (the raw confidence stands)
 BOOTSTRAP_RESAMPLES = 200
