@@ -43,6 +43,7 @@ class AnnotationConfig(AppConfig):
         from annotation.curation import jobs as curation_jobs  # noqa: F401
         from annotation.inspections import evaluations  # noqa: F401
         from annotation.inspections import jobs as inspections_jobs  # noqa: F401
+        from annotation.learning import jobs as learning_jobs  # noqa: F401
         from annotation.rating import jobs as rating_jobs  # noqa: F401
 
         register_job_read_rule(hidden_jobs)

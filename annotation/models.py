@@ -38,6 +38,15 @@ from annotation.inspections.models import (
     ModelPromotion,
     Rollout,
 )
+from annotation.learning.models import (
+    AuditSample,
+    AuditSampleItem,
+    CalibrationFit,
+    GoldAnswer,
+    GoldItem,
+    TriageTarget,
+    TriageThreshold,
+)
 from annotation.rating.models import (
     CampaignItem,
     Judge,
@@ -106,4 +115,11 @@ __all__ = [
     "PairJudgement",
     "Judge",
     "JudgeScore",
+    "CalibrationFit",
+    "TriageTarget",
+    "TriageThreshold",
+    "AuditSample",
+    "AuditSampleItem",
+    "GoldItem",
+    "GoldAnswer",
 ]

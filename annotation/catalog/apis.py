@@ -32,6 +32,9 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
 )
+from annotation.learning import queue as active_queue
+from annotation.learning import services as learning_services
+from annotation.learning.models import GoldAnswer, GoldItem
 
 
 class CatalogEntryOutputSerializer(serializers.ModelSerializer):
@@ -312,15 +315,24 @@ class VettingNextApi(APIView):
     @extend_schema(
         operation_id="vetting_next_retrieve",
         responses=OutputSerializer,
-        description="The oldest candidate routed to experts that you have not decided yet "
-        "(candidate is null when none waits).",
+        description="The candidate routed to experts whose decision is worth most that you "
+        "have not decided yet, conflicts first (candidate is null when none waits).",
     )
     def get(self, request: Request) -> Response:
         queue = selectors.candidates_visible_to(
             user=request.user,
-            rows=queue_for_user(catalog.vetting_queue(request.user), request.user),
+            rows=active_queue.active_queue(
+                user=request.user,
+                base=queue_for_user(catalog.vetting_queue(request.user), request.user),
+            ),
         )
-        output = {"remaining": queue.count(), "candidate": queue.first()}
+        gold = selectors.candidates_visible_to(
+            user=request.user, rows=active_queue.gold_candidates(request.user)
+        )
+        candidate = active_queue.next_candidate(
+            user=request.user, queue=queue, gold=gold, skipped=[]
+        )
+        output = {"remaining": queue.count(), "candidate": candidate}
         return Response(self.OutputSerializer(output).data)
 
 
@@ -370,6 +382,9 @@ class ExpertDecisionCreateApi(APIView):
         candidate = get_object_or_404(
             selectors.candidates_visible_to(user=request.user), pk=data["candidate"]
         )
+        gold = learning_services.gold_for_vetter(candidate=candidate, vetter=_expert(request))
+        if gold is not None:
+            return _gold_answer_response(gold, candidate, request, data)
         existed = ExpertDecision.objects.filter(
             candidate=candidate, expert=_expert(request)
         ).exists()
@@ -388,3 +403,34 @@ class ExpertDecisionCreateApi(APIView):
             ExpertDecisionOutputSerializer(record).data,
             status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
         )
+
+
+def _gold_answer_response(
+    gold: GoldItem, candidate: Candidate, request: Request, data: dict[str, Any]
+) -> Response:
+    """A gold answer, answered in the shape of an expert decision: the expert must not learn
+    that the candidate was a gold item."""
+    existed = GoldAnswer.objects.filter(gold=gold, vetter=_expert(request)).exists()
+    try:
+        answer = learning_services.gold_answer_record(
+            gold=gold, vetter=_expert(request), answer=data["decision"]
+        )
+    except core_errors.WorkflowError as error:
+        return error_response(error)
+    run = candidate.run
+    shown = ExpertDecision(
+        pk=answer.pk,
+        candidate=candidate,
+        expert=_expert(request),
+        decision=answer.answer,
+        comment=data["comment"].strip(),
+        verdict_seen=candidate.verdict,
+        confidence_seen=candidate.confidence,
+        model_key_seen=run.model_key,
+        model_label_seen=run.model_label,
+        created_at=answer.answered_at,
+    )
+    return Response(
+        ExpertDecisionOutputSerializer(shown).data,
+        status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+    )
