@@ -212,3 +212,40 @@ def make_inspected(
             ],
         )
     return run
+
+
+def make_revised_curation(
+    *, reviser, auditors, object_id: str = "REV-1", seed: int = 0, think: str = "Zoom on the core."
+):
+    """A drafted curation an expert revised (its first step's thinking and window changed) and
+    two auditors approved: the trajectory the loop's SFT and DPO exports learn from."""
+    from agent.editing import EditedStep, apply_edit, edit_from_trajectory
+    from annotation.curation import selectors as curation_selectors
+    from annotation.spectra import selectors as spectra_selectors
+
+    curation = make_curation(object_id=object_id, seed=seed)
+    curation_services.curation_screen(curation=curation, user=auditors[0], keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
+    head = curation_selectors.head_version(curation)
+    base = curation_selectors.version_trajectory(head)
+    _, answer = edit_from_trajectory(base)
+    edited = apply_edit(
+        base,
+        tool=spectra_selectors.spectrum_tool(curation.spectrum),
+        steps=[EditedStep(think, (6540.0, 6590.0), "H-alpha core")],
+        answer=answer,
+    )
+    curation_services.curation_save_revision(
+        curation=curation, user=reviser, base_number=head.number, trajectory=edited
+    )
+    curation_services.curation_submit_for_audit(
+        curation=curation, user=reviser, base_number=curation.head_number
+    )
+    for auditor in auditors:
+        curation_services.curation_claim_audit(curation=curation, user=auditor)
+    for auditor in auditors:
+        curation_services.audit_submit(
+            curation=curation, user=auditor, version_number=curation.head_number, verdict="approve"
+        )
+    curation.refresh_from_db()
+    return curation

@@ -16,7 +16,6 @@ urlpatterns = [
         views.spectrum_render_png,
         name="spectrum_render_png",
     ),
-    path("labels/exports/", views.label_export_list, name="label_export_list"),
     path("labels/exports/new/", views.label_export_create, name="label_export_create"),
     path(
         "labels/exports/v<int:version>.jsonl",

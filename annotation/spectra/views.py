@@ -178,21 +178,7 @@ def spectrum_upload(request: HttpRequest) -> HttpResponse:
 
 
 # --- vetted-label exports ----------------------------------------------------------------------
-
-
-@require_role(permissions.DATASETS_READ)
-@require_GET
-def label_export_list(request: HttpRequest) -> HttpResponse:
-    """The vetted-label exports (GRPO rows) and, for who may export, a button for the next."""
-    return render(
-        request,
-        "spectra/label_exports.html",
-        {
-            "exports": LabelExport.objects.defer("rows").select_related("created_by")[:50],
-            "tasks": Task.objects.values_list("code", flat=True),
-            "may_export": permissions.DATASET_EXPORT.allows(request.user),
-        },
-    )
+# Listed with the other kinds of training data from the loop by annotation.rating.views_exports.
 
 
 @require_role(permissions.DATASET_EXPORT)

@@ -173,6 +173,8 @@ MATRIX: dict[str, set[str]] = {
     "label_export_list": {M, S},
     "label_export_create": {M},
     "label_export_download": {M, S},
+    "revised_export_create": {M},
+    "preference_export_create": {M},
     "api_vetting_next": {E},
     "api_expert_decision_create": {E},
     "vetting_manage": {S},
