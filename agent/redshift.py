@@ -3,7 +3,8 @@
 The spectrum and every template are rebinned onto one grid uniform in log10(wavelength), where a
 redshift is a shift: log10(lambda_obs) = log10(lambda_rest) + log10(1 + z). Each is continuum
 subtracted (a running median), clipped, apodized (cosine bell at both ends) and scaled to unit
-norm; the cross-correlation of the two is one FFT product. Its peaks inside the template's
+norm; the cross-correlation of the two is one FFT product, normalised by the template's energy
+over the overlap at each shift (the template must cover at least MIN_OVERLAP of the spectrum). Its peaks inside the template's
 redshift range are the candidates: the height h of a peak, the rms sigma_a of the correlation's
 antisymmetric part about it, r = h / (sqrt(2) sigma_a), and the redshift error from the peak's
 FWHM w (in pixels of the grid): sigma_pix = (3/8) w / (1 + r) (Tonry & Davis 1979, eq. 24).
@@ -32,6 +33,7 @@ CONTINUUM_WIDTH_KMS = 7000.0  # running-median width: removes the continuum, kee
 CLIP_SIGMAS = 30.0  # MARZ's clipping of the continuum-subtracted flux (cosmic rays, sky)
 APODIZE_FRACTION = 0.05  # of the grid at each end, tapered by a cosine bell
 PEAKS_PER_TEMPLATE = 3
+MIN_OVERLAP = 0.5  # of the spectrum's grid a template must cover at a redshift tried
 DISTINCT_KMS = 1000.0  # two candidates of one template kind nearer than this are one
 # The redshifts each kind of template is tried at (MARZ's ranges, rounded).
 Z_RANGES = {
@@ -122,9 +124,10 @@ def _taper(n: int) -> np.ndarray:
 
 def _prepare(
     wave: np.ndarray, flux: np.ndarray, good: np.ndarray, start: float, step: float, n: int
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Continuum-subtracted, clipped, apodized, unit-norm flux on the grid start + i * step
-    (log10 Angstrom); pixels without good data are zero."""
+    (log10 Angstrom), pixels without good data zero; and each pixel's weight (the taper where
+    there is data, 0 where there is none)."""
     centres = start + step * np.arange(n)
     edges = 10.0 ** np.concatenate(([centres[0] - step / 2], centres + step / 2))
     rebinned = _rebin(wave[good], flux[good], edges)
@@ -133,7 +136,7 @@ def _prepare(
     inside = (edges[:-1] >= wave[good][0]) & (edges[1:] <= wave[good][-1])
     usable = inside & (coverage > 0.999)
     if usable.sum() < MIN_GOOD_PIXELS:
-        return np.zeros(n)
+        return np.zeros(n), np.zeros(n)
     filled = np.interp(np.arange(n), np.flatnonzero(usable), rebinned[usable])
     width = max(3, int(round(CONTINUUM_WIDTH_KMS / (C_KMS * math.log(10.0) * step))) | 1)
     residual = filled - median_filter(filled, size=width, mode="nearest")
@@ -141,9 +144,10 @@ def _prepare(
     sigma = 1.4826 * float(np.median(np.abs(residual[usable])))
     if sigma > 0:
         residual = np.clip(residual, -CLIP_SIGMAS * sigma, CLIP_SIGMAS * sigma)
-    residual *= _taper(n)
+    weight = _taper(n) * usable
+    residual *= weight
     norm = float(np.sqrt(np.sum(residual**2)))
-    return residual / norm if norm > 0 else residual
+    return (residual / norm if norm > 0 else residual), weight
 
 
 def _good_pixels(
@@ -189,6 +193,7 @@ def _antisymmetric_rms(corr: np.ndarray, index: int, lo: int, hi: int) -> float:
 
 def _template_peaks(
     spec: np.ndarray,
+    spec_weight: np.ndarray,
     spec_start: float,
     template: Template,
     step: float,
@@ -203,12 +208,21 @@ def _template_peaks(
     t_n = int((math.log10(wave[good][-1]) - step - t_start) / step) + 1
     if t_n < MIN_GOOD_PIXELS:
         return []
-    tmpl = _prepare(wave, flux, good, t_start, step, t_n)
+    tmpl, _ = _prepare(wave, flux, good, t_start, step, t_n)
     n_fft = 1 << int(math.ceil(math.log2(spec.size + t_n)))
     # corr[k] = sum_j tmpl[j] * spec[j + k]; k < 0 wraps to the end of the FFT's array.
     wrapped = np.fft.irfft(np.fft.rfft(spec, n_fft) * np.conj(np.fft.rfft(tmpl, n_fft)), n_fft)
     lags = np.arange(-(t_n - 1), spec.size)
     corr = wrapped[lags % n_fft]
+    # Normalised over the overlap (the template's energy where it meets the spectrum): a strong
+    # line outside the spectrum no longer outweighs the lines inside it (a quasar's Lyman alpha
+    # taken for Mg II). Lags where the template covers under MIN_OVERLAP of the spectrum are out.
+    support = np.fft.irfft(
+        np.fft.rfft(spec_weight**2, n_fft) * np.conj(np.fft.rfft(tmpl**2, n_fft)), n_fft
+    )[lags % n_fft]
+    covered = np.minimum(spec.size, t_n + lags) - np.maximum(0, lags)
+    usable = (covered >= MIN_OVERLAP * spec.size) & (support > 1e-6)
+    corr = np.where(usable, corr / np.sqrt(np.where(usable, support, 1.0)), 0.0)
     # log10(1 + z) = spec_start - t_start + k * step
     log_lo = math.log10(1.0 + z_range[0]) - (spec_start - t_start)
     log_hi = math.log10(1.0 + z_range[1]) - (spec_start - t_start)
@@ -297,14 +311,14 @@ def cross_correlate(
     step = max(LOG_STEP, (log_hi - log_lo) / MAX_PIXELS)
     start = log_lo + step  # bins fully inside the spectrum
     n = int((log_hi - step - start) / step) + 1
-    spec = _prepare(wave, values, good, start, step, n)
+    spec, weight = _prepare(wave, values, good, start, step, n)
     candidates: list[RedshiftCandidate] = []
     for template in used:
         low, high = template.z_range
         if z_range is not None:
             low, high = max(low, z_range[0]), min(high, z_range[1])
         if high > low:
-            candidates += _template_peaks(spec, start, template, step, (low, high))
+            candidates += _template_peaks(spec, weight, start, template, step, (low, high))
     return RedshiftFit(_distinct(candidates, n_best), step, n, len(used), "; ".join(notes))
 
 
