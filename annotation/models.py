@@ -51,6 +51,8 @@ from annotation.rating.models import (
 from annotation.spectra.models import (
     Label,
     LabelExport,
+    RedshiftDecision,
+    RedshiftSource,
     Spectrum,
     SpectrumLabel,
     Task,
@@ -73,6 +75,8 @@ __all__ = [
     "Task",
     "Label",
     "LabelExport",
+    "RedshiftDecision",
+    "RedshiftSource",
     "Spectrum",
     "SpectrumLabel",
     "CurationState",
