@@ -1,8 +1,9 @@
 """Templates for the redshift fit (agent.redshift): the real corpus's, and synthetic ones.
 
-The real set (agent.real_corpus.redshift_templates) has Pickles stars and two SDSS galaxies but no
-quasar: no pinned wheel ships one. A synthetic quasar, built from the SpecVI-mini quasar line
-list (agent.synthetic.lines), fills that gap and is named as synthetic. Where the real-data cache
+The real set (agent.real_corpus.redshift_templates) has Pickles stars and two SDSS galaxies (both
+absorption-line spectra) but no emission-line galaxy and no quasar: no pinned wheel ships one. A
+synthetic emission-line galaxy and quasar, built from the SpecVI-mini line lists
+(agent.synthetic.lines), fill those gaps and are named as synthetic. Where the real-data cache
 is not built, synthetic galaxies and stars stand in for the rest (and the viewer says so).
 """
 
@@ -90,7 +91,10 @@ def corpus_templates() -> tuple[Template, ...]:
 
     return tuple(
         Template(
-            f"{entry.object} ({entry.subclass})",
+            # a galaxy's subclass is "galaxy", which the kind already says
+            entry.object
+            if entry.spectral_class == "GALAXY"
+            else f"{entry.object} ({entry.subclass})",
             "galaxy" if entry.spectral_class == "GALAXY" else "star",
             spectrum.wavelength,
             np.where(spectrum.good, spectrum.flux, np.nan),
@@ -100,10 +104,15 @@ def corpus_templates() -> tuple[Template, ...]:
 
 
 def default_template_set() -> TemplateSet:
-    """The corpus's templates and the synthetic quasar; all synthetic without the cache."""
+    """The corpus's templates with a synthetic emission-line galaxy and quasar (the corpus has
+    neither: its galaxies are absorption-line spectra); all synthetic without the cache."""
     real = corpus_templates()
     if real:
-        note = f"{len(real)} real templates (Pickles stars, SDSS galaxies) and a synthetic quasar"
-        return TemplateSet((*real, synthetic_quasar()), "corpus", note)
+        note = (
+            f"{len(real)} real templates (Pickles stars, SDSS galaxies), a synthetic "
+            "emission-line galaxy and a synthetic quasar"
+        )
+        synthetic = synthetic_templates()
+        return TemplateSet((*real, synthetic[0], synthetic[-1]), "corpus", note)
     note = "synthetic templates only: the real-data cache is not built (make real-data)"
     return TemplateSet(synthetic_templates(), "synthetic", note)

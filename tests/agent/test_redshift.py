@@ -192,3 +192,22 @@ def test_it_agrees_with_the_survey_pipeline_on_real_spectra(corpus_id):
         c.kind == kind and abs(c.z - spectrum.redshift) < 3 * math.hypot(c.z_err, error)
         for c in fit.candidates
     )
+
+
+def test_it_falls_back_to_synthetic_templates_without_the_cache(monkeypatch):
+    from agent import redshift_templates
+
+    monkeypatch.setattr(redshift_templates, "corpus_templates", lambda: ())
+    fallback = redshift_templates.default_template_set()
+    assert fallback.source == "synthetic" and "make real-data" in fallback.note
+    assert {t.kind for t in fallback.templates} == {"galaxy", "star", "qso"}
+    star = star_template()
+    real = Template("Pickles G5V composite (G5V)", "star", star.wavelength, star.flux)
+    monkeypatch.setattr(redshift_templates, "corpus_templates", lambda: (real,))
+    with_corpus = redshift_templates.default_template_set()
+    assert with_corpus.source == "corpus"
+    assert [t.name for t in with_corpus.templates] == [
+        real.name,
+        "synthetic emission-line galaxy",
+        "synthetic quasar (SpecVI-mini lines)",
+    ]

@@ -23,8 +23,8 @@ PLOT = "document.getElementById('spectrum-plot')"
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
-@pytest.fixture(autouse=True)
-def _synthetic_template_set(monkeypatch):
+@pytest.fixture
+def synthetic_set(monkeypatch):
     fixed = TemplateSet(synthetic_templates(), "synthetic", "synthetic templates (tests)")
     monkeypatch.setattr(selectors, "redshift_template_set", lambda: fixed)
 
@@ -56,6 +56,7 @@ def _wait_x(page: Page, lo: float, hi: float) -> None:
     )
 
 
+@pytest.mark.usefixtures("synthetic_set")
 def test_it_zooms_and_pans_with_keys_and_the_y_range_follows(pages: BrowserPages) -> None:
     # Flat continuum 1.0 and H-alpha peaking at 3.0 (the issue's clipped-line case, stronger).
     row = make_spectrum(object_id="KEYS-1", line_amplitude=2.0)
@@ -115,6 +116,7 @@ def test_it_zooms_and_pans_with_keys_and_the_y_range_follows(pages: BrowserPages
     pages.assert_clean()
 
 
+@pytest.mark.usefixtures("synthetic_set")
 def test_it_steps_through_the_redshift_alternatives_and_accepts_one(pages: BrowserPages) -> None:
     row = make_galaxy_spectrum(z=0.2345, object_id="FIT-1")
     page = _open(pages, f"/spectra/{row.pk}/")
@@ -152,6 +154,7 @@ def test_it_steps_through_the_redshift_alternatives_and_accepts_one(pages: Brows
     pages.assert_clean()
 
 
+@pytest.mark.usefixtures("synthetic_set")
 def test_it_overlays_another_observation_and_the_sky(pages: BrowserPages) -> None:
     row = make_galaxy_spectrum(z=0.1, object_id="SAME-1", dataset="first", sky=True)
     other = make_galaxy_spectrum(z=0.1, object_id="SAME-1", dataset="second", scale=3.0, seed=2)
@@ -173,6 +176,7 @@ def test_it_overlays_another_observation_and_the_sky(pages: BrowserPages) -> Non
     pages.assert_clean()
 
 
+@pytest.mark.usefixtures("synthetic_set")
 def test_it_moves_to_the_next_and_previous_spectrum_of_the_list(pages: BrowserPages) -> None:
     rows = [make_spectrum(object_id=f"NAV-{i}", seed=i, dataset="nav") for i in range(3)]
     make_spectrum(object_id="ELSEWHERE", seed=7, dataset="other")
@@ -191,4 +195,40 @@ def test_it_moves_to_the_next_and_previous_spectrum_of_the_list(pages: BrowserPa
     page.keyboard.press("l")
     expect(page).to_have_url(f"{pages.base_url}/spectra/?dataset=nav")
     assert rows[0].pk != rows[2].pk
+    pages.assert_clean()
+
+
+REAL_FILES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lamost"
+
+
+def test_it_fits_a_real_lamost_star_against_the_corpus_templates(pages: BrowserPages) -> None:
+    """The LAMOST G7 star against the real templates (skipped without `make real-data`): the
+    best alternative agrees with the LAMOST pipeline's z within 3 sigma, and the SDSS galaxy's
+    own sky shows on its page."""
+    from agent import real_corpus
+    from annotation.spectra import services as spectra_services
+
+    template_set = selectors.redshift_template_set()
+    star_file = REAL_FILES / "spec-55859-F5902_sp01-001_dr7.fits.gz"
+    if template_set.source != "corpus" or not star_file.exists():
+        pytest.skip("the real-data cache (make real-data) or shared/data/lamost is missing")
+    star = spectra_services.spectra_import_path(path=star_file, dataset="lamost").created[0]
+    page = _open(pages, f"/spectra/{star.pk}/")
+    expect(page.locator("[data-workbench=fit-shown]")).to_contain_text("1/5")
+    z = float(page.evaluate(f"{PLOT}.dataset.fitZ"))
+    best = selectors.spectrum_redshift_fit(star)["candidates"][0]
+    assert z == pytest.approx(best["z"])
+    error = (best["z_err"] ** 2 + float(star.meta["Z_ERR"]) ** 2) ** 0.5
+    assert abs(z - star.redshift) < 3 * error
+    _shot(page, "viewer-redshift-fit-real-lamost-g7.png")
+
+    entry = next(e for e in real_corpus.load_manifest() if e.id == "sdss-ngc3073")
+    real_corpus.load_entry(entry)  # extracts the SDSS file into the cache
+    sdss = real_corpus.cache_dir() / "extracted" / entry.source / Path(entry.member).name
+    galaxy = spectra_services.spectra_import_path(path=sdss, dataset="sdss").created[0]
+    page.goto(f"/spectra/{galaxy.pk}/")
+    expect(page.locator("#spectrum-plot[data-workbench-ready]")).to_be_attached()
+    page.locator("[data-workbench=sky]").check()
+    page.wait_for_function(f"() => {PLOT}.dataset.sky === 'shown'")
+    _shot(page, "viewer-real-sdss-ngc3073-sky.png")
     pages.assert_clean()
