@@ -6,7 +6,7 @@ import base64
 from typing import Any
 
 from django.conf import settings
-from django.http import QueryDict
+from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -456,15 +456,27 @@ class SpectrumRedshiftDecideApi(APIView):
 
 
 class SpectrumOverlayApi(APIView):
-    """Another spectrum on this one's plot axis, scaled to its median over the common range."""
+    """Another spectrum on this one's plot axis, scaled to its median over the common range;
+    or a template of the redshift fit's set at ``z``, scaled to the flux."""
 
     role_rule = permissions.BROWSE
 
     class FilterSerializer(serializers.Serializer):
-        other = serializers.IntegerField(min_value=1)
+        other = serializers.IntegerField(min_value=1, required=False)
+        template = serializers.IntegerField(
+            min_value=0, required=False, help_text="a template of the redshift fit's set"
+        )
+        z = serializers.FloatField(
+            min_value=-0.01, max_value=10.0, required=False, help_text="the template's redshift"
+        )
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if ("other" in attrs) == ("template" in attrs):
+                raise serializers.ValidationError("give other (a spectrum) or template, not both")
+            return attrs
 
     class OutputSerializer(serializers.Serializer):
-        id = serializers.IntegerField()
+        id = serializers.CharField(help_text="the spectrum's id, or template-<index>")
         name = serializers.CharField(help_text="made inert for Plotly")
         name_text = serializers.CharField()
         scale = serializers.FloatField()
@@ -477,7 +489,15 @@ class SpectrumOverlayApi(APIView):
         row = get_object_or_404(Spectrum, pk=spectrum_id)
         params = self.FilterSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        other = get_object_or_404(Spectrum, pk=params.validated_data["other"])
+        data = params.validated_data
+        if "template" in data:
+            part = selectors.spectrum_template_overlay(
+                row=row, index=data["template"], z=data.get("z", 0.0)
+            )
+            if part is None:
+                raise Http404("no such template")
+            return Response(part)
+        other = get_object_or_404(Spectrum, pk=data["other"])
         return Response(
             selectors.spectrum_overlay(
                 row=row, other=other, max_points=settings.SPECTRUM_PLOT_MAX_POINTS

@@ -655,6 +655,46 @@ def spectrum_overlay(*, row: Spectrum, other: Spectrum, max_points: int) -> dict
     }
 
 
+def redshift_template_choices() -> list[dict[str, Any]]:
+    """The fit's templates by index, for the compare overlay (names raw: textContent only)."""
+    return [
+        {"index": i, "name_text": t.name, "kind": t.kind}
+        for i, t in enumerate(redshift_template_set().templates)
+    ]
+
+
+def spectrum_template_overlay(*, row: Spectrum, index: int, z: float) -> dict[str, Any] | None:
+    """Template ``index`` of the fit's set redshifted to ``z``, on ``row``'s plot axis and scaled
+    to its flux (weighted least squares); None for an index out of the set."""
+    templates = redshift_template_set().templates
+    if not 0 <= index < len(templates):
+        return None
+    template = templates[index]
+    value = spectrum_value(row)
+    good = value.good
+    scale = template_scaled_to(
+        template,
+        z,
+        value.wavelength[good],
+        value.flux[good],
+        None if value.ivar is None else value.ivar[good],
+    )
+    thinned = _thinned_template(template)
+    stretch = (1.0 + z) / (1.0 + float(row.redshift or 0.0))
+    label = f"{template.name} at z = {z:.5f} ×{scale:.3g}"
+    return {
+        "id": f"template-{index}",
+        "name": charts.plotly_text(label),
+        "name_text": label,
+        "scale": scale,
+        "overlap": None
+        if scale == 0
+        else [float(value.wavelength[0]), float(value.wavelength[-1])],
+        "wavelength": [round(w * stretch, 3) for w in thinned["wavelength"]],
+        "flux": [None if v is None else v * scale for v in thinned["flux"]],
+    }
+
+
 def spectrum_sky(row: Spectrum, max_points: int) -> dict[str, Any] | None:
     """The sky spectrum the file carried (SDSS ``sky``; a table's sky column), on the plot's
     axis and thinned; None when the file had none."""

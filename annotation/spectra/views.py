@@ -103,6 +103,7 @@ def _workbench_data(row: Spectrum, task: Task | None, may_decide: bool) -> dict[
             for choice in selectors.spectrum_compare_choices(row)
         ],
         "url": reverse("api_spectrum_overlay", args=[row.pk]),
+        "templates": selectors.redshift_template_choices(),
     }
     data["viewer"]["sky_spectrum"] = selectors.spectrum_sky(row, max_points)
     return data

@@ -91,7 +91,12 @@
       delete this.node.dataset.overlay;
       return;
     }
-    const url = this.viewer.compare.url + "?other=" + encodeURIComponent(id);
+    let url = this.viewer.compare.url + "?other=" + encodeURIComponent(id);
+    if (id.indexOf("t:") === 0) {
+      // A template at the redshift the line markers show (the chosen alternative, or typed).
+      const z = Math.min(Math.max(Number(this.node.dataset.lineShift || 1) * (1 + this.frameZ) - 1, -0.01), 10);
+      url = this.viewer.compare.url + "?template=" + encodeURIComponent(id.slice(2)) + "&z=" + z.toFixed(6);
+    }
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (part) {
@@ -122,6 +127,18 @@
       option.textContent = choice.relation + ": " + choice.label_text;
       select.appendChild(option);
     });
+    const templates = this.viewer.compare ? this.viewer.compare.templates || [] : [];
+    if (templates.length) {
+      const group = document.createElement("optgroup");
+      group.label = "template at the z shown";
+      templates.forEach(function (t) {
+        const option = document.createElement("option");
+        option.value = "t:" + t.index;
+        option.textContent = t.name_text + " (" + t.kind + ")";
+        group.appendChild(option);
+      });
+      select.appendChild(group);
+    }
     select.disabled = select.options.length < 2;
     select.addEventListener("change", function () { self.overlay(select.value); });
     const sky = this.viewer.sky_spectrum;

@@ -173,6 +173,12 @@ def test_it_overlays_another_observation_and_the_sky(pages: BrowserPages) -> Non
     page.wait_for_function(f"() => {PLOT}.dataset.sky === 'shown'")
     assert page.evaluate(f"{PLOT}.data.some(d => d.name === 'sky' && d.visible !== false)")
     _shot(page, "viewer-compare-sky.png")
+    # A template at the z the line markers show (the fit's best here).
+    page.locator("[data-workbench=compare]").select_option("t:1")
+    page.wait_for_function(f"() => {PLOT}.dataset.overlay === 'template-1'")
+    shown = page.locator("[data-workbench=compare-shown]")
+    expect(shown).to_contain_text("synthetic passive galaxy at z = 0.")
+    assert float(shown.inner_text().split("z = ")[1].split()[0]) == pytest.approx(0.1, abs=3e-4)
     pages.assert_clean()
 
 

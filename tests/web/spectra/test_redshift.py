@@ -193,3 +193,18 @@ def test_it_links_the_previous_and_next_spectra_of_the_filtered_list(client, exp
         'rel="prev"'
         not in client.get(reverse("spectrum_detail", args=[rows[2].pk])).content.decode()
     )
+
+
+def test_it_overlays_a_template_at_a_redshift_scaled_to_the_flux(client, expert):
+    row = make_galaxy_spectrum(z=0.25, scale=2.0)
+    client.force_login(expert)
+    url = reverse("api_spectrum_overlay", args=[row.pk])
+    part = client.get(url, {"template": 0, "z": 0.25}).json()
+    assert part["id"] == "template-0"
+    assert part["scale"] == pytest.approx(2.0, rel=0.05)
+    assert "synthetic emission-line galaxy at z = 0.25000" in part["name_text"]
+    # rest 5008.2 Å ([O III]) lands at 1.25 x on the observed-frame axis of this z = 0 file
+    assert min(part["wavelength"]) == pytest.approx(900.0 * 1.25, rel=1e-3)
+    assert client.get(url, {"template": 99, "z": 0.1}).status_code == 404
+    assert client.get(url, {"template": 0, "other": row.pk}).status_code == 400
+    assert client.get(url, {"template": 0, "z": -1}).status_code == 400
