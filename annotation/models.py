@@ -60,6 +60,8 @@ from annotation.rating.models import (
 from annotation.spectra.models import (
     Label,
     LabelExport,
+    RedshiftDecision,
+    RedshiftSource,
     Spectrum,
     SpectrumLabel,
     Task,
@@ -82,6 +84,8 @@ __all__ = [
     "Task",
     "Label",
     "LabelExport",
+    "RedshiftDecision",
+    "RedshiftSource",
     "Spectrum",
     "SpectrumLabel",
     "CurationState",

@@ -249,3 +249,39 @@ def make_revised_curation(
         )
     curation.refresh_from_db()
     return curation
+
+
+def make_galaxy_spectrum(
+    *,
+    z: float,
+    object_id: str = "GALAXY-1",
+    dataset: str = "tests",
+    scale: float = 1.0,
+    seed: int = 0,
+    ra: float | None = None,
+    dec: float | None = None,
+    sky: bool = False,
+) -> Spectrum:
+    """An SDSS-like spectrum of the synthetic emission-line galaxy template redshifted to ``z``
+    (agent.redshift_templates), S/N about 15, optionally with a sky spectrum."""
+    from agent.redshift_templates import synthetic_templates
+
+    template = synthetic_templates()[0]
+    rng = np.random.default_rng(seed)
+    wave = 10.0 ** np.arange(np.log10(3700.0), np.log10(9200.0), 1e-4)
+    flux = scale * np.interp(wave / (1.0 + z), template.wavelength, template.flux)
+    noise = float(np.median(np.abs(flux))) / 15.0
+    value = SpectrumValue(
+        wavelength=wave,
+        flux=flux + rng.normal(0.0, noise, wave.size),
+        ivar=np.full(wave.size, 1.0 / noise**2),
+        survey="TEST",
+        object_id=object_id,
+        ra=ra,
+        dec=dec,
+        sky=np.where(np.abs(wave - 5578.9) < 3.0, 40.0, 2.0) if sky else None,
+    )
+    result = spectra_services.spectra_store(
+        values=[value], dataset=dataset, source_name=f"{object_id}.fits"
+    )
+    return result.created[0]

@@ -70,6 +70,7 @@ SIGNED_IN = Rule(None, "see the home page")
 # --- spectra and catalog: read by every role but raters (whose items are blinded) --------------
 BROWSE = rule(VIEWER, EXPERT, ML, STAFF, action="browse spectra and the catalog")
 UPLOAD = rule(EXPERT, ML, STAFF, action="upload spectra")
+REDSHIFT_DECIDE = rule(EXPERT, action="accept or override a spectrum's redshift")
 
 # --- curation ------------------------------------------------------------------------------------
 CURATION_READ = rule(EXPERT, ML, STAFF, action="read curated trajectories")
