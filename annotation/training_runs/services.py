@@ -203,7 +203,8 @@ def training_run_create(
     if stage in STAGE_EXPORT_KINDS:
         kinds = STAGE_EXPORT_KINDS[TrainingStage(stage)]
         if dataset_export is None or dataset_export.kind not in kinds:
-            raise WorkflowError(f"{stage.upper()} needs {STAGE_EXPORT_NEEDS[stage]}")
+            needs = STAGE_EXPORT_NEEDS[TrainingStage(stage)]
+            raise WorkflowError(f"{stage.upper()} needs {needs}")
         params = {
             "stage": stage,
             "dataset_export": dataset_export.version,
