@@ -147,3 +147,22 @@ def test_it_groups_the_copies_of_one_content_with_their_data_sets(three_copies, 
 def test_it_answers_404_for_a_content_nobody_holds_or_a_bad_hash(ml_client, db):
     assert ml_client.get(reverse("duplicate_group", args=["0" * 64])).status_code == 404
     assert ml_client.get(reverse("duplicate_group", args=["not-a-hash"])).status_code == 404
+
+
+def test_it_leaves_out_of_a_group_the_entries_the_reader_may_not_see(
+    three_copies, ml_client, monkeypatch
+):
+    copies, _single = three_copies
+    from annotation import blinding
+
+    hidden = CatalogEntry.objects.get(spectrum=copies[1])
+    real = blinding.catalog_entries_visible_to
+
+    def hiding(*, user, rows=None):
+        return real(user=user, rows=rows).exclude(pk=hidden.pk)
+
+    monkeypatch.setattr(blinding, "catalog_entries_visible_to", hiding)
+    page = ml_client.get(reverse("duplicate_group", args=[copies[0].content_hash]))
+    shown = sorted(e.pk for e in page.context["group"].entries)
+    assert hidden.pk not in shown and len(shown) == 2
+    assert f'href="/catalog/{hidden.pk}/"' not in page.content.decode()
