@@ -15,6 +15,7 @@ from agent.calibration import expected_calibration_error, reliability_bins
 from agent.vetting_statistics import (
     MIN_LABELS,
     PRIOR_STRENGTH,
+    ThresholdEstimate,
     apply_fit,
     purity_threshold,
     raw_p_yes,
@@ -201,7 +202,8 @@ def triage_apply(
         if r["triage_reason"] in MOVABLE
     ]
     scaling = selectors.calibrator(fit)
-    assert scaling is not None
+    if scaling is None:
+        raise WrongState("the recalibration has no parameters")
     target = selectors.current_target(task)
     estimate = None
     if target is not None:
@@ -254,7 +256,9 @@ def triage_apply(
     return threshold
 
 
-def _estimate_details(estimate: Any, *, routed: int, automatic: int) -> dict[str, Any]:
+def _estimate_details(
+    estimate: ThresholdEstimate | None, *, routed: int, automatic: int
+) -> dict[str, Any]:
     details: dict[str, Any] = {"to_experts": routed, "automatic": automatic}
     if estimate is not None:
         details.update(
