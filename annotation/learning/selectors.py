@@ -19,6 +19,7 @@ from agent.vetting_statistics import (
     wilson_interval,
 )
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.inspections.triage import ConfidenceRule
 from annotation.learning.models import (
     AuditSample,
     AuditSampleItem,
@@ -261,3 +262,28 @@ def gold_records() -> list[GoldRecord]:
             )
         )
     return records
+
+
+def confidence_rules_for(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], ConfidenceRule]:
+    """(task id, model key) -> the rule the latest recalibration set for triage (one query;
+    registered with ``inspections.triage`` so a candidate finishing later is routed by it)."""
+    if not pairs:
+        return {}
+    rows = (
+        TriageThreshold.objects.filter(
+            task_id__in={task for task, _ in pairs}, model_key__in={key for _, key in pairs}
+        )
+        .select_related("fit")
+        .order_by("task_id", "model_key", "-id")
+    )
+    rules: dict[tuple[int, str], ConfidenceRule] = {}
+    for row in rows:
+        pair = (row.task_id, row.model_key)
+        if pair in pairs and pair not in rules:
+            rules[pair] = ConfidenceRule(
+                slope=float(row.fit.params["slope"]),
+                intercept=float(row.fit.params["intercept"]),
+                has_target=row.target_id is not None,
+                yes_threshold=row.threshold,
+            )
+    return rules

@@ -15,6 +15,7 @@ from agent.calibration import expected_calibration_error, reliability_bins
 from agent.vetting_statistics import (
     MIN_LABELS,
     PRIOR_STRENGTH,
+    ThresholdEstimate,
     apply_fit,
     purity_threshold,
     raw_p_yes,
@@ -32,7 +33,12 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
 )
-from annotation.inspections.retriage import MOVABLE, candidates_confidence_route
+from annotation.inspections.triage import (
+    MOVABLE,
+    ConfidenceRule,
+    candidates_confidence_route,
+    confidence_is_low,
+)
 from annotation.learning import selectors
 from annotation.learning.models import (
     AuditSample,
@@ -196,8 +202,8 @@ def triage_apply(
         if r["triage_reason"] in MOVABLE
     ]
     scaling = selectors.calibrator(fit)
-    assert scaling is not None
-    q = {r["pk"]: apply_fit(scaling, raw_p_yes(r["verdict"], r["confidence"])) for r in rows}
+    if scaling is None:
+        raise WrongState("the recalibration has no parameters")
     target = selectors.current_target(task)
     estimate = None
     if target is not None:
@@ -211,14 +217,21 @@ def triage_apply(
             target=target.target_purity,
             seed=fit.pk,
         )
+    rule = ConfidenceRule(
+        slope=scaling.slope,
+        intercept=scaling.intercept,
+        has_target=estimate is not None,
+        yes_threshold=estimate.threshold if estimate is not None else None,
+    )
     to_experts: list[int] = []
     automatic: list[int] = []
     for r in rows:
-        own = q[r["pk"]] if r["verdict"] == "YES" else 1.0 - q[r["pk"]]
-        if r["verdict"] == "YES" and estimate is not None:
-            low = estimate.threshold is None or q[r["pk"]] < estimate.threshold
-        else:
-            low = own < r["run__confidence_threshold"]
+        low = confidence_is_low(
+            verdict=r["verdict"],
+            confidence=r["confidence"],
+            threshold=r["run__confidence_threshold"],
+            rule=rule,
+        )
         (to_experts if low else automatic).append(r["pk"])
     changed = candidates_confidence_route(to_experts=to_experts, automatic=automatic)
     threshold = TriageThreshold.objects.create(
@@ -243,7 +256,9 @@ def triage_apply(
     return threshold
 
 
-def _estimate_details(estimate: Any, *, routed: int, automatic: int) -> dict[str, Any]:
+def _estimate_details(
+    estimate: ThresholdEstimate | None, *, routed: int, automatic: int
+) -> dict[str, Any]:
     details: dict[str, Any] = {"to_experts": routed, "automatic": automatic}
     if estimate is not None:
         details.update(

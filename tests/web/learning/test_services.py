@@ -24,16 +24,19 @@ def label(candidate: Candidate, value: str, *experts) -> None:
         inspection_services.expert_decision_record(candidate=candidate, expert=user, decision=value)
 
 
-def inspected(rows: dict[str, tuple[str, float]], *, threshold: float, owner, prefix: str):
-    spectra = {
-        name: make_spectrum(object_id=f"{prefix}-{name}", seed=i) for i, name in enumerate(rows)
-    }
+SEEDS = iter(range(5000, 100000))  # equal seeds would make one spectrum of two names
+
+
+def inspected(
+    rows: dict[str, tuple[str, float]], *, threshold: float, owner, prefix: str, model=MODEL
+):
+    spectra = {name: make_spectrum(object_id=f"{prefix}-{name}", seed=next(SEEDS)) for name in rows}
     run = make_inspected(
         spectra=list(spectra.values()),
         verdicts={row.pk: rows[name] for name, row in spectra.items()},
         created_by=owner,
         threshold=threshold,
-        model=MODEL,
+        model=model,
     )
     return run, {name: run.candidates.get(spectrum=row) for name, row in spectra.items()}
 
@@ -67,6 +70,24 @@ def test_it_routes_to_experts_what_recalibration_finds_overconfident(overconfide
     assert fit.reliability["recalibrated"]["ece"] < fit.reliability["raw"]["ece"]
     actions = set(AuditLog.objects.values_list("action", flat=True))
     assert {"calibration_refit", "triage_applied"} <= actions
+
+
+def test_it_routes_a_candidate_finishing_after_the_refit_by_the_recalibrated_confidence(
+    overconfident, owner, staff
+):
+    run, _ = overconfident
+    services.recalibrate_task(task=run.task, model_key=MODEL[0], actor=staff, job=None)
+    _, later = inspected({"N": ("YES", 0.88)}, threshold=0.75, owner=owner, prefix="LATER")
+    finished = Candidate.objects.get(pk=later["N"].pk)
+    assert (finished.needs_expert, finished.triage_reason) == (True, TriageReason.LOW_CONFIDENCE)
+    _, other = inspected(
+        {"N": ("YES", 0.88)},
+        threshold=0.75,
+        owner=owner,
+        prefix="OTHER",
+        model=("checkpoint:other", "another model"),
+    )
+    assert not Candidate.objects.get(pk=other["N"].pk).needs_expert  # no fit: raw 0.88 >= 0.75
 
 
 def test_it_releases_what_recalibration_finds_underconfident(owner, expert, outsider, staff):
