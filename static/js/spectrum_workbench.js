@@ -50,7 +50,9 @@
     if (box) { box.value = z.toFixed(5); box.dispatchEvent(new Event("input")); }
   };
 
-  Workbench.prototype.show = function (index) {
+  // moveLines: the line markers follow a stepped-to alternative; on load they stay at the
+  // file's redshift (the "file z" the viewer starts from).
+  Workbench.prototype.show = function (index, moveLines) {
     const candidates = this.fit.candidates;
     const shown = this.field("fit-shown");
     if (!candidates.length) {
@@ -76,7 +78,7 @@
     });
     const rank = this.field("fit-rank");
     if (rank) rank.value = String(c.rank);
-    this.moveLines(c.z);
+    if (moveLines) this.moveLines(c.z);
     this.node.dataset.fitRank = String(c.rank);
     this.node.dataset.fitZ = String(c.z);
   };
@@ -117,9 +119,9 @@
       fitNote.textContent = this.fit.n_pixels + " px, " + this.fit.n_templates + " templates, " +
         (this.fit.seconds * 1000).toFixed(0) + " ms" + (this.fit.note ? "; " + this.fit.note : "");
     }
-    this.field("fit-previous").addEventListener("click", function () { self.show(self.index - 1); });
-    this.field("fit-next").addEventListener("click", function () { self.show(self.index + 1); });
-    this.field("fit-template").addEventListener("change", function () { self.show(self.index); });
+    this.field("fit-previous").addEventListener("click", function () { self.show(self.index - 1, true); });
+    this.field("fit-next").addEventListener("click", function () { self.show(self.index + 1, true); });
+    this.field("fit-template").addEventListener("change", function () { self.show(self.index, false); });
     const select = this.field("compare");
     (this.viewer.compare ? this.viewer.compare.choices : []).forEach(function (choice) {
       const option = document.createElement("option");
@@ -151,7 +153,7 @@
         self.node.dataset.sky = ev.target.checked ? "shown" : "hidden";
       });
     }
-    this.show(0);
+    this.show(0, false);
     this.node.dataset.workbenchReady = "1";
   };
 
