@@ -154,6 +154,10 @@ MATRIX: dict[str, set[str]] = {
     "api_spectrum_render": READERS,
     "api_spectrum_plot": READERS,
     "api_spectrum_upload": {E, M, S},
+    "api_spectrum_redshift": READERS,
+    "api_spectrum_overlay": READERS,
+    "spectrum_redshift_decide": {E},
+    "api_spectrum_redshift_decide": {E},
     # catalog and vetting
     "catalog_list": READERS,
     "catalog_detail": READERS,
