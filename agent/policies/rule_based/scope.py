@@ -192,7 +192,8 @@ def supergiant(view: SpectrumView) -> ScopeNote | None:
 
 def coverage(view: SpectrumView, task: Task) -> ScopeNote | None:
     """None while at least one of the task's decisive windows is covered by good pixels at a
-    usable S/N; otherwise a note naming each window and why it cannot decide."""
+    usable S/N, on pixels no wider than MAX_PIXEL_SHARE of its feature; otherwise a note naming
+    each window and why it cannot decide (not covered, sampled too coarsely, too noisy)."""
     windows = DECISIVE.get(task.code.upper())
     if not windows:
         return None
