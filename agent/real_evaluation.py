@@ -9,10 +9,12 @@ here; ``agent.bench.real`` prints the rule-based inspector's with them.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +27,10 @@ if TYPE_CHECKING:
 
 DEFERRALS = (0.0, 0.1, 0.2, 0.3)
 CONFIDENT = 0.9
+# the rule-based inspector's figures before a change, kept as data with the version that
+# produced them: the benchmark and the evaluation page show them beside the current ones
+BASELINE_PATH = Path(__file__).resolve().parent / "data" / "real_baseline.json"
+FIGURES = ("n", "positives", "accuracy", "balanced_accuracy", "f1", "ece", "confident_wrong")
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,54 @@ def part_report(
             if c is not None and c >= CONFIDENT and not ok
         ),
         triage=triage,
+    )
+
+
+def report_figures(report: PartReport) -> dict[str, Any]:
+    """The figures of a part as JSON values (NaN and undefined as None, 4 decimals)."""
+    values: dict[str, Any] = {}
+    for key in FIGURES:
+        value = getattr(report, key)
+        if isinstance(value, float):
+            value = None if math.isnan(value) else round(value, 4)
+        values[key] = value
+    return values
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Figures measured earlier, with what produced them."""
+
+    inspector: str  # the policy's model name and version, e.g. "rule-based/v2"
+    code_commit: str
+    command: str
+    measured_on: str
+    corpus_version: int
+    note: str
+    figures: dict[str, dict[str, dict[str, Any]]]  # task -> part -> FIGURES
+    confident_wrong: tuple[dict[str, Any], ...]  # task, part, item, label, confidence, subclass
+
+    def part(self, task: str, part: str) -> dict[str, Any] | None:
+        return self.figures.get(task, {}).get(part)
+
+
+def load_baseline(path: Path = BASELINE_PATH) -> Baseline | None:
+    """The stored baseline figures; None when the file is absent."""
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Baseline(
+        inspector=str(data["inspector"]),
+        code_commit=str(data["code_commit"]),
+        command=str(data["command"]),
+        measured_on=str(data["measured_on"]),
+        corpus_version=int(data["corpus_version"]),
+        note=str(data.get("note", "")),
+        figures={
+            task: {part: dict(values) for part, values in parts.items()}
+            for task, parts in data["figures"].items()
+        },
+        confident_wrong=tuple(dict(row) for row in data.get("confident_wrong", [])),
     )
 
 
@@ -148,18 +202,40 @@ TABLE_TITLE = (
 )
 
 
-def format_table(table: dict[str, dict[str, PartReport]], title: str = TABLE_TITLE) -> str:
-    lines = [
-        title,
+def format_table(
+    table: dict[str, dict[str, PartReport]],
+    title: str = TABLE_TITLE,
+    baseline: Baseline | None = None,
+) -> str:
+    """The table; with ``baseline``, each row also shows the old balanced accuracy, F1, ECE and
+    wrong answers at >= 0.9 of the same task and part (the inspector version in the header)."""
+    old_head = f" | old {'bacc':>5} {'F1':>5} {'ECE':>5} {'wrong':>5}" if baseline else ""
+    lines = [title]
+    if baseline is not None:
+        lines.append(
+            f"old = {baseline.inspector} at {baseline.code_commit} ({baseline.measured_on}, "
+            f"{baseline.command})"
+        )
+    lines.append(
         f"{'task':<4} {'part':<12} {'n':>4} {'pos':>4} {'acc':>5} {'bacc':>5} {'F1':>5} "
-        f"{'ECE':>5} {'wrong@0.9':>9}   triage F1 (acc w/o pos) at deferral 0/10/20/30 %",
-    ]
+        f"{'ECE':>5} {'wrong@0.9':>9}{old_head} | triage F1 (acc w/o pos) at deferral "
+        "0/10/20/30 %"
+    )
     for task, parts in table.items():
         for part, r in parts.items():
+            old = ""
+            if baseline is not None:
+                figures = baseline.part(task, part)
+                old = (
+                    f" |     {_fmt(figures['balanced_accuracy']):>5} {_fmt(figures['f1']):>5} "
+                    f"{_fmt(figures['ece']):>5} {figures['confident_wrong']:>5}"
+                    if figures
+                    else f" |     {'—':>5} {'—':>5} {'—':>5} {'—':>5}"
+                )
             triage = " ".join(_fmt(value) for _, value in r.triage)
             lines.append(
                 f"{task:<4} {part:<12} {r.n:>4} {r.positives:>4} {_fmt(r.accuracy):>5} "
                 f"{_fmt(r.balanced_accuracy):>5} {_fmt(r.f1):>5} {_fmt(r.ece):>5} "
-                f"{r.confident_wrong:>9}   {triage}"
+                f"{r.confident_wrong:>9}{old} | {triage}"
             )
     return "\n".join(lines)

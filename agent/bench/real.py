@@ -2,6 +2,11 @@
 
     python -m agent.bench.real                      # the table: task x {dev, validation, synthetic}
     python -m agent.bench.real calibrate            # refit the confidence on the development part
+    python -m agent.bench.real baseline --output F  # store this inspector's figures as a baseline
+
+The table shows the stored baseline (``agent/data/real_baseline.json``: the figures of an
+earlier inspector version, with its commit) beside the current figures, then lists every answer
+wrong at confidence >= 0.9 per part, so what is left can be named.
 
 Per task and part: n, positives, accuracy, balanced accuracy, positive-class F1, expected
 calibration error (10 bins) and the wrong answers given with confidence >= 0.9; then the triage
@@ -25,6 +30,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent.calibration import (
@@ -37,8 +43,16 @@ from agent.inspection_tasks import get_task
 from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector, SpectrumView
 from agent.policies.rule_based.inspector import pulled
 from agent.policies.rule_based.scope import DEFAULT_PULL, MAX_PULL
-from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus
-from agent.real_evaluation import PartReport, format_table, part_report
+from agent.policies.rule_based.view import MODEL_NAME
+from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus, load_manifest
+from agent.real_evaluation import (
+    CONFIDENT,
+    PartReport,
+    format_table,
+    load_baseline,
+    part_report,
+    report_figures,
+)
 from agent.spectra import Spectrum
 
 MIN_POSITIVES = 3
@@ -185,28 +199,82 @@ def _platts(fits: dict[str, dict[str, Any]]) -> dict[str, Calibrator]:
     return {task: calibrator_from_dict(fit) for task, fit in fits.items()}
 
 
+def probability_yes(
+    s: Scored, calibration: Mapping[str, Calibrator], pulls: Mapping[str, float] | None = None
+) -> float:
+    """P(YES) of one answer as the inspector gives it: calibrated, and pulled towards 0.5 when
+    it carries a scope note (``pulls``: per task, DEFAULT_PULL where absent)."""
+    raw = (
+        calibration[s.task](s.score)
+        if s.task in calibration
+        else 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0)))
+    )
+    return pulled(raw, (pulls or {}).get(s.task, DEFAULT_PULL) if s.scope else 1.0)
+
+
 def report(
     scored: Sequence[Scored],
     calibration: Mapping[str, Calibrator],
     pulls: Mapping[str, float] | None = None,
 ) -> PartReport:
-    """Figures of one part; an answer with a scope note is pulled towards 0.5 as the inspector
-    pulls it (``pulls``: per task, DEFAULT_PULL where absent)."""
+    """Figures of one part, from the answers as the inspector gives them."""
     labels = [s.label for s in scored]
-    probabilities = [
-        pulled(
-            calibration[s.task](s.score)
-            if s.task in calibration
-            else 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0))),
-            (pulls or {}).get(s.task, DEFAULT_PULL) if s.scope else 1.0,
-        )
-        for s in scored
-    ]
+    probabilities = [probability_yes(s, calibration, pulls) for s in scored]
     predictions: list[str | None] = ["YES" if p >= 0.5 else "NO" for p in probabilities]
     return part_report(labels, predictions, [max(p, 1.0 - p) for p in probabilities])
 
 
-def run(*, synthetic_per_task: int, refit: bool) -> tuple[dict[str, dict[str, PartReport]], dict]:
+@dataclass(frozen=True)
+class ConfidentWrong:
+    task: str
+    part: str
+    item: str
+    label: str
+    confidence: float
+    subclass: str  # the library's spectral type ("" for synthetic spectra)
+
+
+def confident_wrong(
+    parts: Mapping[str, Sequence[Scored]],
+    calibration: Mapping[str, Calibrator],
+    pulls: Mapping[str, float] | None = None,
+) -> list[ConfidentWrong]:
+    """Every answer wrong at confidence >= CONFIDENT, per part, most confident first."""
+    subclasses = {entry.id: entry.subclass for entry in load_manifest()}
+    rows = []
+    for part, scored in parts.items():
+        for s in scored:
+            p = probability_yes(s, calibration, pulls)
+            answer = "YES" if p >= 0.5 else "NO"
+            confidence = max(p, 1.0 - p)
+            if answer != s.label and confidence >= CONFIDENT:
+                rows.append(
+                    ConfidentWrong(
+                        s.task, part, s.item, s.label, confidence, subclasses.get(s.item, "")
+                    )
+                )
+    return sorted(rows, key=lambda r: (PARTS.index(r.part), r.task, -r.confidence, r.item))
+
+
+def format_wrong(rows: Sequence[ConfidentWrong]) -> str:
+    lines = [f"Wrong at confidence >= {CONFIDENT:g}: {len(rows)}"]
+    for r in rows:
+        typed = f" ({r.subclass})" if r.subclass else ""
+        lines.append(
+            f"  {r.part:<12} {r.task:<3} {r.item}{typed}: labelled {r.label}, answered "
+            f"{'NO' if r.label == 'YES' else 'YES'} at {r.confidence:.2f}"
+        )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Run:
+    table: dict[str, dict[str, PartReport]]
+    fits: dict[str, dict[str, Any]]
+    wrong: list[ConfidentWrong]
+
+
+def run(*, synthetic_per_task: int, refit: bool) -> Run:
     development = score_spectra(real_items("development"))
     fits = fit_calibration(development)
     if refit:
@@ -222,20 +290,81 @@ def run(*, synthetic_per_task: int, refit: bool) -> tuple[dict[str, dict[str, Pa
             part: report([s for s in rows if s.task == task], calibration, pulls)
             for part, rows in parts.items()
         }
-    return table, fits
+    return Run(table, fits, confident_wrong(parts, calibration, pulls))
+
+
+def baseline_document(result: Run, *, code_commit: str, measured_on: str, note: str) -> dict:
+    """The JSON a baseline is stored as (``agent.real_evaluation.load_baseline`` reads it)."""
+    manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    return {
+        "description": "Figures of the rule-based inspector on the real corpus (development, "
+        "validation) and SpecVI-mini (synthetic), calibrated on the development part, as "
+        "measured by the command below at the commit below: the old figures the benchmark "
+        "and the evaluation page show beside the current ones.",
+        "inspector": MODEL_NAME,
+        "code_commit": code_commit,
+        "command": "python -m agent.bench.real baseline --synthetic "
+        f"{_synthetic_n(result)} --output agent/data/real_baseline.json",
+        "measured_on": measured_on,
+        "corpus_version": manifest["version"],
+        "note": note,
+        "figures": {
+            task: {part: report_figures(r) for part, r in parts.items()}
+            for task, parts in result.table.items()
+        },
+        "confident_wrong": [
+            {
+                "task": r.task,
+                "part": r.part,
+                "item": r.item,
+                "subclass": r.subclass,
+                "label": r.label,
+                "confidence": round(r.confidence, 4),
+            }
+            for r in result.wrong
+        ],
+    }
+
+
+def _synthetic_n(result: Run) -> int:
+    counts = [parts["synthetic"].n for parts in result.table.values() if "synthetic" in parts]
+    return max(counts) if counts else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.bench.real", description=__doc__)
-    parser.add_argument("command", nargs="?", choices=("table", "calibrate"), default="table")
+    parser = argparse.ArgumentParser(
+        prog="python -m agent.bench.real",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "command", nargs="?", choices=("table", "calibrate", "baseline"), default="table"
+    )
     parser.add_argument("--synthetic", type=int, default=60, help="synthetic spectra per task")
+    parser.add_argument("--output", type=Path, help="baseline: the JSON file to write")
+    parser.add_argument("--commit", default="", help="baseline: the commit of the code measured")
+    parser.add_argument("--date", default="", help="baseline: the day it was measured")
+    parser.add_argument("--note", default="", help="baseline: what the figures are")
     args = parser.parse_args(argv)
-    table, fits = run(synthetic_per_task=args.synthetic, refit=args.command == "calibrate")
+    if args.command == "baseline" and args.output is None:
+        parser.error(
+            "baseline needs --output (the stored baseline is never overwritten by default)"
+        )
+    result = run(synthetic_per_task=args.synthetic, refit=args.command == "calibrate")
     if args.command == "calibrate":
         print(f"wrote {CALIBRATION_PATH}")
-        for task, fit in fits.items():
+        for task, fit in result.fits.items():
             print(f"  {task}: {fit}")
-    print(format_table(table))
+    if args.command == "baseline":
+        document = baseline_document(
+            result, code_commit=args.commit, measured_on=args.date, note=args.note
+        )
+        args.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.output}")
+    print(
+        format_table(result.table, baseline=None if args.command == "baseline" else load_baseline())
+    )
+    print(format_wrong(result.wrong))
     return 0
 
 

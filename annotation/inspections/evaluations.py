@@ -14,7 +14,7 @@ records it, ``run_evaluation`` (its runner, registered in AppConfig.ready) fills
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -25,6 +25,9 @@ from annotation.core.errors import WorkflowError
 from annotation.core.jobs import runner
 from annotation.core.models import Job, JobState
 from annotation.inspections.run_policies import policy_spec_check
+
+if TYPE_CHECKING:
+    from agent.real_evaluation import Baseline
 
 JOB_KIND = "evaluation"
 # Real corpus parts first: development (tuned on) and validation (never tuned on).
@@ -230,8 +233,20 @@ def policy_label(spec: dict[str, Any]) -> str:
     return f"{kind} · {detail}" if detail else kind
 
 
-def evaluation_table(job: Job) -> list[dict[str, Any]]:
-    """One row per (task, part), real parts first, ready for a template (no floats to format)."""
+def evaluation_baseline(job: Job) -> Baseline | None:
+    """The rule-based inspector's stored old figures (``agent/data/real_baseline.json``), for a
+    job that evaluated the rule-based inspector; None for other policies or without the file."""
+    from agent.policies.rule_based import POLICY_KIND
+    from agent.real_evaluation import load_baseline
+
+    if (job.result or {}).get("policy", {}).get("kind") != POLICY_KIND:
+        return None
+    return load_baseline()
+
+
+def evaluation_table(job: Job, baseline: Baseline | None = None) -> list[dict[str, Any]]:
+    """One row per (task, part), real parts first, ready for a template (no floats to format);
+    with ``baseline``, each row carries the old figures of its task and part as ``old``."""
     result = job.result or {}
     rows = []
     for task, by_part in (result.get("tasks") or {}).items():
@@ -256,9 +271,20 @@ def evaluation_table(job: Job) -> list[dict[str, Any]]:
                         {"deferral": f"{round(100 * deferral)} %", "f1": _shown(f1)}
                         for deferral, f1 in figures.get("triage", [])
                     ],
+                    "old": _old_figures(baseline, task, part),
                 }
             )
     return rows
+
+
+def _old_figures(baseline: Baseline | None, task: str, part: str) -> dict[str, Any] | None:
+    old = baseline.part(task, part) if baseline is not None else None
+    if old is None:
+        return None
+    return {
+        **{key: _shown(old.get(key)) for key in ("balanced_accuracy", "f1", "ece")},
+        "confident_wrong": old.get("confident_wrong", 0),
+    }
 
 
 def _shown(value: float | None) -> str:

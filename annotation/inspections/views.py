@@ -283,12 +283,14 @@ def _evaluations_page(
     shown = jobs.filter(pk=int(chosen)).first() if chosen.isdigit() else None
     shown = shown or evaluations.latest_finished(jobs)
     result = (shown.result or {}) if shown else {}
+    baseline = evaluations.evaluation_baseline(shown) if shown else None
     context = {
         "form": form,
         "jobs": jobs[:20],
         "shown": shown,
         "shown_policy": evaluations.policy_label(result.get("policy", {})) if shown else "",
-        "rows": evaluations.evaluation_table(shown) if shown else [],
+        "rows": evaluations.evaluation_table(shown, baseline) if shown else [],
+        "baseline": baseline,
         "missing_parts": result.get("missing_parts", []),
         "durations": evaluations.recent_durations(jobs),
         "vetted_rows": selectors.vetted_figures_by_model(user=request.user),

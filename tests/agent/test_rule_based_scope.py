@@ -118,6 +118,32 @@ def test_it_names_the_missing_tio_windows_and_answers_without_confidence() -> No
     assert "not decidable from these data" in answer
 
 
+def rebinned(data: Spectrum, pixels: int) -> Spectrum:
+    """``data`` averaged over ``pixels`` adjacent pixels: the same star on a coarser grid."""
+    size = data.wavelength.size // pixels * pixels
+    wave = data.wavelength[:size].reshape(-1, pixels).mean(axis=1)
+    flux = data.flux[:size].reshape(-1, pixels).mean(axis=1)
+    assert data.ivar is not None
+    ivar = data.ivar[:size].reshape(-1, pixels).sum(axis=1)
+    return Spectrum(wave, flux, ivar=ivar, survey="table", resolution=R2000)
+
+
+def test_it_counts_a_window_sampled_too_coarsely_as_missing() -> None:
+    """He I lines ~4-8 Å wide on 5 Å pixels (the Pickles grid) and 10 Å pixels (BPGS) cannot be
+    read; v2 answered such B stars at score 0 without saying why (issue 23)."""
+    b_star = spectrum({**BALMER_DWARF, **HE_I})
+    fine, _ = decide(b_star, "B")
+    assert fine["evidence"]["scope"] == []
+    for pixels in (5, 10):
+        decision, answer = decide(rebinned(b_star, pixels), "B")
+        notes = decision["evidence"]["scope"]
+        assert [note["kind"] for note in notes] == ["coverage"], pixels
+        assert "He I 4471 sampled too coarsely" in notes[0]["text"]
+        assert f"pixel {pixels:.1f} Å" in notes[0]["text"]
+        assert decision["confidence"] < 0.9
+        assert "sampled too coarsely" in answer
+
+
 def test_it_calls_a_window_too_noisy_when_its_snr_is_below_the_limit() -> None:
     decision, _ = decide(spectrum(BALMER_DWARF, snr=2.0), "A")
     texts = " ".join(note["text"] for note in decision["evidence"]["scope"])

@@ -48,7 +48,18 @@ MK_INTRINSIC_KMS = (0.0, 200.0, 400.0, 600.0, 800.0, 1000.0, 1200.0)
 # (O9.7: He II 4542 only as strong as Si III 4552; Walborn & Fitzpatrick 1990, Sota et al.
 # 2011): an O type needs He II 4542 clearly above a fifth of He I 4471.
 B0_RATIO = 0.2
+O_HE2_4542_EW = (0.1, 0.3)  # Å: He II 4542 of late O stars (Walborn & Fitzpatrick 1990)
 MK_MIN_COLOUR = 1.2  # F(4000-4500)/F(6000-6500) below which no O or early B star is expected
+# EW (Å) of the H-beta core (±25 Å) below which a low core fraction says nothing about gravity:
+# the Balmer lines of subdwarfs and white dwarfs are deep as well as broad
+SUBDWARF_CORE_EW = 3.0
+# A supergiants (dev part: A0-A5 Ia/Ib): H-beta FWHM 240-480 km/s and EW 1.5-6 Å, Ca II K
+# 1.3-3 Å; dwarfs and giants of the type 900-1300 km/s and over 10 Å
+A_SUPERGIANT_FWHM = 500.0
+A_SUPERGIANT_BALMER_EW = 7.0
+A_SUPERGIANT_K_EW = (1.0, 3.0)
+O_I_SUPERGIANT_EW = 1.5  # O I 7774 triplet: A-F dwarfs and giants ~0.3-1.3 Å
+A_SUPERGIANT_MG2_EW = 0.2  # dev: A supergiants 0.39-0.54 Å, metal-poor F dwarfs below 0
 
 
 @dataclass(frozen=True)
@@ -223,7 +234,10 @@ def _subdwarf_or_wd(
     fwhm = hb.fwhm_kms or 0.0
     # the core fraction also drops when the line-spread function spreads the core
     core_spread = _instrumental_angstrom(view, 4862.7) > 10.0
-    if fwhm >= max_fwhm or (fraction <= 0.45 and not core_spread):
+    # a supergiant's or O star's weak H-beta core over a wide window also gives a low fraction:
+    # the wings only speak for high gravity beside the deep core of a subdwarf or white dwarf
+    deep_core = core.ew >= SUBDWARF_CORE_EW
+    if fwhm >= max_fwhm or (fraction <= 0.45 and deep_core and not core_spread):
         result.add(
             window,
             f"H-beta is very broad (FWHM {fwhm:.0f} km/s, core fraction {fraction:.2f}): the "
@@ -344,9 +358,14 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
     state = "present" if he1_sig >= STRONG else "not detected"
     # at low resolution metal blends put ~0.2 Å into the He I windows of A stars too: the
     # equivalent width must exceed that, not only the noise
-    he1_weight = _ramp(he1, 0.15, 0.4, -0.5, 2.5)
+    # (dev part: B8 0.2-0.36 Å, B9 and A0 0.04-0.19 Å over the three windows)
+    he1_weight = _ramp(he1, 0.12, 0.3, -0.5, 2.5)
     if he1_weight > 0:
         he1_weight *= _trust(he1_sig)
+        if colour is not None and colour < MK_MIN_COLOUR:
+            he1_weight = 0.0  # on a cool continuum metal lines and bands fill the He I windows
+        if not _blue_helium(view):
+            he1_weight = 0.0  # He I 4922 alone sits on Fe II 4924, strong in A-G stars
     result.add(
         w_he1,
         f"He I absorption {state}: mean EW {he1:+.2f} Å ({he1_sig:+.1f}σ) over 4026/4471/4922 "
@@ -360,20 +379,25 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
     if excess is None and hot and he2_sig >= 4.0 and he2 >= 0.2:
         excess, mk_text = math.inf, f"He II 4542 ({he2_text}) without a measurable He I 4471"
     if excess is not None and excess > 1.0:
+        # however significant, He II 4542 of a tenth of an Å is no O star's (0.3-1 Å; ~0.2 Å
+        # at O9.7, where it matches Si III 4552): below that the ratio rests on a blend
+        strength = _ramp(he2, O_HE2_4542_EW[0], O_HE2_4542_EW[1], 0.3, 1.0)
         result.add(
             window_for(task, 4542.9, prefer="He II"),
-            f"{mk_text}: marks an O star rather than a B star",
-            _ramp(excess, 1.0, STRONG, 0.0, -3.0),
+            f"{mk_text}: marks an O star rather than a B star"
+            + (f" (He II 4542 EW {he2:+.2f} Å is weak for one)" if strength < 1.0 else ""),
+            _ramp(excess, 1.0, STRONG, 0.0, -3.0) * strength,
             alternative="an O star",
         )
     cak = _ca_k(view)
     if cak is not None and cak.ew is not None:
-        strong = cak.ew >= 0.8 and _sig(cak) >= STRONG
+        strong = cak.ew >= 1.0 and _sig(cak) >= STRONG
         result.add(
             window_for(task, 3934.8),
             f"Ca II K: {cak.describe()}"
             + (", strong as in A and later stars" if strong else ", weak as in B stars"),
-            _ramp(cak.ew, 0.3, 0.7, 0.5, -2.5) if _sig(cak) >= 2.0 else 0.5,
+            # late B stars reach 0.6 Å with interstellar K; A0 stars 0.4-1.4 Å (dev part)
+            _ramp(cak.ew, 0.5, 1.0, 0.5, -2.5) if _sig(cak) >= 2.0 else 0.5,
             alternative="an A or later star",
         )
     if colour is not None:
@@ -385,20 +409,16 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
             alternative="a cooler star",
         )
     hb = view.line("H-beta", 4862.7, 40.0, [(4780.0, 4815.0), (4910.0, 4945.0)])
-    if hb is not None and hb.ew is not None and hb.ew < 3.0 and he1_sig >= STRONG:
+    _weak_balmer(result, view, task, hb, he1_sig, he2_sig)
+    if hb is not None and hb.ew is not None and colour is not None and colour >= 2.4:
+        # the Balmer lines peak at A0-A2 (H-beta 11-17 Å in the dev part's A dwarfs) and
+        # weaken into the B types (late B 7-11 Å); an EW survives any resolution
         result.add(
             window_for(task, 4862.7),
-            f"weak Balmer lines (H-beta {hb.describe()}), as in O stars",
-            _ramp(hb.ew, 1.5, 3.0, -2.0, 0.0),
-            alternative="an O star",
-        )
-    helium_only = view.line("H-beta", 4862.7, 40.0, [(4780.0, 4815.0), (4910.0, 4945.0)])
-    if helium_only is not None and not _absorbs(helium_only, 4.0, 1.0) and he1_sig >= STRONG:
-        result.add(
-            window_for(task, 4862.7),
-            f"He I without Balmer absorption (H-beta {helium_only.describe()}): a DB white "
-            "dwarf or helium star, not a B star",
-            -3.0,
+            f"H-beta EW {hb.ew:+.1f} Å on a hot continuum: "
+            + ("below the A-star Balmer maximum" if hb.ew < 11.0 else "at the A-star maximum"),
+            _ramp(hb.ew, 9.0, 13.0, 1.0, -1.0),
+            alternative="an A star" if hb.ew >= 11.0 else None,
         )
     _subdwarf_or_wd(result, view, window_for(task, 4862.7), max_fwhm=2400.0)
     hd = view.line("H-delta", 4102.9, 40.0, [(4040.0, 4058.0), (4150.0, 4168.0)])
@@ -414,12 +434,15 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
     measured_he1 = he1_text != "not covered"
     # late B stars have almost no He I but a clear Mg II 4481, which hot subdwarfs lack
     late_b = mk is not None and mk.mg2 >= 0.15 and mk.mg2_error > 0 and mk.mg2 >= 3 * mk.mg2_error
+    # only where the pixels can show a He I line at all (a third of its ~8 Å width)
+    resolved_he1 = view.pixel_width((4440.0, 4500.0)) <= 8.0 / 3.0
     if (
         colour is not None
         and colour >= 2.6
         and he1_sig < 2.0
         and snr >= 15.0
         and measured_he1
+        and resolved_he1
         and not late_b
     ):
         result.add(
@@ -434,19 +457,118 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
     return result
 
 
+def _blue_helium(view: SpectrumView) -> bool:
+    """Whether He I 4026 or 4471 is measurable: He I 4922 alone sits on Fe II 4924, strong in
+    A to G stars, and cannot stand for helium."""
+    return any(_narrow_line(view, name, centre) is not None for name, centre in HE_I_LINES[:2])
+
+
+def _weak_balmer(
+    result: Assessment,
+    view: SpectrumView,
+    task: Task,
+    hb: Measurement | None,
+    he1_sig: float,
+    he2_sig: float,
+) -> None:
+    """Weak or absent H-beta beside He I. Weak Balmer lines mark an O star only beside He II;
+    without He II they are a B supergiant's (low gravity, wind emission filling the line in).
+    He I without Balmer absorption marks a DB white dwarf or helium star only when the helium
+    lines are broad (high gravity); a supergiant's are narrow."""
+    if hb is None or hb.ew is None or he1_sig < STRONG:
+        return
+    window = window_for(task, 4862.7)
+    if hb.ew < 3.0:
+        if he2_sig >= STRONG:
+            result.add(
+                window,
+                f"weak Balmer lines (H-beta {hb.describe()}) beside He II, as in O stars",
+                _ramp(hb.ew, 1.5, 3.0, -2.0, 0.0),
+                alternative="an O star",
+            )
+        else:
+            result.add(
+                window,
+                f"weak Balmer lines (H-beta {hb.describe()}) without He II: the low gravity "
+                "or wind of a B supergiant rather than an O star",
+            )
+    if _absorbs(hb, 4.0, 1.0):
+        return
+    width = _helium_width(view, HE_I_LINES)
+    trust = _width_trust(view, HE_I_LINES[1][1], 900.0)
+    if width is not None and width >= 900.0 and trust > 0:
+        result.add(
+            window,
+            f"broad He I (median FWHM {width:.0f} km/s) without Balmer absorption (H-beta "
+            f"{hb.describe()}): a DB white dwarf or helium star, not a B star",
+            -3.0 * trust,
+            alternative="a DB white dwarf",
+        )
+
+
+def a_supergiant(
+    view: SpectrumView, hb: Measurement | None, cak: Measurement | None, mk: MKRatio | None
+) -> bool:
+    """Luminosity class I of an A star by the Balmer-line criterion: narrow H-beta of modest
+    strength (the Stark wings of dwarfs and giants make theirs 900-1300 km/s wide and over 10 Å
+    strong) beside a Ca II K line of A-type strength (an F star's narrow Balmer lines come with
+    a K line of 3 Å and more) and the strong Mg II 4481 of an A supergiant's metal lines (a
+    metal-poor F dwarf's Balmer and K lines look alike, but its Mg II 4481 is gone). Only where
+    the resolution shows the width."""
+    oxygen = view.line("O I 7774", 7773.4, 12.0, [(7736.0, 7756.0), (7790.0, 7810.0)])
+    colour = view.colour()
+    if (
+        _absorbs(oxygen, 5.0, O_I_SUPERGIANT_EW)
+        and colour is not None
+        and colour > 1.3
+        and hb is not None
+        and hb.ew is not None
+        and hb.ew < A_SUPERGIANT_BALMER_EW
+    ):
+        return True  # the O I 7774 triplet: over 1.5 Å only in supergiants (dwarfs ~0.5-1 Å)
+    if hb is None or hb.ew is None or not hb.fwhm_kms or cak is None or cak.ew is None:
+        return False
+    if mk is None or mk.mg2 < A_SUPERGIANT_MG2_EW or mk.mg2 < STRONG * mk.mg2_error:
+        return False
+    if _width_trust(view, 4862.7, A_SUPERGIANT_FWHM) < 0.5:
+        return False
+    return bool(
+        hb.fwhm_kms < A_SUPERGIANT_FWHM
+        and hb.ew < A_SUPERGIANT_BALMER_EW
+        and A_SUPERGIANT_K_EW[0] <= cak.ew <= A_SUPERGIANT_K_EW[1]
+    )
+
+
 def score_a(view: SpectrumView, task: Task) -> Assessment:
-    """Strong, moderately broad Balmer lines, Ca II K present, no He I, no G band / Ca I."""
+    """Strong, moderately broad Balmer lines, Ca II K present, no He I, no G band / Ca I; for a
+    supergiant (narrow, weaker Balmer lines) the K line alone places the type.
+
+    The F-star indicators (G band / Ca I, a strong K line, K / H-beta) measure one thing, the
+    temperature, so only the strongest of them counts."""
     result = Assessment(bias=-1.0)
     colour = view.colour()
     result.add(None, _fmt_colour(colour))
     hb = view.line("H-beta", 4862.7, 40.0, [(4780.0, 4815.0), (4910.0, 4945.0)])
+    cak = _ca_k(view)
+    mk = _mk_ratio(view)
+    supergiant = a_supergiant(view, hb, cak, mk)
     w_hb = window_for(task, 4862.7, prefer="H-beta")
     if hb is not None and hb.ew is not None:
-        strength = ", near the Balmer maximum" if hb.ew >= 8.0 else ", weaker than in A stars"
-        result.add(w_hb, f"H-beta: {hb.describe()}{strength}", _ramp(hb.ew, 4.0, 9.0, -2.5, 1.5))
+        if supergiant:
+            result.add(
+                w_hb,
+                f"H-beta: {hb.describe()}, weak by the low gravity of a supergiant (narrow "
+                "Balmer lines beside an A-type K line and Mg II 4481, or a strong O I 7774), "
+                "not by temperature",
+            )
+        else:
+            strength = ", near the Balmer maximum" if hb.ew >= 8.0 else ", weaker than in A stars"
+            result.add(
+                w_hb, f"H-beta: {hb.describe()}{strength}", _ramp(hb.ew, 4.0, 9.0, -2.5, 1.5)
+            )
     he1, he1_sig, he1_text = _helium(view, HE_I_LINES)
-    mk = _mk_ratio(view)
     w_he1 = window_for(task, 4472.7, prefer="He I")
+    blue_helium = _blue_helium(view)
     if mk is not None and mk.mg2_error > 0:
         # He I 4026/4922 windows take in Fe II 4924 and metal blends of A supergiants: the
         # deblended He I 4471 against Mg II 4481 decides B from A
@@ -466,7 +588,7 @@ def score_a(view: SpectrumView, task: Task) -> Assessment:
                 f"He I 4471 (EW {mk.he1:+.2f} Å) no stronger than Mg II 4481 (EW {mk.mg2:+.2f} "
                 "Å), as from A0 on",
             )
-    elif he1_sig >= 4.0 and he1 >= 0.15:
+    elif he1_sig >= 4.0 and he1 >= 0.15 and not supergiant and blue_helium:
         result.add(
             w_he1,
             f"He I absorption (mean EW {he1:+.2f} Å, {he1_sig:.1f}σ: {he1_text}) marks a B star "
@@ -474,6 +596,7 @@ def score_a(view: SpectrumView, task: Task) -> Assessment:
             -2.5,
             alternative="a B star",
         )
+    later: list[tuple[str | None, str, float]] = []  # (window, text, weight) of F-star signs
     cool = [
         m
         for m in (
@@ -483,33 +606,60 @@ def score_a(view: SpectrumView, task: Task) -> Assessment:
         if _absorbs(m, 4.0, 0.6)
     ]
     if cool:
-        result.add(
-            window_for(task, 4301.2, prefer="G band"),
-            "G band / Ca I of an F or later star: " + "; ".join(_fmt_line(m) for m in cool),
-            -1.5,
+        later.append(
+            (
+                window_for(task, 4301.2, prefer="G band"),
+                "G band / Ca I of an F or later star: " + "; ".join(_fmt_line(m) for m in cool),
+                # a supergiant's metal lines are strong by luminosity
+                0.0 if supergiant else -1.5,
+            )
         )
-    cak = _ca_k(view)
     if cak is not None and cak.ew is not None:
         if cak.ew < 0.6:
-            text, weight = "weaker than in A stars (a B star, or a metal-poor sdA)", -1.5
-            weight = _ramp(cak.ew, 0.2, 0.6, -1.5, 0.0)
+            # A0 stars of the dev part reach down to 0.23 Å at R ~ 1000-2000; late B 0.1-0.6 Å
+            text = "weaker than in most A stars (a B star, or a metal-poor sdA)"
+            weight = _ramp(cak.ew, 0.15, 0.4, -1.5, 0.0)
         elif cak.ew > 4.0:
-            text, weight = "as strong as in F and later stars", _ramp(cak.ew, 4.0, 5.0, 0.0, -1.5)
+            later.append(
+                (
+                    window_for(task, 3934.8),
+                    f"Ca II K: {cak.describe()}, as strong as in F and later stars",
+                    _ramp(cak.ew, 4.0, 5.0, 0.0, -1.5),
+                )
+            )
+            text, weight = "", 0.0
+        elif view.pixel_width((3917.0, 3952.0)) > 2.0:
+            # pixels over a third of the line's width flatten it and its EW with it
+            text, weight = "in the A-star range, but sampled too coarsely to place the type", 0.0
         else:
             text, weight = "as in A stars", 1.0
-        result.add(window_for(task, 3934.8), f"Ca II K: {cak.describe()}, {text}", weight)
+        if text:
+            result.add(window_for(task, 3934.8), f"Ca II K: {cak.describe()}, {text}", weight)
         if hb is not None and hb.ew is not None and hb.ew > 3.0 and cak.ew > 0.6:
             # K grows and the Balmer lines fade through A into F: their ratio places the type
-            # whatever the resolution (both are equivalent widths)
+            # whatever the resolution (both are equivalent widths), for dwarfs and giants
             ratio = cak.ew / hb.ew
             if ratio >= 0.25:
-                result.add(
-                    window_for(task, 3934.8),
-                    f"Ca II K / H-beta equivalent widths {ratio:.2f}: as in F stars (A stars "
-                    "stay below ~0.25)",
-                    _ramp(ratio, 0.25, 0.4, 0.0, -2.5),
-                    alternative="an F star",
+                later.append(
+                    (
+                        window_for(task, 3934.8),
+                        f"Ca II K / H-beta equivalent widths {ratio:.2f}: "
+                        + ("as in F stars" if ratio >= 0.5 else "as in late A to early F stars")
+                        + " (A0-A7 dwarfs and giants stay below ~0.25, A9 and F0 meet near 0.5)"
+                        + (
+                            ", but a supergiant's H-beta is weak by luminosity"
+                            if supergiant
+                            else ""
+                        ),
+                        # A9 and F0 meet near 0.5 (dev part: A9 0.41-0.56, F0 0.3-1.3)
+                        0.0 if supergiant else _ramp(ratio, 0.4, 0.65, 0.0, -2.5),
+                    )
                 )
+    if later:
+        strongest = min(later, key=lambda item: item[2])
+        for window, text, weight in later:
+            counted = weight if (window, text, weight) == strongest else 0.0
+            result.add(window, text, counted, alternative="an F star" if counted else None)
     hd = view.line("H-delta", 4102.9, 40.0, [(4040.0, 4058.0), (4150.0, 4168.0)])
     if _absorbs(hd, 5.0, 2.0) and hd is not None and hd.fwhm_kms:
         # main-sequence A stars at the Balmer maximum reach ~2000 km/s; sdA and DA are broader

@@ -24,6 +24,9 @@ from agent.policies.rule_based.view import STRONG, SpectrumView, _ramp
 
 SWAN_HEADS = (("C2 Swan 5165", 5166.4), ("C2 Swan 5636", 5637.6), ("C2 Swan 4737", 4738.3))
 SWAN_RED_HEAD = ("C2 Swan 6122", 6123.7)
+# F(4000-4500)/F(6000-6500) below which Swan bands sit on a carbon star's photosphere: a DQ
+# white dwarf cool enough for C2 (~5000 K and warmer) keeps it above ~0.6, a C star near 0.2
+DQ_MIN_COLOUR = 0.5
 
 
 def _swan_heads(view: SpectrumView, task: Task) -> list[tuple[str | None, Measurement]]:
@@ -117,6 +120,20 @@ def score_cs(view: SpectrumView, task: Task) -> Assessment:
             + "): a carbon star, not a DQ white dwarf",
             0.5,
         )
+    elif swan >= 0.08 and significance >= STRONG and colour is not None and colour < DQ_MIN_COLOUR:
+        # a DQ white dwarf with Swan bands is 5000-12000 K; a carbon star's photosphere is far
+        # redder: weak Na D there is a metal-poor (R-type) carbon star's
+        result.add(
+            w_nad,
+            f"Swan bands on a red stellar continuum ({_fmt_colour(colour)}): a cool carbon "
+            "star's photosphere, not the warmer continuum of a DQ white dwarf"
+            + (
+                f" (Na D EW {nad.ew:+.1f} Å is weak, as in metal-poor R stars)"
+                if nad is not None and nad.ew is not None and nad.ew < 5.0
+                else ""
+            ),
+            0.5,
+        )
     elif swan >= 0.08 and significance >= STRONG and nad is not None and nad.ew is not None:
         if nad.ew < 5.0:
             result.add(
@@ -139,6 +156,10 @@ ZRO_HEADS = (
     ("ZrO 5552", 5553.2, 20.0),
     ("ZrO 4640", 4641.9, 15.0),
 )
+ZRO_5552_DEPTH = 0.08  # dev part: the S star 0.12, M0-M5 giants 0.00-0.07
+# log-odds of ZrO windows no deeper than TiO explains: set so the development part's SS
+# answers stay calibrated (ECE <= 0.05) under the temperature fit one positive allows
+ZRO_EXPLAINED_BY_TIO = -1.0
 
 
 def _zro_index(
@@ -156,6 +177,39 @@ def _zro_index(
     return mean, significance, heads
 
 
+def _clearly_below(measured: Measurement | None, depth: float) -> bool:
+    """Whether a band is measured at least 2 sigma shallower than ``depth``."""
+    if measured is None or measured.depth is None:
+        return False
+    error = measured.depth_error if measured.depth_error and measured.depth_error > 0 else 0.1
+    return measured.depth + 2.0 * error < depth
+
+
+def zro_beyond_tio(
+    view: SpectrumView, task: Task
+) -> tuple[bool, str, float, float, Measurement | None]:
+    """Whether the ZrO bands of an S star are there, not TiO overlapping the ZrO heads: the
+    ZrO 5552 head (where the TiO of M0-M5 giants is weak) not clearly (2 sigma) shallower than
+    ZRO_5552_DEPTH, and the gamma heads 6476/6347 at least half as deep as TiO 7056 (Keenan &
+    Boeshaar 1980: in S stars ZrO rivals or beats TiO; in M giants TiO blends deepen the ZrO
+    windows but stay far stronger at their own heads). Returns (verdict, sentence, gamma depth, its sigma, TiO)."""
+    zro, significance, heads = _zro_index(view, task)
+    tio = view.band("TiO 7056", 7055.9, shading="red")
+    tio_depth = tio.depth if tio is not None and tio.depth is not None else 0.0
+    green = next((m for _, m in heads if m.name == "ZrO 5552"), None)
+    # the head vetoes only where it is measured clearly shallower than an S star's: a cool
+    # star's faint green flux may leave it too noisy to say either way
+    green_ok = not _clearly_below(green, ZRO_5552_DEPTH)
+    rivals = zro >= 0.5 * tio_depth
+    verdict = zro >= 0.04 and significance >= STRONG and green_ok and rivals
+    green_text = "not covered" if green is None else green.describe()
+    text = (
+        f"ZrO 6476/6347 mean depth {zro:+.3f} ({significance:+.1f}σ) against TiO 7056 depth "
+        f"{tio_depth:+.2f}; ZrO 5552: {green_text}"
+    )
+    return verdict, text, zro, significance, tio
+
+
 def score_ss(view: SpectrumView, task: Task) -> Assessment:
     """Red-degraded ZrO heads (6476, 6347, 5553, 4642 Å) on an M-type spectrum, weak TiO;
     against TiO-only M stars and carbon stars."""
@@ -168,21 +222,36 @@ def score_ss(view: SpectrumView, task: Task) -> Assessment:
     if heads:
         weight = _ramp(zro, 0.0, 0.08, -3.0, 3.0)
         weight *= _trust(significance) if weight > 0 else min(abs(significance) / STRONG, 1.0)
-        verdict = (
-            "ZrO bands present"
-            if zro >= 0.04 and significance >= STRONG
-            else "no ZrO beyond the noise"
-        )
+        present, compared, *_ = zro_beyond_tio(view, task)
+        if zro >= 0.04 and significance >= STRONG and not present:
+            # the S star's sign is ZrO beyond what TiO explains; its absence speaks mildly
+            # against an S star (a late S star whose TiO is as strong looks the same, so no more)
+            verdict = "ZrO-like depressions, but no stronger than the TiO blends explain"
+            weight = ZRO_EXPLAINED_BY_TIO
+        elif zro >= 0.04 and significance >= STRONG:
+            verdict = "ZrO bands present, rivalling TiO"
+        else:
+            verdict = "no ZrO beyond the noise"
         result.add(
             heads[0][0],
-            f"{verdict}: mean ZrO 6476/6347 head depth {zro:+.3f} ({significance:+.1f}σ)",
+            f"{verdict}: {compared}",
             weight,
+            alternative=("an M or K giant (TiO)" if weight < 0 and zro >= 0.04 else None),
         )
     else:
         result.add(None, "the ZrO heads at 6476 and 6347 Å are not covered", -1.0)
     tio = view.band("TiO 7056", 7055.9, shading="red")
     if tio is not None:
-        result.add(window_for(task, 7055.9, prefer="TiO"), f"TiO 7056: {tio.describe()}")
+        # S stars are M-type: ZrO or TiO bands, or both; a spectrum clearly without either is
+        # warmer than any S star (the K giants that v2 took for S stars)
+        bandless = heads and zro < 0.04 and _clearly_below(tio, 0.05)
+        result.add(
+            window_for(task, 7055.9, prefer="TiO"),
+            f"TiO 7056: {tio.describe()}"
+            + (": no molecular bands, warmer than any S star" if bandless else ""),
+            -1.5 if bandless else 0.0,
+            alternative="a K or warmer star" if bandless else None,
+        )
     swan = view.band("C2 Swan 5165", 5166.4, shading="blue")
     if _band_present(swan, 0.1):
         assert swan is not None
@@ -278,13 +347,13 @@ def score_mg(view: SpectrumView, task: Task) -> Assessment:
             f"Ca II 8544: {cat.describe()}" + (", strong as in giants" if cat.ew >= 4.0 else ""),
             _ramp(cat.ew, 1.5, 3.0, 0.0, 1.0),
         )
-    zro, significance, _ = _zro_index(view, task)
-    # TiO bands overlap the ZrO heads at low resolution: an S star's ZrO rivals its TiO
-    if zro >= 0.08 and significance >= STRONG and zro >= 0.5 * depth:
+    # TiO bands overlap the ZrO heads at low resolution: an S star's ZrO rivals its TiO and
+    # shows at 5552 Å too
+    s_star, compared, zro, _, _ = zro_beyond_tio(view, task)
+    if s_star and zro >= 0.08:
         result.add(
             window_for(task, 6475.8),
-            f"ZrO heads (mean depth {zro:+.2f}, {significance:.1f}σ) mark an S star rather than "
-            "an M giant",
+            f"ZrO bands ({compared}) mark an S star rather than an M giant",
             -6.0,
             alternative="an S star",
         )

@@ -22,25 +22,38 @@ COVERAGE = "coverage"
 # P -> 0.5 + PULL * (P - 0.5); MAX_PULL keeps such an answer below 0.9 whatever is fitted
 DEFAULT_PULL = 0.25
 MAX_PULL = 0.75
+# F(4000-4500)/F(6000-6500) below which no Wolf-Rayet wind is looked for (WR stars of the
+# corpus: 2-11; K and M stars: 0.05-0.65)
+WR_MIN_COLOUR = 0.7
 MIN_SNR = 5.0  # a decisive window with a lower continuum S/N per pixel is too noisy to decide
 
-# per task, the windows its decision rests on (rest Å): at least one must be usable
-DECISIVE: dict[str, tuple[tuple[str, tuple[float, float]], ...]] = {
+# per task, the windows its decision rests on (rest Å) and the width (Å) of the feature read
+# there: at least one must be usable. A window whose pixels are wider than a third of its
+# feature's width cannot show the feature (Nyquist sampling of a line needs ~2-3 pixels per
+# FWHM), so it counts as missing however well it is covered.
+DECISIVE: dict[str, tuple[tuple[str, tuple[float, float], float], ...]] = {
     # H-alpha emission alone cannot tell a CV from an emission-line or Wolf-Rayet star: the
-    # Balmer decrement and He II 4687 decide
-    "CV": (("H-beta", (4830.0, 4895.0)), ("He II 4687", (4670.0, 4705.0))),
+    # Balmer decrement and He II 4687 decide (CV lines: 1000-2000 km/s, 15-30 Å)
+    "CV": (("H-beta", (4830.0, 4895.0), 20.0), ("He II 4687", (4670.0, 4705.0), 15.0)),
+    # band heads: the flux drops over a few Å at the head, read against 25 Å either side
     "CS": (
-        ("C2 Swan 5165", (5120.0, 5200.0)),
-        ("C2 Swan 5636", (5590.0, 5670.0)),
-        ("C2 Swan 4737", (4690.0, 4770.0)),
+        ("C2 Swan 5165", (5120.0, 5200.0), 15.0),
+        ("C2 Swan 5636", (5590.0, 5670.0), 15.0),
+        ("C2 Swan 4737", (4690.0, 4770.0), 15.0),
     ),
-    "SS": (("ZrO 6476", (6420.0, 6500.0)), ("ZrO 6347", (6300.0, 6370.0))),
-    "MG": (("TiO 7056", (7000.0, 7100.0)), ("TiO 6161", (6110.0, 6200.0))),
-    "WD": (("H-beta", (4780.0, 4945.0)), ("H-gamma", (4280.0, 4400.0))),
-    "O": (("He II 4542 / He I 4471", (4448.0, 4600.0)),),
-    "B": (("He I 4471", (4440.0, 4500.0)), ("He I 4026", (4000.0, 4050.0))),
-    "A": (("H-beta", (4780.0, 4945.0)), ("Ca II K", (3917.0, 3952.0))),
+    "SS": (("ZrO 6476", (6420.0, 6500.0), 15.0), ("ZrO 6347", (6300.0, 6370.0), 15.0)),
+    "MG": (("TiO 7056", (7000.0, 7100.0), 15.0), ("TiO 6161", (6110.0, 6200.0), 15.0)),
+    # a white dwarf's Balmer lines are 50-150 Å wide
+    "WD": (("H-beta", (4780.0, 4945.0), 60.0), ("H-gamma", (4280.0, 4400.0), 60.0)),
+    # photospheric He lines of OB stars: 3-8 Å FWHM (rotation, Stark), 10-11 Å from blends
+    "O": (("He II 4542 / He I 4471", (4448.0, 4600.0), 8.0),),
+    "B": (("He I 4471", (4440.0, 4500.0), 8.0), ("He I 4026", (4000.0, 4050.0), 8.0)),
+    # the A/F boundary rests on Ca II K (~3-8 Å wide): H-beta is as strong in F0 as in A9 and
+    # B9 stars, so without a readable K line no A answer is confident
+    "A": (("Ca II K", (3917.0, 3952.0), 6.0),),
 }
+# pixels wider than this share of a feature's width cannot sample it
+MAX_PIXEL_SHARE = 1.0 / 3.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,11 @@ def wolf_rayet(view: SpectrumView) -> ScopeNote | None:
     4640 / C III 4650 in strong emission, with C IV 5808 or He II 5412 in emission too, and
     Balmer emission no stronger than the blend (a CV's He II sits beside stronger Balmer
     emission). The lines are tens of Å wide, so the continuum is taken well outside them."""
+    colour = view.colour()
+    if colour is not None and colour < WR_MIN_COLOUR:
+        # between a cool star's TiO / MgH bands the 4600-4720 Å and 5808 Å regions stand above
+        # the band troughs like emission; Wolf-Rayet continua are hot
+        return None
     bump = view.line(
         "He II 4686 / N III / C III blend", 4660.0, 60.0, [(4540.0, 4590.0), (4760.0, 4800.0)]
     )
@@ -174,15 +192,23 @@ def supergiant(view: SpectrumView) -> ScopeNote | None:
 
 def coverage(view: SpectrumView, task: Task) -> ScopeNote | None:
     """None while at least one of the task's decisive windows is covered by good pixels at a
-    usable S/N; otherwise a note naming each window and why it cannot decide."""
+    usable S/N, on pixels no wider than MAX_PIXEL_SHARE of its feature; otherwise a note naming
+    each window and why it cannot decide (not covered, sampled too coarsely, too noisy)."""
     windows = DECISIVE.get(task.code.upper())
     if not windows:
         return None
     problems = []
-    for name, window in windows:
+    for name, window, feature in windows:
         covered = view.covered_fraction(window)
         if covered < 0.8:
             problems.append(f"{name} ({window[0]:.0f}-{window[1]:.0f} Å) not covered")
+            continue
+        pixel = view.pixel_width(window)
+        if pixel > MAX_PIXEL_SHARE * feature:
+            problems.append(
+                f"{name} sampled too coarsely (pixel {pixel:.1f} Å, more than a third of the "
+                f"~{feature:g} Å feature)"
+            )
             continue
         snr = view.snr(window)
         if snr is not None and snr < MIN_SNR:

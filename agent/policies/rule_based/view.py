@@ -15,7 +15,7 @@ from agent.measure import Measurement, MeasurementError, Window
 from agent.resolution import Resolution, intrinsic_fwhm
 from agent.spectra import Spectrum
 
-MODEL_NAME = "rule-based/v2"
+MODEL_NAME = "rule-based/v3"
 CALIBRATION_PATH = Path(__file__).resolve().parents[2] / "data" / "rule_based_calibration.json"
 POLICY_KIND = "rule-based"
 COVERED_FRACTION = 0.5  # a window is inspected when at least this share of it has good pixels
@@ -123,6 +123,13 @@ class SpectrumView:
         step = float(np.median(np.diff(self.wave[max(start - 1, 0) : stop + 1]))) or 1.0
         expected = max((window[1] - window[0]) / step, 1.0)
         return float(min(np.count_nonzero(self.good[start:stop]) / expected, 1.0))
+
+    def pixel_width(self, window: Window) -> float:
+        """The median pixel width (Å, rest frame) inside ``window`` (inf when it holds none)."""
+        start, stop = np.searchsorted(self.wave, window)
+        if stop - start < 2:
+            return math.inf
+        return float(np.median(np.diff(self.wave[start:stop])))
 
     def median_flux(self, window: Window) -> float | None:
         try:

@@ -7,8 +7,17 @@ import math
 
 import pytest
 
+from agent.bench.real import Scored, confident_wrong, format_wrong
+from agent.calibration import calibrator_from_dict
 from agent.evaluation import SampleResult
-from agent.real_evaluation import format_table, part_report, side_by_side
+from agent.real_evaluation import (
+    Baseline,
+    format_table,
+    load_baseline,
+    part_report,
+    report_figures,
+    side_by_side,
+)
 
 LABELS = ["YES", "YES", "NO", "NO"]
 PREDICTIONS: list[str | None] = ["YES", "NO", "NO", "YES"]
@@ -110,3 +119,79 @@ def test_it_scores_each_spectrum_for_each_task_as_a_lone_episode_would() -> None
     other = SpectrumView(items[1][1])
     with pytest.raises(ValueError, match="another spectrum"):
         inspector.begin(spectrum=items[0][1], task=get_task("CV"), view=other)
+
+
+def _baseline(figures: dict) -> Baseline:
+    return Baseline(
+        inspector="rule-based/v2",
+        code_commit="9770741",
+        command="python -m agent.bench.real baseline --synthetic 60 --output x.json",
+        measured_on="2026-11-27",
+        corpus_version=2,
+        note="",
+        figures=figures,
+        confident_wrong=(),
+    )
+
+
+def test_it_prints_the_old_figures_beside_the_new_per_task_and_part() -> None:
+    new = part_report(LABELS, PREDICTIONS, CONFIDENCES)
+    old = report_figures(part_report(LABELS, ["YES", "YES", "NO", "NO"], [0.99, 0.8, 0.9, 0.6]))
+    table = format_table(
+        {"B": {"validation": new, "synthetic": new}},
+        baseline=_baseline({"B": {"validation": old}}),
+    )
+    lines = table.splitlines()
+    assert "old = rule-based/v2 at 9770741" in lines[1]
+    assert "| old  bacc    F1   ECE wrong |" in lines[2]
+    validation = next(line for line in lines if line.startswith("B    validation"))
+    # new: bacc 0.50, F1 0.50 (hand-computed above); old: all right, bacc 1.00, F1 1.00, and
+    # its 0.99 answer right, so none wrong at >= 0.9
+    assert validation.split("|")[0].split()[5:9] == ["0.50", "0.50", f"{new.ece:.2f}", "0"]
+    assert validation.split("|")[1].split() == ["1.00", "1.00", f"{old['ece']:.2f}", "0"]
+    synthetic = next(line for line in lines if line.startswith("B    synthetic"))
+    assert synthetic.split("|")[1].split() == ["—", "—", "—", "—"]
+    assert "old" not in format_table({"B": {"validation": new}})
+
+
+def test_it_stores_the_baseline_with_what_produced_it() -> None:
+    """The old figures issue 23 reports (validation: balanced accuracy B 0.75, A 0.81, O 0.83;
+    9 wrong at >= 0.9 in 5,184 answers), with the inspector version and commit."""
+    baseline = load_baseline()
+    assert baseline is not None
+    assert baseline.inspector == "rule-based/v2" and baseline.code_commit
+    assert baseline.command.startswith("python -m agent.bench.real baseline")
+    validation = {task: parts["validation"] for task, parts in baseline.figures.items()}
+    assert {t: round(validation[t]["balanced_accuracy"], 2) for t in ("B", "A", "O")} == {
+        "B": 0.75,
+        "A": 0.81,
+        "O": 0.83,
+    }
+    assert sum(v["n"] for v in validation.values()) == 5184
+    assert sum(v["confident_wrong"] for v in validation.values()) == 9
+    listed = [r for r in baseline.confident_wrong if r["part"] == "validation"]
+    assert len(listed) == 9
+    for task, parts in baseline.figures.items():
+        for part, figures in parts.items():
+            named = [r for r in baseline.confident_wrong if (r["task"], r["part"]) == (task, part)]
+            assert len(named) == figures["confident_wrong"], (task, part)
+
+
+def test_it_lists_every_answer_wrong_at_confidence_0_9() -> None:
+    identity = {"B": calibrator_from_dict({"method": "Platt", "slope": 1.0, "intercept": 0.0})}
+    scored = {
+        "validation": [
+            Scored("B", "miles-m0720", "YES", -3.0),  # NO at 0.95: wrong, listed
+            Scored("B", "x-2", "YES", 3.0),  # right
+            Scored("B", "x-3", "NO", 1.0),  # wrong at 0.73: not listed
+            Scored("B", "x-4", "NO", 4.0, ("coverage",)),  # pulled to 0.5 + 0.25 * 0.48: 0.62
+        ]
+    }
+    rows = confident_wrong(scored, identity, {"B": 0.25})
+    assert [(r.item, r.label, round(r.confidence, 3)) for r in rows] == [
+        ("miles-m0720", "YES", 0.953)
+    ]
+    assert rows[0].subclass == "R..."  # the library's type, from the manifest
+    text = format_wrong(rows)
+    assert text.splitlines()[0] == "Wrong at confidence >= 0.9: 1"
+    assert "miles-m0720 (R...): labelled YES, answered NO at 0.95" in text

@@ -148,3 +148,51 @@ def test_it_states_how_long_the_last_evaluation_took(engineer, client) -> None:
     client.force_login(engineer)
     page = client.get(reverse("evaluation_list")).content.decode()
     assert f'The last evaluation here took 69 s (rule-based, <a href="/jobs/{job.pk}/">' in page
+
+
+def finished_job(engineer, policy: dict) -> Job:
+    figures = {
+        "n": 649,
+        "positives": 55,
+        "accuracy": 0.97,
+        "balanced_accuracy": 0.8745,
+        "f1": 0.79,
+        "ece": 0.02,
+        "confident_wrong": 1,
+        "triage": [[0.0, 0.79]],
+    }
+    return Job.objects.create(
+        kind=evaluations.JOB_KIND,
+        state=JobState.SUCCEEDED,
+        params={},
+        result={"policy": policy, "parts": ["validation"], "tasks": {"B": {"validation": figures}}},
+        created_by=engineer,
+    )
+
+
+def test_it_shows_the_old_rule_based_figures_beside_the_new(engineer, client) -> None:
+    """Issue 23: the page shows the stored baseline (the inspector version before the change,
+    with its commit) beside a rule-based job's figures, per task and part."""
+    baseline = real_bench.load_baseline()
+    assert baseline is not None
+    old = baseline.part("B", "validation")
+    assert old is not None
+    job = finished_job(engineer, {"kind": "rule-based"})
+    rows = evaluations.evaluation_table(job, evaluations.evaluation_baseline(job))
+    assert rows[0]["balanced_accuracy"] == "0.87"
+    assert rows[0]["old"]["balanced_accuracy"] == f"{old['balanced_accuracy']:.2f}"
+    assert rows[0]["old"]["confident_wrong"] == old["confident_wrong"]
+    client.force_login(engineer)
+    page = client.get(reverse("evaluation_list")).content.decode()
+    assert "old balanced acc." in page
+    assert f"<code>{baseline.code_commit}</code>" in page
+    assert f'<td class="old-figure">{old["balanced_accuracy"]:.2f}</td>' in page
+
+
+def test_it_shows_no_rule_based_baseline_beside_another_policy(engineer, client) -> None:
+    job = finished_job(engineer, {"kind": "openai", "endpoint": "local"})
+    assert evaluations.evaluation_baseline(job) is None
+    assert evaluations.evaluation_table(job)[0]["old"] is None
+    client.force_login(engineer)
+    page = client.get(reverse("evaluation_list")).content.decode()
+    assert "old balanced acc." not in page
