@@ -43,7 +43,8 @@ def routed(verdicts: dict[str, tuple[str, float]], *, owner, model=("model:a", "
 
 def order(user) -> list[str]:
     rows = queue.active_queue(user=user, base=catalog.vetting_queue(user))
-    return [candidate.spectrum.object_id.removeprefix("Q-") for candidate in rows]
+    names = {c.pk: c.spectrum.object_id.removeprefix("Q-") for c in rows}
+    return [names[r.pk] for r in queue.ranked(rows)]
 
 
 def test_it_puts_conflicts_first_then_disagreement_and_uncertainty(owner, expert, outsider, vetter):
