@@ -88,9 +88,7 @@ def checkpoint_trained_on(source: Path, folder: Path, distribution: str) -> Path
 
 
 def first_turn(prompt: list[dict[str, Any]]) -> tuple[str, str]:
-    texts = [
-        "".join(part.get("text", "") for part in message["content"]) for message in prompt[:2]
-    ]
+    texts = ["".join(part.get("text", "") for part in message["content"]) for message in prompt[:2]]
     return texts[0], texts[1]
 
 

@@ -1,0 +1,71 @@
+"""Shown to learn (issue 24): SFT and GRPO through the project's own paths measurably learn on
+the tiny model, and the check fails when gradients go nowhere (negative controls)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training.bench_learning import (
+    LearningSettings,
+    build_learning_model,
+    format_only_checkpoint,
+    run_grpo_stage,
+    run_sft_stage,
+    shortfalls,
+)
+
+pytestmark = pytest.mark.slow
+SETTINGS = LearningSettings()
+
+
+@pytest.fixture(scope="module")
+def learning_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_learning_model(tmp_path_factory.mktemp("learning") / "tiny", SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def format_checkpoint(learning_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SFT on answers that ignore the hint: the format, and YES or NO at random."""
+    result = format_only_checkpoint(learning_model, tmp_path_factory.mktemp("format"), SETTINGS)
+    assert result["accuracy_after"] <= 0.75
+    return Path(result["checkpoint"])
+
+
+def test_it_learns_the_hinted_answer_by_sft(learning_model, tmp_path):
+    result = run_sft_stage(learning_model, tmp_path, SETTINGS)
+    assert result["accuracy_before"] <= 0.6
+    assert result["accuracy_after"] >= 0.9
+    assert shortfalls(result, SETTINGS) == []
+    assert result["moved"]["vision"] == 0.0
+    assert result["precision"]["checkpoint_dtype"] == "bfloat16"
+    assert result["dtype"] == "torch.float32"  # fp32 master weights over the bf16 checkpoint
+
+
+@pytest.mark.parametrize(
+    ("sabotage", "caught_by"),
+    [
+        ("frozen", "group layer0.self_attn: 0.00%"),
+        ("masked_answer", "accuracy rose"),
+        ("bf16", "norms"),
+    ],
+)
+def test_it_catches_sft_whose_gradients_go_nowhere(learning_model, tmp_path, sabotage, caught_by):
+    result = run_sft_stage(learning_model, tmp_path, SETTINGS, sabotage)
+    problems = shortfalls(result, SETTINGS)
+    assert any(caught_by in problem for problem in problems), problems
+
+
+def test_it_learns_the_rewarded_answer_by_grpo(format_checkpoint, tmp_path):
+    result = run_grpo_stage(format_checkpoint, tmp_path, SETTINGS)
+    assert result["reward_last"] - result["reward_first"] >= SETTINGS.reward_margin
+    assert shortfalls(result, SETTINGS) == []
+    assert result["moved"]["vision"] == 0.0
+
+
+def test_it_catches_grpo_with_a_constant_reward(format_checkpoint, tmp_path):
+    result = run_grpo_stage(format_checkpoint, tmp_path, SETTINGS, "constant_reward")
+    problems = shortfalls(result, SETTINGS)
+    assert any("reward rose" in problem for problem in problems), problems
+    assert any("layer1.mlp: 0.00%" in problem for problem in problems), problems
