@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from training.bench_learning import (
+from training.bench.learning import (
     LearningSettings,
     build_learning_model,
     format_only_checkpoint,

@@ -32,8 +32,8 @@ repeated hint and lr 3e-3 learn it in about 30 steps. The checkpoint is stored i
 released Qwen2.5-VL weights, so the run goes through the fp32-master-weights plan.
 
 ```bash
-python -m training.bench_learning --out /tmp/specvet-learning
-python -m training.bench_learning --out /tmp/specvet-learning --sabotage bf16
+python -m training.bench.learning --out /tmp/specvet-learning
+python -m training.bench.learning --out /tmp/specvet-learning --sabotage bf16
 ```
 """
 
@@ -53,7 +53,7 @@ LETTERS = ("Y", "N")
 SYSTEM = "Follow the hint."  # no capital Y or N: the hint is the only one before the answer
 QUESTION = "<image>Is this a cataclysmic variable?"
 SABOTAGES = ("none", "frozen", "masked_answer", "bf16", "constant_reward")
-CONFIGS = Path(__file__).resolve().parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 @dataclass(frozen=True)
