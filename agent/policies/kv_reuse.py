@@ -76,7 +76,9 @@ def prefill_suffix(model: Any, inputs: Any, cached: CachedPrefix, reuse: int) ->
     ids = inputs["input_ids"]
     end = ids.shape[1] - 1
     cache = cached.cache
-    cache.crop(reuse)
+    surplus = cache.get_seq_length() - reuse
+    if surplus > 0:
+        cache.crop(-surplus)  # a negative count drops that many trailing tokens
     positions, deltas = model.model.get_rope_index(
         ids,
         mm_token_type_ids=inputs["mm_token_type_ids"],

@@ -125,6 +125,7 @@ class TransformersPolicy(PerThreadUsage):
         returns the sequences and how many prompt tokens came from the cache."""
         ids = inputs["input_ids"][0].tolist()
         images = image_spans(inputs, self._image_token_id)
+        output: Any
         reused = reusable_length(self._prefix, ids, images) if self._prefix is not None else 0
         if reused > 0 and self._prefix is not None:
             cache = prefill_suffix(self.model, inputs, self._prefix, reused)
