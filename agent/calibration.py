@@ -144,14 +144,24 @@ class PlattScaling:
 
 
 def fit_platt(
-    scores: Sequence[float], labels: Sequence[bool], *, intercept: bool = True
+    scores: Sequence[float],
+    labels: Sequence[bool],
+    *,
+    intercept: bool = True,
+    prior_strength: float = 0.0,
 ) -> PlattScaling:
     """Platt's fit of a logistic curve to raw scores, with his smoothed targets
     ((N+ + 1)/(N+ + 2) for positives, 1/(N- + 2) for negatives) so separable data cannot drive
     the slope to infinity. ``intercept=False`` fits the slope alone (a temperature), which
     keeps every decision and only rescales the confidence: the choice when a task has too few
     positives to place a threshold.
+
+    ``prior_strength`` > 0 adds a Gaussian prior centred on the identity (slope 1, intercept 0)
+    with that precision, a MAP fit: with few labels the curve stays near the raw scores (when
+    they are log-odds) and moves only as far as the labels pull it.
     """
+    if prior_strength < 0:
+        raise ValueError(f"prior_strength must be >= 0; got {prior_strength}")
     if len(scores) != len(labels):
         raise ValueError("scores and labels differ in length")
     if not scores:
@@ -166,8 +176,14 @@ def fit_platt(
         z = np.clip(slope * x + offset, -40.0, 40.0)
         p = 1.0 / (1.0 + np.exp(-z))
         value = float(np.sum(np.logaddexp(0.0, z) - target * z))
+        value += 0.5 * prior_strength * ((slope - 1.0) ** 2 + offset**2)
         gradient = p - target
-        grad = np.array([float(np.sum(gradient * x)), float(np.sum(gradient))])
+        grad = np.array(
+            [
+                float(np.sum(gradient * x)) + prior_strength * (slope - 1.0),
+                float(np.sum(gradient)) + prior_strength * offset,
+            ]
+        )
         return value, grad if intercept else grad[:1]
 
     start = np.array([1.0, 0.0]) if intercept else np.array([1.0])

@@ -515,6 +515,43 @@ def reference_template(task: str) -> tuple[CorpusEntry, Spectrum] | None:
         return None
 
 
+# The corpus spectra the viewer's redshift fit correlates against (agent.redshift): Pickles (1998)
+# dwarfs and giants across O-M (rest frame, R ~ 500) and the two SDSS galaxies of the ppxf wheel,
+# put into their rest frame by the SDSS pipeline's Z. No quasar template ships in any pinned wheel.
+REDSHIFT_TEMPLATE_IDS = (
+    "pickles-1", "pickles-5", "pickles-9", "pickles-13", "pickles-18", "pickles-27",
+    "pickles-34", "pickles-38", "pickles-43", "pickles-78", "pickles-97",
+    "sdss-ngc3073", "sdss-ngc3522",
+)  # fmt: skip
+
+
+def redshift_templates(exclude: Sequence[str] = ()) -> list[tuple[CorpusEntry, Spectrum]]:
+    """The REDSHIFT_TEMPLATE_IDS spectra in their rest frame (``redshift`` 0), ``exclude`` left
+    out; empty when the cache is not built (nothing is downloaded here)."""
+    try:
+        fetch(download=False, quiet=True)
+    except CorpusUnavailable:
+        return []
+    by_id = {entry.id: entry for entry in load_manifest()}
+    found = []
+    archives: dict[str, zipfile.ZipFile] = {}
+    try:
+        for key in REDSHIFT_TEMPLATE_IDS:
+            if key in exclude or key not in by_id:
+                continue
+            spectrum = load_entry(by_id[key], archives)
+            if spectrum.redshift:
+                spectrum.wavelength = spectrum.rest_wavelength
+                spectrum.redshift = 0.0
+            found.append((by_id[key], spectrum))
+    except CorpusUnavailable:
+        return []
+    finally:
+        for archive in archives.values():
+            archive.close()
+    return found
+
+
 # --- the stellar libraries of the MaNGA DAP wheel (``build``) ---------------------------------
 
 LIBRARY_SOURCE = "mangadap"

@@ -167,9 +167,9 @@ def curations_visible_to(
 def dataset_exports_visible_to(
     *, user: Any, rows: QuerySet[DatasetExport] | None = None
 ) -> QuerySet[DatasetExport]:
-    """``rows`` (default: every SFT dataset export) less those holding a curation this user may
-    not read: an export names its curations and holds their trajectories. One made before its
-    curations were recorded counts as holding any."""
+    """``rows`` (default: every training data export) less those holding a curation, a run's
+    rollouts or a spectrum this user may not read: an export names its curations and holds
+    their trajectories. One made before its curations were recorded counts as holding any."""
     blinding = blinding_for(user)
     rows = DatasetExport.objects.all() if rows is None else rows
     if blinding.confined:
@@ -179,15 +179,32 @@ def dataset_exports_visible_to(
 
 
 def _hidden_export_ids(blinding: Blinding, rows: QuerySet[DatasetExport]) -> list[int]:
-    if not blinding.curation_ids:
+    if not (blinding.curation_ids or blinding.run_ids or blinding.content_hashes):
         return []
     # Compared in Python: JSON containment lookups differ by database, and exports are versions
-    # of one dataset (tens, not millions).
+    # of a few datasets (tens, not millions).
     return [
         pk
-        for pk, curation_ids in rows.values_list("pk", "curation_ids")
-        if curation_ids is None or blinding.curation_ids & set(curation_ids)
+        for pk, curation_ids, run_ids, hashes in rows.values_list(
+            "pk", "curation_ids", "run_ids", "content_hashes"
+        )
+        if _export_shows_hidden(blinding, curation_ids, run_ids, hashes)
     ]
+
+
+def _export_shows_hidden(
+    blinding: Blinding, curation_ids: Any, run_ids: Any, content_hashes: Any
+) -> bool:
+    """An export shows what the user may not read: one of their hidden curations (an export
+    made before its curations were recorded counts as holding any), a hidden run's rollouts or
+    a spectrum an item of their open campaign shows (the later export kinds record both)."""
+    if blinding.curation_ids and (
+        curation_ids is None or blinding.curation_ids & set(curation_ids)
+    ):
+        return True
+    return bool(
+        blinding.run_ids & set(run_ids or ()) or blinding.content_hashes & set(content_hashes or ())
+    )
 
 
 def campaign_items_visible_to(*, user: Any) -> QuerySet[CampaignItem]:

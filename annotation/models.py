@@ -38,6 +38,15 @@ from annotation.inspections.models import (
     ModelPromotion,
     Rollout,
 )
+from annotation.learning.models import (
+    AuditSample,
+    AuditSampleItem,
+    CalibrationFit,
+    GoldAnswer,
+    GoldItem,
+    TriageTarget,
+    TriageThreshold,
+)
 from annotation.rating.models import (
     CampaignItem,
     Judge,
@@ -51,6 +60,8 @@ from annotation.rating.models import (
 from annotation.spectra.models import (
     Label,
     LabelExport,
+    RedshiftDecision,
+    RedshiftSource,
     Spectrum,
     SpectrumLabel,
     Task,
@@ -73,6 +84,8 @@ __all__ = [
     "Task",
     "Label",
     "LabelExport",
+    "RedshiftDecision",
+    "RedshiftSource",
     "Spectrum",
     "SpectrumLabel",
     "CurationState",
@@ -106,4 +119,11 @@ __all__ = [
     "PairJudgement",
     "Judge",
     "JudgeScore",
+    "CalibrationFit",
+    "TriageTarget",
+    "TriageThreshold",
+    "AuditSample",
+    "AuditSampleItem",
+    "GoldItem",
+    "GoldAnswer",
 ]

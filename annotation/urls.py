@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("annotation.curation.urls")),
     path("", include("annotation.inspections.urls")),
     path("", include("annotation.catalog.urls")),
+    path("", include("annotation.learning.urls")),
     path("", include("annotation.rating.urls")),
     path("", include("annotation.training_runs.urls")),
     path("", include("annotation.core.urls")),

@@ -212,3 +212,76 @@ def make_inspected(
             ],
         )
     return run
+
+
+def make_revised_curation(
+    *, reviser, auditors, object_id: str = "REV-1", seed: int = 0, think: str = "Zoom on the core."
+):
+    """A drafted curation an expert revised (its first step's thinking and window changed) and
+    two auditors approved: the trajectory the loop's SFT and DPO exports learn from."""
+    from agent.editing import EditedStep, apply_edit, edit_from_trajectory
+    from annotation.curation import selectors as curation_selectors
+    from annotation.spectra import selectors as spectra_selectors
+
+    curation = make_curation(object_id=object_id, seed=seed)
+    curation_services.curation_screen(curation=curation, user=auditors[0], keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=reviser)
+    head = curation_selectors.head_version(curation)
+    base = curation_selectors.version_trajectory(head)
+    _, answer = edit_from_trajectory(base)
+    edited = apply_edit(
+        base,
+        tool=spectra_selectors.spectrum_tool(curation.spectrum),
+        steps=[EditedStep(think, (6540.0, 6590.0), "H-alpha core")],
+        answer=answer,
+    )
+    curation_services.curation_save_revision(
+        curation=curation, user=reviser, base_number=head.number, trajectory=edited
+    )
+    curation_services.curation_submit_for_audit(
+        curation=curation, user=reviser, base_number=curation.head_number
+    )
+    for auditor in auditors:
+        curation_services.curation_claim_audit(curation=curation, user=auditor)
+    for auditor in auditors:
+        curation_services.audit_submit(
+            curation=curation, user=auditor, version_number=curation.head_number, verdict="approve"
+        )
+    curation.refresh_from_db()
+    return curation
+
+
+def make_galaxy_spectrum(
+    *,
+    z: float,
+    object_id: str = "GALAXY-1",
+    dataset: str = "tests",
+    scale: float = 1.0,
+    seed: int = 0,
+    ra: float | None = None,
+    dec: float | None = None,
+    sky: bool = False,
+) -> Spectrum:
+    """An SDSS-like spectrum of the synthetic emission-line galaxy template redshifted to ``z``
+    (agent.redshift_templates), S/N about 15, optionally with a sky spectrum."""
+    from agent.redshift_templates import synthetic_templates
+
+    template = synthetic_templates()[0]
+    rng = np.random.default_rng(seed)
+    wave = 10.0 ** np.arange(np.log10(3700.0), np.log10(9200.0), 1e-4)
+    flux = scale * np.interp(wave / (1.0 + z), template.wavelength, template.flux)
+    noise = float(np.median(np.abs(flux))) / 15.0
+    value = SpectrumValue(
+        wavelength=wave,
+        flux=flux + rng.normal(0.0, noise, wave.size),
+        ivar=np.full(wave.size, 1.0 / noise**2),
+        survey="TEST",
+        object_id=object_id,
+        ra=ra,
+        dec=dec,
+        sky=np.where(np.abs(wave - 5578.9) < 3.0, 40.0, 2.0) if sky else None,
+    )
+    result = spectra_services.spectra_store(
+        values=[value], dataset=dataset, source_name=f"{object_id}.fits"
+    )
+    return result.created[0]

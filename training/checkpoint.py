@@ -29,7 +29,7 @@ LINEAGE_SCHEMA = 1
 STOCK_PROCESSOR_CLASS = "Qwen2_5_VLProcessor"
 PROCESSOR_CONFIG_FILES = ("processor_config.json", "tokenizer_config.json")
 TRACKED_LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
-STAGES = ("sft", "grpo")
+STAGES = ("sft", "grpo", "dpo")
 
 
 class LineageError(ValueError):
@@ -38,7 +38,7 @@ class LineageError(ValueError):
 
 @dataclass(frozen=True)
 class Lineage:
-    stage: str  # "sft" | "grpo"
+    stage: str  # "sft" | "grpo" | "dpo"
     base_model: str  # path or name of the checkpoint training started from
     dataset_version: str  # training.data.dataset_version of the training rows
     dataset: dict[str, Any]  # rows, dropped rows, sources

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 from transformers.trainer_utils import SchedulerType
-from trl import GRPOConfig, SFTConfig
+from trl import DPOConfig, GRPOConfig, SFTConfig
 
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 VISION_MODULES_PATTERN = r".*visual.*"
@@ -135,6 +135,10 @@ class DataArguments:
         for CPU smoke runs only (the demonstrator is told the label).
     max_sequence_length: rows with more tokens (image tokens included) are dropped and counted.
 
+    > DPO: preference pairs
+
+    preference_pairs: dpo.jsonl files of a specvet preference export.
+
     > GRPO: label-only rows
 
     specvi_mini_*: SpecVI-mini spectra generated in memory (agent.synthetic.generate_split).
@@ -191,6 +195,13 @@ class DataArguments:
     verl_parquet: list[str] = field(
         default_factory=list,
         metadata={"help": "SpecVI-Bench / verl parquet files of label-only rows for GRPO."},
+    )
+    preference_pairs: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "DPO: dpo.jsonl files of a preference export (TRL vision DPO rows), their "
+            "images beside them (image paths are relative to the file)."
+        },
     )
     input_distribution: str = field(
         default="specvet",
@@ -401,6 +412,33 @@ class SpecvetGRPOConfig(GRPOConfig):
             "default": DEFAULT_LOSS_TYPE,
             "why_default": DEFAULT_LOSS_REASON,
         }
+
+
+@dataclass
+class SpecvetDPOConfig(DPOConfig):
+    """TRL DPOConfig with the settings a vision preference run needs.
+
+    > Defaults that differ from DPOConfig
+
+    max_length None (TRL's vision collator must not cut image tokens; rows are whole turns),
+    bf16 True, logging_steps 1 (one metrics record per step), report_to "none". beta (0.1) and
+    learning_rate (1e-6) stay TRL's.
+    """
+
+    bf16: bool | None = field(  # type: ignore[assignment]  # TrainingArguments says bool
+        default=True, metadata={"help": "bf16 mixed precision (GPU)."}
+    )
+    max_length: int | None = field(
+        default=None,
+        metadata={"help": "Keep None: cutting a vision row's image tokens breaks the row."},
+    )
+    logging_steps: float = field(
+        default=1, metadata={"help": "Log (and record metrics) every N steps."}
+    )
+    report_to: None | str | list[str] = field(
+        default="none",
+        metadata={"help": "Integrations to report to (metrics go to the sink anyway)."},
+    )
 
 
 # --- generation backends -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The run skeleton SFT and GRPO share: model, processor and LoRA from the model arguments,
+"""The run skeleton SFT, GRPO and DPO share: model, processor and LoRA from the model arguments,
 the metrics sink and callbacks (validation F1 included), the run's name, and saving the trained
 model with its lineage. ``training.sft`` and ``training.grpo`` keep only what differs."""
 
@@ -82,7 +82,8 @@ def plan_run(
         reference = float(training_args.beta) > 0
     else:
         sequence = int(data_args.max_sequence_length or training_args.max_length or 0)
-        vllm_share, reference = 0.0, False
+        # DPO keeps a frozen copy of the model for the reference log-probabilities.
+        vllm_share, reference = 0.0, stage == "dpo"
     on_gpu = not getattr(training_args, "use_cpu", False)
     estimate = estimate_memory(
         count,

@@ -92,6 +92,8 @@ def spectrum_to_npz_bytes(spectrum: Spectrum) -> bytes:
     }
     if spectrum.ivar is not None:
         arrays["ivar"] = np.asarray(spectrum.ivar, dtype=np.float64)
+    if spectrum.sky is not None:
+        arrays["sky"] = np.asarray(spectrum.sky, dtype=np.float64)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
     return buffer.getvalue()
@@ -131,7 +133,17 @@ def _spectrum_from_npz_arrays(arrays: dict[str, np.ndarray], source: str) -> Spe
         meta=dict(header.get("meta") or {}),
         source=str(header.get("source", "")),
         resolution=_stored_resolution(header.get("resolution"), source),
+        sky=_stored_sky(arrays, validated.wavelength.size, source),
     )
+
+
+def _stored_sky(arrays: dict[str, np.ndarray], n_pixels: int, source: str) -> np.ndarray | None:
+    if "sky" not in arrays:
+        return None
+    sky = np.asarray(arrays["sky"], dtype=np.float64).ravel()
+    if sky.size != n_pixels:
+        raise SpectrumFormatError(f"{source}: 'sky' has {sky.size} pixels, flux {n_pixels}")
+    return sky
 
 
 def _stored_resolution(value: Any, source: str) -> Resolution | None:

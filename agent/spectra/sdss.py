@@ -35,6 +35,11 @@ def _load_sdss(hdus: fits.HDUList, source: str) -> Spectrum:
     ivar = _table_column(coadd, "ivar", source) if _has_column(coadd, "ivar") else None
     and_mask = _table_column(coadd, "and_mask", source) if _has_column(coadd, "and_mask") else None
     arrays = validate_arrays(10.0**loglam, flux, ivar, source=where, mask=and_mask)
+    sky = None
+    if _has_column(coadd, "sky"):
+        sky = _table_column(coadd, "sky", source).astype(np.float64)
+        if loglam.size > 1 and loglam[0] > loglam[-1]:  # validate_arrays reversed the grid
+            sky = sky[::-1]
     resolution = None
     if _has_column(coadd, "wdisp"):
         # wdisp is the LSF sigma in pixels of 1e-4 dex
@@ -67,6 +72,7 @@ def _load_sdss(hdus: fits.HDUList, source: str) -> Spectrum:
         snr=snr,
         meta=meta,
         resolution=resolution,
+        sky=sky,
     )
 
 

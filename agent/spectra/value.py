@@ -35,6 +35,8 @@ class Spectrum:
     source: str = ""  # where it was read from: "path" or "path#row"
     # instrumental line-spread FWHM; filled from the survey default or the sampling when None
     resolution: Resolution | None = None
+    # the sky the pipeline subtracted, same grid and flux unit (SDSS ``sky``), or None
+    sky: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.wavelength = np.asarray(self.wavelength, dtype=np.float64)
@@ -43,6 +45,12 @@ class Spectrum:
             self.resolution = survey_default(self.survey, self.wavelength)
         if self.ivar is not None:
             self.ivar = np.asarray(self.ivar, dtype=np.float64)
+        if self.sky is not None:
+            self.sky = np.asarray(self.sky, dtype=np.float64)
+            if self.sky.shape != self.flux.shape:
+                raise SpectrumFormatError(
+                    f"sky has {self.sky.size} pixels, flux {self.flux.size}: not one grid"
+                )
         bad = ~np.isfinite(self.flux)
         if self.ivar is not None:
             with np.errstate(invalid="ignore"):
@@ -307,6 +315,7 @@ def _finish(
     snr: float | None = None,
     meta: dict[str, Any] | None = None,
     resolution: Resolution | None = None,
+    sky: np.ndarray | None = None,
 ) -> Spectrum:
     return Spectrum(
         wavelength=arrays.wavelength,
@@ -322,6 +331,7 @@ def _finish(
         meta=meta or {},
         source=source,
         resolution=resolution,
+        sky=sky,
     )
 
 

@@ -17,11 +17,13 @@ from rest_framework.views import APIView
 from annotation import blinding as selectors
 from annotation.catalog import selectors as catalog
 from annotation.catalog import trajectories
+from annotation.catalog.queue import queue_for_user
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.http import _expert
 from annotation.core.serializers import CONFLICT, NOT_FOUND
+from annotation.inspections import quality as decision_quality
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
     Candidate,
@@ -30,6 +32,9 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
 )
+from annotation.learning import queue as active_queue
+from annotation.learning import services as learning_services
+from annotation.learning.models import GoldAnswer, GoldItem
 
 
 class CatalogEntryOutputSerializer(serializers.ModelSerializer):
@@ -56,6 +61,8 @@ class CatalogEntryOutputSerializer(serializers.ModelSerializer):
             "expert_decision",
             "vetted_label",
             "label_state",
+            "expert_quality",
+            "expert_issues",
             "synthetic",
             "run",
             "candidate",
@@ -73,6 +80,8 @@ class ExpertDecisionOutputSerializer(serializers.ModelSerializer):
             "candidate",
             "expert",
             "decision",
+            "quality",
+            "issues",
             "comment",
             "verdict_seen",
             "confidence_seen",
@@ -306,14 +315,24 @@ class VettingNextApi(APIView):
     @extend_schema(
         operation_id="vetting_next_retrieve",
         responses=OutputSerializer,
-        description="The oldest candidate routed to experts that you have not decided yet "
-        "(candidate is null when none waits).",
+        description="The candidate routed to experts whose decision is worth most that you "
+        "have not decided yet, conflicts first (candidate is null when none waits).",
     )
     def get(self, request: Request) -> Response:
         queue = selectors.candidates_visible_to(
-            user=request.user, rows=catalog.vetting_queue(request.user)
+            user=request.user,
+            rows=active_queue.active_queue(
+                user=request.user,
+                base=queue_for_user(catalog.vetting_queue(request.user), request.user),
+            ),
         )
-        output = {"remaining": queue.count(), "candidate": queue.first()}
+        gold = selectors.candidates_visible_to(
+            user=request.user, rows=active_queue.gold_candidates(request.user)
+        )
+        candidate = active_queue.next_candidate(
+            user=request.user, queue=queue, gold=gold, skipped=[]
+        )
+        output = {"remaining": queue.count(), "candidate": candidate}
         return Response(self.OutputSerializer(output).data)
 
 
@@ -323,7 +342,26 @@ class ExpertDecisionCreateApi(APIView):
     class InputSerializer(serializers.Serializer):
         candidate = serializers.IntegerField(min_value=1)
         decision = serializers.ChoiceField(choices=ExpertDecisionValue.values)
-        comment = serializers.CharField(required=False, allow_blank=True, default="")
+        comment = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text=f"at most {decision_quality.COMMENT_MAX_CHARS} characters; shown escaped",
+        )
+        quality = serializers.ChoiceField(
+            choices=list(decision_quality.QUALITY_VALUES),
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="how securely the spectrum supports the decision: "
+            + "; ".join(f"{v} {name}" for v, name, _ in decision_quality.QUALITY_SCALE),
+        )
+        issues = serializers.ListField(
+            child=serializers.ChoiceField(choices=list(decision_quality.ISSUE_CODES)),
+            required=False,
+            default=list,
+            help_text="issue flags: " + ", ".join(decision_quality.ISSUE_CODES),
+        )
 
     @extend_schema(
         operation_id="expert_decision_create",
@@ -344,6 +382,9 @@ class ExpertDecisionCreateApi(APIView):
         candidate = get_object_or_404(
             selectors.candidates_visible_to(user=request.user), pk=data["candidate"]
         )
+        gold = learning_services.gold_for_vetter(candidate=candidate, vetter=_expert(request))
+        if gold is not None:
+            return _gold_answer_response(gold, candidate, request, data)
         existed = ExpertDecision.objects.filter(
             candidate=candidate, expert=_expert(request)
         ).exists()
@@ -353,6 +394,8 @@ class ExpertDecisionCreateApi(APIView):
                 expert=_expert(request),
                 decision=data["decision"],
                 comment=data["comment"].strip(),
+                quality=data["quality"],
+                issues=data["issues"],
             )
         except core_errors.WorkflowError as error:
             return error_response(error)
@@ -360,3 +403,34 @@ class ExpertDecisionCreateApi(APIView):
             ExpertDecisionOutputSerializer(record).data,
             status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
         )
+
+
+def _gold_answer_response(
+    gold: GoldItem, candidate: Candidate, request: Request, data: dict[str, Any]
+) -> Response:
+    """A gold answer, answered in the shape of an expert decision: the expert must not learn
+    that the candidate was a gold item."""
+    existed = GoldAnswer.objects.filter(gold=gold, vetter=_expert(request)).exists()
+    try:
+        answer = learning_services.gold_answer_record(
+            gold=gold, vetter=_expert(request), answer=data["decision"]
+        )
+    except core_errors.WorkflowError as error:
+        return error_response(error)
+    run = candidate.run
+    shown = ExpertDecision(
+        pk=answer.pk,
+        candidate=candidate,
+        expert=_expert(request),
+        decision=answer.answer,
+        comment=data["comment"].strip(),
+        verdict_seen=candidate.verdict,
+        confidence_seen=candidate.confidence,
+        model_key_seen=run.model_key,
+        model_label_seen=run.model_label,
+        created_at=answer.answered_at,
+    )
+    return Response(
+        ExpertDecisionOutputSerializer(shown).data,
+        status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+    )

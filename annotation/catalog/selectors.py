@@ -208,6 +208,22 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
     CatalogColumn(
         "duplicates", "duplicates", "int", "", "meta.number", "Other spectra of the same content"
     ),
+    CatalogColumn(
+        "expert_quality",
+        "expert_quality",
+        "float",
+        "",
+        "meta.code.qual",
+        "Mean expert quality 0-4 (4 confident); NaN: none given",
+    ),
+    CatalogColumn(
+        "expert_issues",
+        "expert_issues",
+        "str",
+        "",
+        "meta.code.qual",
+        "Expert issue flags, comma-separated: sky, low_snr, artefact, ...",
+    ),
 )
 COLUMN_NAMES = tuple(column.name for column in CATALOG_COLUMNS)
 _SOURCES = tuple(column.source for column in CATALOG_COLUMNS)
@@ -561,6 +577,9 @@ class CatalogRowView:
     spectrum_id: int | None = None
     duplicates: int = 0
     duplicate_of: str = ""  # "also in lamost (spectrum 12), uploads (spectrum 40)"
+    expert_quality: str = ""  # the experts' mean 0-4 quality, "" when none gave one
+    expert_issues: str = ""  # "sky, low_snr"
+    content_hash: str = ""
 
 
 def _expert_tallies(candidate_ids: list[int]) -> dict[int, str]:
@@ -652,6 +671,9 @@ def list_rows(
             spectrum_url=f"{spectrum_prefix}{entry.spectrum_id}/" if entry.spectrum_id else "",
             duplicates=int(getattr(entry, "duplicates", 0) or 0),
             duplicate_of=_also_in(entry, notes),
+            expert_quality=_fixed(entry.expert_quality, 1),
+            expert_issues=entry.expert_issues.replace(",", ", "),
+            content_hash=entry.content_hash,
         )
         for entry in entries
     ]

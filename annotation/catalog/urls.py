@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.catalog import apis, views
+from annotation.catalog import apis, queue_apis, queue_views, spectrum_views, views
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog_list"),
@@ -13,11 +13,24 @@ urlpatterns = [
     path("catalog/export.vot", views.catalog_export_votable, name="catalog_export_votable"),
     path("catalog/export.fits", views.catalog_export_fits, name="catalog_export_fits"),
     path("catalog/compare/", views.catalog_compare, name="catalog_compare"),
+    path(
+        "catalog/sparklines/<int:spectrum_id>.svg",
+        spectrum_views.catalog_sparkline,
+        name="catalog_sparkline",
+    ),
+    path("catalog/duplicates/", spectrum_views.duplicate_groups, name="duplicate_groups"),
+    path(
+        "catalog/duplicates/<str:content_hash>/",
+        spectrum_views.duplicate_group,
+        name="duplicate_group",
+    ),
     path("catalog/models/promote/", views.model_promote, name="model_promote"),
     path("vetting/", views.vetting_queue, name="vetting_queue"),
     path("vetting/decide/", views.vetting_decide, name="vetting_decide"),
     path("vetting/skip/", views.vetting_skip, name="vetting_skip"),
     path("vetting/undo/", views.vetting_undo, name="vetting_undo"),
+    path("vetting/manage/", queue_views.vetting_manage, name="vetting_manage"),
+    path("vetting/manage/act/", queue_views.vetting_manage_act, name="vetting_manage_act"),
     # API
     path("api/catalog/", apis.CatalogListApi.as_view(), name="api_catalog_list"),
     path(
@@ -30,5 +43,10 @@ urlpatterns = [
         "api/vetting/decisions/",
         apis.ExpertDecisionCreateApi.as_view(),
         name="api_expert_decision_create",
+    ),
+    path(
+        "api/vetting/queue/actions/",
+        queue_apis.VettingQueueActionApi.as_view(),
+        name="api_vetting_queue_action",
     ),
 ]

@@ -27,6 +27,7 @@ from annotation import blinding
 from annotation.catalog import comparisons, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
+from annotation.catalog.queue import quality_context, queue_for_user
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
@@ -42,6 +43,9 @@ from annotation.inspections.models import (
     ExpertDecision,
     ExpertDecisionValue,
 )
+from annotation.learning import queue as active_queue
+from annotation.learning import selectors as learning_selectors
+from annotation.learning import services as learning_services
 from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import Task
 
@@ -112,6 +116,8 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
         list_url = reverse("catalog_list")
         context["page"] = page
+        context["sparkline_prefix"] = reverse("catalog_sparkline", args=[0])[: -len("0.svg")]
+        context["duplicates_prefix"] = reverse("duplicate_groups")
         context["rows"] = catalog.list_rows(
             page.entries,
             detail_prefix=reverse("catalog_detail", args=[0])[:-2],
@@ -213,6 +219,7 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "provenance": _provenance(entry),
             **_list_navigation(request, entries, entry.pk),
             **_label_context(request, entry, candidate),
+            "recalibrated": _recalibrated(candidate) if candidate else None,
         },
     )
 
@@ -352,10 +359,12 @@ def _vetting_candidate(request: HttpRequest) -> Candidate | None:
         )
     queue = _vetting_queue(request)
     skipped = request.session.get(SKIPPED_KEY, [])
-    waiting = queue.exclude(pk__in=skipped).first() if skipped else None
-    if waiting is None and skipped:
-        request.session[SKIPPED_KEY] = []  # every one left was skipped: go round again
-    return waiting or queue.first()
+    if skipped and not queue.exclude(pk__in=skipped).exists():
+        request.session[SKIPPED_KEY] = skipped = []  # every one left was skipped: go round again
+    gold = blinding.candidates_visible_to(
+        user=request.user, rows=active_queue.gold_candidates(request.user)
+    )
+    return active_queue.next_candidate(user=request.user, queue=queue, gold=gold, skipped=skipped)
 
 
 SKIPPED_KEY = "vetting_skipped"
@@ -364,7 +373,9 @@ MAX_SKIPPED = 500
 
 
 def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
-    queue = catalog.vetting_queue(request.user)
+    queue = active_queue.active_queue(
+        user=request.user, base=queue_for_user(catalog.vetting_queue(request.user), request.user)
+    )
     return blinding.candidates_visible_to(user=request.user, rows=queue)
 
 
@@ -382,6 +393,7 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
         "candidate": candidate,
         "remaining": _vetting_queue(request).count(),
         "choices": ExpertDecisionValue.choices,
+        **quality_context(),
     }
     if candidate is not None:
         rollouts = _entry_rollouts(candidate)
@@ -392,9 +404,20 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
                 candidate=candidate, expert=_expert(request)
             ).first(),
             entry=CatalogEntry.objects.filter(candidate=candidate).first(),
+            recalibrated=_recalibrated(candidate),
         )
     context["last_decided"] = request.session.get(LAST_DECIDED_KEY)
     return render(request, "catalog/vetting.html", context)
+
+
+def _recalibrated(candidate: Candidate) -> float | None:
+    """The recalibrated confidence in the candidate's verdict (None before any fit)."""
+    fit = learning_selectors.fit_for(
+        task_id=candidate.run.task_id, model_key=candidate.run.model_key
+    )
+    return learning_selectors.recalibrated_confidence(
+        verdict=candidate.verdict, confidence=candidate.confidence, fit=fit
+    )
 
 
 def _visible_candidate(request: HttpRequest) -> Candidate:
@@ -421,11 +444,15 @@ def vetting_skip(request: HttpRequest) -> HttpResponse:
 def vetting_undo(request: HttpRequest) -> HttpResponse:
     """Withdraw one's own last decision; the candidate is shown again to decide anew."""
     candidate = _visible_candidate(request)
+    expert = _expert(request)
+    gold = learning_services.gold_for_vetter(candidate=candidate, vetter=expert)
     try:
-        withdrawn = inspection_decisions.expert_decision_withdraw(
-            candidate=candidate,
-            expert=request.user,  # type: ignore[arg-type]
-        )
+        if gold is not None:
+            withdrawn = learning_services.gold_answer_withdraw(gold=gold, vetter=expert)
+        else:
+            withdrawn = inspection_decisions.expert_decision_withdraw(
+                candidate=candidate, expert=expert
+            )
     except core_errors.WorkflowError as error:
         messages.error(request, str(error))
         return redirect("vetting_queue")
@@ -443,12 +470,7 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
     rows = blinding.candidates_visible_to(user=request.user).select_related("spectrum")
     candidate = get_object_or_404(rows.defer("spectrum__arrays", "spectrum__meta"), pk=candidate_id)
     try:
-        inspections_services.expert_decision_record(
-            candidate=candidate,
-            expert=request.user,  # type: ignore[arg-type]
-            decision=request.POST.get("decision", ""),
-            comment=request.POST.get("comment", "").strip(),
-        )
+        _decision_record(request, candidate)
     except core_errors.WorkflowError as error:
         messages.error(request, str(error))
         return redirect(f"{reverse('vetting_queue')}?candidate={candidate.pk}")
@@ -461,6 +483,25 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
         "decision": request.POST["decision"],
     }
     return redirect("vetting_queue")
+
+
+def _decision_record(request: HttpRequest, candidate: Candidate) -> None:
+    """An expert decision, or, on a gold item, a gold answer that makes no label (recorded the
+    same way from the expert's side: the page must not tell the two apart)."""
+    expert = _expert(request)
+    decision = request.POST.get("decision", "")
+    gold = learning_services.gold_for_vetter(candidate=candidate, vetter=expert)
+    if gold is not None:
+        learning_services.gold_answer_record(gold=gold, vetter=expert, answer=decision)
+        return
+    inspections_services.expert_decision_record(
+        candidate=candidate,
+        expert=expert,
+        decision=decision,
+        comment=request.POST.get("comment", "").strip(),
+        quality=request.POST.get("quality", ""),
+        issues=request.POST.getlist("issues"),
+    )
 
 
 # --- model lineage: comparison and promotion ---------------------------------------------------

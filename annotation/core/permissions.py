@@ -70,6 +70,7 @@ SIGNED_IN = Rule(None, "see the home page")
 # --- spectra and catalog: read by every role but raters (whose items are blinded) --------------
 BROWSE = rule(VIEWER, EXPERT, ML, STAFF, action="browse spectra and the catalog")
 UPLOAD = rule(EXPERT, ML, STAFF, action="upload spectra")
+REDSHIFT_DECIDE = rule(EXPERT, action="accept or override a spectrum's redshift")
 
 # --- curation ------------------------------------------------------------------------------------
 CURATION_READ = rule(EXPERT, ML, STAFF, action="read curated trajectories")
@@ -90,6 +91,7 @@ TOOL_IMAGE = rule(EXPERT, ML, STAFF, RATER, action="see the agent's tool images"
 # --- catalog vetting -----------------------------------------------------------------------------
 VET = rule(EXPERT, action="vet candidates")
 MODEL_PROMOTE = rule(STAFF, action="promote a model to current for a task")
+VETTING_MANAGE = rule(STAFF, action="reassign, close or requeue vetting candidates")
 
 # --- rating ------------------------------------------------------------------------------------
 RATING_READ = rule(RATER, STAFF, action="open rating campaigns")
@@ -194,6 +196,7 @@ NAV = {
     "catalog": BROWSE,
     "evaluations": BROWSE,
     "vetting": VET,
+    "vetting_manage": VETTING_MANAGE,
     "roles": ROLES_MANAGE,
     # buttons and links inside pages
     "draft": DRAFT,

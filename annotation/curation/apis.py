@@ -46,6 +46,7 @@ from annotation.curation.models import (
     AuditVerdict,
     Curation,
     CurationState,
+    ExportKind,
     TrajectoryVersion,
     VoteValue,
 )
@@ -652,7 +653,10 @@ class DatasetListApi(CurationApi):
     )
     def get(self, request: Request) -> Response:
         response = _paginated(
-            request, self, selectors.dataset_exports(user=request.user), ExportOutputSerializer
+            request,
+            self,
+            selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED),
+            ExportOutputSerializer,
         )
         response.data["accepted"] = accepted_counts()
         return response
@@ -683,7 +687,7 @@ class DatasetExportCreateApi(CurationApi):
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        latest = selectors.dataset_exports(user=request.user).first()
+        latest = selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED).first()
         export = datasets.dataset_export_create(
             actor=_expert(request),
             task=params.validated_data["task"],
@@ -699,7 +703,9 @@ class DatasetDownloadApi(CurationApi):
 
     @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="the zip")})
     def get(self, request: Request, export_id: int) -> FileResponse:
-        export = get_object_or_404(selectors.dataset_exports(user=request.user), pk=export_id)
+        export = get_object_or_404(
+            selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED), pk=export_id
+        )
         return FileResponse(
             export.archive.open("rb"),
             as_attachment=True,

@@ -23,6 +23,8 @@ from annotation.core.tempfiles import temp_dir
 from annotation.curation.models import (
     Curation,
     DatasetExport,
+    ExportKind,
+    TrajectoryVersion,
 )
 from annotation.curation.selectors import trajectory_from_stored
 from annotation.curation.services import curation_create
@@ -100,7 +102,7 @@ def curation_import(
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
-def _zip_bytes(files: dict[str, bytes]) -> bytes:
+def zip_bytes(files: dict[str, bytes]) -> bytes:
     """A zip whose bytes depend only on the file names and contents (sorted, fixed dates)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -112,8 +114,40 @@ def _zip_bytes(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """The SFT dataset's files (TRL jsonl, ShareGPT json, PNGs) and its manifest body."""
+def files_digest(files: dict[str, bytes]) -> tuple[str, dict[str, str]]:
+    """An export's content hash (over each file's name and SHA-256) and the per-file hashes."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return digest.hexdigest(), {
+        name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())
+    }
+
+
+def image_paths(pngs: Iterable[bytes], files: dict[str, bytes]) -> list[str]:
+    """Add each PNG to ``files`` under its content hash; their archive paths, in order."""
+    paths = []
+    for png in pngs:
+        name = f"images/{hashlib.sha256(png).hexdigest()}.png"
+        files[name] = png
+        paths.append(name)
+    return paths
+
+
+@dataclass(frozen=True)
+class SFTEntry:
+    """One SFT row: a curation, the version of it to train on and what the row came from."""
+
+    curation: Curation
+    version: TrajectoryVersion
+    provenance: dict[str, Any]
+
+
+def sft_files(
+    entries: Iterable[SFTEntry], *, name: str = "specvet cold-start SFT dataset"
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """An SFT dataset's files (TRL jsonl, ShareGPT json, PNGs) and its manifest body; each TRL
+    row carries its entry's provenance beside the curation and version it holds."""
     from agent.formats import to_sharegpt_row, to_trl_example
 
     files: dict[str, bytes] = {}
@@ -122,30 +156,22 @@ def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict
     counts: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory(prefix="specvet-export-", dir=temp_dir()) as tmp:
         image_dir = Path(tmp) / "sharegpt_images"
-        for curation in curations:
-            version = curation.versions.get(number=curation.head_number)
+        for entry in entries:
+            curation, version = entry.curation, entry.version
             trajectory = trajectory_from_stored(version.data)
             example = to_trl_example(trajectory, images_as="png")
-            paths = []
-            for png in example["images"]:
-                name = f"images/{hashlib.sha256(png).hexdigest()}.png"
-                files[name] = png
-                paths.append(name)
-            trl_lines.append(
-                json.dumps(
-                    {
-                        "messages": example["messages"],
-                        "images": paths,
-                        "task": curation.task.code,
-                        "ground_truth": curation.ground_truth,
-                        "curation_id": curation.pk,
-                        "version": version.number,
-                        "trajectory_id": trajectory.id,
-                    },
-                    ensure_ascii=False,
-                    sort_keys=True,
-                )
-            )
+            row = {
+                "messages": example["messages"],
+                "images": image_paths(example["images"], files),
+                "task": curation.task.code,
+                "ground_truth": curation.ground_truth,
+                "curation_id": curation.pk,
+                "version": version.number,
+                "trajectory_id": trajectory.id,
+            }
+            if entry.provenance:
+                row["provenance"] = entry.provenance
+            trl_lines.append(json.dumps(row, ensure_ascii=False, sort_keys=True))
             sharegpt_rows.append(
                 to_sharegpt_row(
                     trajectory,
@@ -163,21 +189,27 @@ def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict
     files["sharegpt.json"] = (
         json.dumps(sharegpt_rows, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
     ).encode()
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    content_hash, file_hashes = files_digest(files)
     body = {
-        "name": "specvet cold-start SFT dataset",
+        "name": name,
         "n_trajectories": len(trl_lines),
         "counts": counts,
         "formats": {
             "trl": "trl.jsonl (messages + images paths; tool results are user <tool_response> turns)",
             "sharegpt": "sharegpt.json (LLaMA-Factory ShareGPT, images in sharegpt_images/)",
         },
-        "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())},
-        "content_hash": digest.hexdigest(),
+        "files": file_hashes,
+        "content_hash": content_hash,
     }
     return files, body
+
+
+def dataset_files(curations: Iterable[Curation]) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The accepted-trajectory SFT dataset's files and manifest body (each curation's head)."""
+    return sft_files(
+        SFTEntry(curation, curation.versions.get(number=curation.head_number), {})
+        for curation in curations
+    )
 
 
 @transaction.atomic
@@ -202,7 +234,12 @@ def dataset_export_create(
             "an ML engineer who does not rate it"
         )
     files, body = dataset_files(curations)
-    latest = DatasetExport.objects.select_for_update().order_by("-version").first()
+    latest = (
+        DatasetExport.objects.select_for_update()
+        .filter(kind=ExportKind.ACCEPTED)
+        .order_by("-version")
+        .first()
+    )
     if latest is not None and latest.content_hash == body["content_hash"]:
         return latest
     version = (latest.version if latest else 0) + 1
@@ -215,7 +252,7 @@ def dataset_export_create(
         curation_ids=sorted(curation.pk for curation in curations),
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
-    export.archive.save(f"specvet-sft-v{version}.zip", ContentFile(_zip_bytes(files)), save=False)
+    export.archive.save(f"specvet-sft-v{version}.zip", ContentFile(zip_bytes(files)), save=False)
     export.save()
     audit_log_record(
         actor=actor,
@@ -223,5 +260,52 @@ def dataset_export_create(
         obj=export,
         comment=f"version {version}: {body['n_trajectories']} trajectories",
         data={"content_hash": body["content_hash"]},
+    )
+    return export
+
+
+def export_save(
+    *,
+    kind: str,
+    files: dict[str, bytes],
+    body: dict[str, Any],
+    actor: User | None,
+    curation_ids: Iterable[int],
+    content_hashes: Iterable[str],
+    run_ids: Iterable[int] = (),
+    task: str = "",
+) -> DatasetExport:
+    """Store ``files`` as the next version of ``kind`` (or return the latest version of that
+    kind when its content is the same), with what the blinding rule reads and an audit entry.
+    The caller holds the transaction."""
+    latest = (
+        DatasetExport.objects.select_for_update().filter(kind=kind).order_by("-version").first()
+    )
+    if latest is not None and latest.content_hash == body["content_hash"]:
+        return latest
+    version = (latest.version if latest else 0) + 1
+    manifest = {**body, "kind": kind, "version": version, "task_filter": task or None}
+    files = {
+        **files,
+        "manifest.json": (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
+    }
+    export = DatasetExport(
+        kind=kind,
+        version=version,
+        content_hash=body["content_hash"],
+        manifest=manifest,
+        curation_ids=sorted(set(curation_ids)),
+        run_ids=sorted(set(run_ids)),
+        content_hashes=sorted(set(content_hashes)),
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+    export.archive.save(f"specvet-{kind}-v{version}.zip", ContentFile(zip_bytes(files)), save=False)
+    export.save()
+    audit_log_record(
+        actor=actor,
+        action=f"{kind}_export_created",
+        obj=export,
+        comment=f"{ExportKind(kind).label} version {version}",
+        data={"content_hash": body["content_hash"], "rows": body.get("rows")},
     )
     return export

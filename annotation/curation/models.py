@@ -179,16 +179,30 @@ class Vote(models.Model):
         ]
 
 
-class DatasetExport(models.Model):
-    """A versioned SFT dataset made of accepted trajectories (reproducible from its content)."""
+class ExportKind(models.TextChoices):
+    ACCEPTED = "accepted", "SFT: accepted trajectories"
+    REVISED = "revised", "SFT: expert-revised trajectories"
+    PREFERENCE = "preference", "DPO: preference pairs"
 
-    version = models.PositiveIntegerField(unique=True)
+
+class DatasetExport(models.Model):
+    """A versioned training data set (reproducible from its content), one version line per kind:
+    SFT rows of accepted trajectories, SFT rows of expert-revised trajectories, or DPO preference
+    pairs (annotation.curation.revised, annotation.rating.preferences)."""
+
+    kind = models.CharField(max_length=12, choices=ExportKind.choices, default=ExportKind.ACCEPTED)
+    version = models.PositiveIntegerField()
     content_hash = models.CharField(max_length=64, db_index=True)
     manifest = models.JSONField()
     archive = models.FileField(upload_to="exports/")  # zip: TRL jsonl, ShareGPT json, images/
     # The curations it holds, for the blinding rule (a rater must not download the sources of
     # what they rate); None for an export made before they were recorded and not readable since.
     curation_ids = models.JSONField(null=True, blank=True)
+    # Also for the blinding rule, recorded by the kinds that hold them (None: not recorded): the
+    # inspection runs whose rollouts a preference pair shows, and the content hashes of the
+    # spectra its rows show.
+    run_ids = models.JSONField(null=True, blank=True)
+    content_hashes = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -196,3 +210,9 @@ class DatasetExport(models.Model):
 
     class Meta:
         ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "version"], name="export_version_per_kind")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} export v{self.version}"

@@ -512,10 +512,13 @@ def next_to_screen(after: Curation) -> Curation | None:
     return rows.filter(pk__gt=after.pk).order_by("pk").first() or rows.order_by("pk").first()
 
 
-def dataset_exports(*, user: Any) -> QuerySet[DatasetExport]:
-    """The SFT dataset exports this user may read, newest version first (annotation/blinding.py:
-    one holding a curation of a campaign they rate is left out while it is open)."""
+def dataset_exports(*, user: Any, kind: str = "") -> QuerySet[DatasetExport]:
+    """The training data exports (of ``kind``, default all) this user may read, newest version
+    first (annotation/blinding.py: one holding a curation of a campaign they rate is left out
+    while it is open)."""
     rows = DatasetExport.objects.select_related("created_by").order_by("-version")
+    if kind:
+        rows = rows.filter(kind=kind)
     return blinding.dataset_exports_visible_to(user=user, rows=rows)
 
 

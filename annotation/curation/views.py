@@ -36,6 +36,7 @@ from annotation.curation.forms import (
 from annotation.curation.models import (
     Curation,
     CurationState,
+    ExportKind,
     TrajectoryVersion,
 )
 from annotation.curation.permissions import actions_for, roles_of, standardize_run_check
@@ -556,7 +557,7 @@ def curation_import(request: HttpRequest) -> HttpResponse:
 
 
 def _datasets_context(request: HttpRequest) -> dict[str, Any]:
-    exports = selectors.dataset_exports(user=request.user)
+    exports = selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED)
     return {
         "accepted": accepted_counts(),
         "page": _page(request, exports),
@@ -573,7 +574,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 @require_role(permissions.DATASET_EXPORT)
 @require_POST
 def dataset_export(request: HttpRequest) -> HttpResponse:
-    latest = selectors.dataset_exports(user=request.user).first()
+    latest = selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED).first()
     try:
         export = datasets.dataset_export_create(
             actor=_expert(request),
@@ -600,6 +601,10 @@ def dataset_download(request: HttpRequest, export_id: int) -> FileResponse:
     return FileResponse(
         export.archive.open("rb"),
         as_attachment=True,
-        filename=f"specvet-sft-v{export.version}.zip",
+        filename=(
+            f"specvet-sft-v{export.version}.zip"
+            if export.kind == ExportKind.ACCEPTED
+            else f"specvet-{export.kind}-v{export.version}.zip"
+        ),
         content_type="application/zip",
     )

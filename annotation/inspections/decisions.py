@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.contrib.auth.models import User
 from django.db import transaction
 
@@ -16,20 +18,55 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
 )
+from annotation.inspections.quality import (
+    checked_comment,
+    checked_issues,
+    checked_quality,
+    joined_issues,
+    mean_quality,
+)
 from annotation.spectra.labels import DecisionRecord
 from annotation.spectra.services import spectrum_label_apply
 
 EXPERT_SPLIT = "split"  # the catalog's expert decision when the experts disagree
 
 
+def _catalog_refresh(candidate: Candidate) -> None:
+    """Copy the experts' decisions onto the candidate's catalog entry: their common answer, or
+    "split" when they disagree (the latest alone would hide a YES behind a later NO), the mean
+    of their qualities and every issue flag any of them raised."""
+    rows = list(
+        ExpertDecision.objects.filter(candidate=candidate).values_list(
+            "decision", "quality", "issues"
+        )
+    )
+    given = {decision for decision, _, _ in rows}
+    consensus = (given.pop() if len(given) == 1 else EXPERT_SPLIT) if given else ""
+    CatalogEntry.objects.filter(candidate=candidate).update(
+        expert_decision=consensus,
+        expert_quality=mean_quality(quality for _, quality, _ in rows),
+        expert_issues=joined_issues(issues or [] for _, _, issues in rows),
+    )
+
+
 @transaction.atomic
 def expert_decision_record(
-    *, candidate: Candidate, expert: User, decision: str, comment: str = ""
+    *,
+    candidate: Candidate,
+    expert: User,
+    decision: str,
+    comment: str = "",
+    quality: int | str | None = None,
+    issues: Sequence[str] = (),
 ) -> ExpertDecision:
     """An expert's YES / NO / unsure beside the agent's verdict, with the verdict and model the
-    expert was shown; the spectrum's label for the task follows (``spectra.labels``)."""
+    expert was shown, and optionally a 0-4 quality, issue flags and a comment
+    (``inspections.quality``); the spectrum's label for the task follows (``spectra.labels``)."""
     if decision not in ExpertDecisionValue.values:
         raise WorkflowError(f"decision must be YES, NO or unsure, got {decision!r}")
+    comment = checked_comment(comment)
+    quality = checked_quality(quality)
+    flags = checked_issues(issues)
     if candidate.state != CandidateState.DONE:
         raise WrongState(f"the candidate is {candidate.state}; vet it once the agent has finished")
     run = InspectionRun.objects.only("model_key", "model_label", "task_id").get(pk=candidate.run_id)
@@ -39,26 +76,22 @@ def expert_decision_record(
         defaults={
             "decision": decision,
             "comment": comment,
+            "quality": quality,
+            "issues": flags,
             "verdict_seen": candidate.verdict,
             "confidence_seen": candidate.confidence,
             "model_key_seen": run.model_key,
             "model_label_seen": run.model_label,
         },
     )
-    # The catalog's column holds the experts' common answer, or "split" when they disagree:
-    # the latest decision alone would hide a YES behind a later NO.
-    given = set(
-        ExpertDecision.objects.filter(candidate=candidate).values_list("decision", flat=True)
-    )
-    consensus = given.pop() if len(given) == 1 else EXPERT_SPLIT
-    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=consensus)
+    _catalog_refresh(candidate)
     audit_log_record(
         actor=expert,
         action="expert_decision",
         obj=candidate,
         to_state=decision,
         comment=comment,
-        data={"changed": not created},
+        data={"changed": not created, "quality": quality, "issues": flags},
     )
     spectrum_label_refresh(spectrum_id=candidate.spectrum_id, task_id=run.task_id, actor=expert)
     return record
@@ -74,11 +107,7 @@ def expert_decision_withdraw(*, candidate: Candidate, expert: User) -> str:
         raise WrongState("you have no decision on this candidate to undo")
     decision = record.decision
     record.delete()
-    given = set(
-        ExpertDecision.objects.filter(candidate=candidate).values_list("decision", flat=True)
-    )
-    consensus = (given.pop() if len(given) == 1 else EXPERT_SPLIT) if given else ""
-    CatalogEntry.objects.filter(candidate=candidate).update(expert_decision=consensus)
+    _catalog_refresh(candidate)
     audit_log_record(
         actor=expert, action="expert_decision_withdrawn", obj=candidate, from_state=decision
     )
@@ -105,6 +134,8 @@ def _decision_records(*, spectrum_id: int, task_id: int) -> list[DecisionRecord]
             model_label=row.model_label_seen,
             verdict_seen=row.verdict_seen,
             confidence_seen=row.confidence_seen,
+            quality=row.quality,
+            issues=tuple(row.issues or ()),
         )
         for row in rows
     ]

@@ -77,6 +77,16 @@ class Candidate(models.Model):
     vote_share = models.FloatField(null=True, blank=True)
     needs_expert = models.BooleanField(default=False, db_index=True)
     triage_reason = models.CharField(max_length=24, choices=TriageReason.choices, blank=True)
+    # Staff queue actions (annotation.inspections.queue_actions): the one expert whose queue
+    # shows the candidate (none: every expert's), and why it was taken out of the queue.
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    queue_closed_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -142,6 +152,10 @@ class ExpertDecision(models.Model):
     expert = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     decision = models.CharField(max_length=8, choices=ExpertDecisionValue.choices)
     comment = models.TextField(blank=True)
+    # How securely the spectrum supports the decision, 0-4 (annotation.inspections.quality),
+    # and what is wrong with the data (issue flag codes); both optional.
+    quality = models.PositiveSmallIntegerField(null=True, blank=True)
+    issues = models.JSONField(default=list, blank=True)
     # What the expert was shown when deciding: the agent's verdict and the model behind it.
     verdict_seen = models.CharField(max_length=3, blank=True)
     confidence_seen = models.FloatField(null=True, blank=True)
@@ -179,6 +193,10 @@ class CatalogEntry(models.Model):
     # The spectrum's vetted label for the task (spectra.SpectrumLabel) and its state.
     vetted_label = models.CharField(max_length=3, blank=True)
     label_state = models.CharField(max_length=10, blank=True)
+    # The experts' quality (mean over those who gave one) and every issue flag any of them
+    # raised, comma-separated codes (annotation.inspections.quality).
+    expert_quality = models.FloatField(null=True, blank=True)
+    expert_issues = models.CharField(max_length=200, blank=True, default="", db_default="")
     synthetic = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Which stored spectrum the entry is about: the same file in three data sets is three

@@ -31,9 +31,9 @@ from annotation.inspections.models import (
     InspectionRun,
     LiveStep,
     Rollout,
-    TriageReason,
 )
 from annotation.inspections.run_policies import policy_spec_check, sampling_check
+from annotation.inspections.triage import confidence_rules, triage_reason
 from annotation.spectra.models import Spectrum, Task
 from annotation.spectra.selectors import vetted_labels_of
 
@@ -532,6 +532,7 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
     labels = vetted_labels_of(
         pairs=[(candidate.spectrum_id, candidate.run.task_id) for candidate, _ in finished]
     )
+    rules = confidence_rules({(c.run.task_id, c.run.model_key) for c, _ in finished})
     for candidate, rollouts in finished:
         run = candidate.run
         verdict, confidence, share = candidate_verdict(rollouts)
@@ -544,6 +545,7 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
             confidence=confidence,
             threshold=run.confidence_threshold,
             rollouts=rollouts,
+            rule=rules.get((run.task_id, run.model_key)),
         )
         candidate.needs_expert = bool(candidate.triage_reason)
         candidate.finished_at = now
@@ -592,41 +594,6 @@ _FINAL_FIELDS = [
     "triage_reason",
     "finished_at",
 ]
-
-
-def _scope_kinds(rollouts: list[Rollout]) -> set[str]:
-    """The kinds of scope note ("out of scope", "coverage") any rollout's policy recorded in
-    its decision (the rule-based inspector does; other policies record none)."""
-    kinds: set[str] = set()
-    for rollout in rollouts:
-        data = rollout.data if isinstance(rollout.data, dict) else {}
-        meta = data.get("meta")
-        decision = meta.get("decision") if isinstance(meta, dict) else None
-        evidence = decision.get("evidence") if isinstance(decision, dict) else None
-        notes = evidence.get("scope") if isinstance(evidence, dict) else None
-        for note in notes if isinstance(notes, list) else []:
-            if isinstance(note, dict) and isinstance(note.get("kind"), str):
-                kinds.add(note["kind"])
-    return kinds
-
-
-def triage_reason(
-    *, verdict: str, confidence: float | None, threshold: float, rollouts: list[Rollout]
-) -> str:
-    """Why the candidate goes to experts, blank when it does not: no verdict; the policy said
-    the spectrum lies outside what it knows (a class none of the task's criteria describe);
-    the windows the decision rests on are missing; or a confidence below the run's threshold.
-    The first two send a candidate to experts whatever its confidence."""
-    if not verdict:
-        return TriageReason.NO_VERDICT
-    kinds = _scope_kinds(rollouts)
-    if "out of scope" in kinds:
-        return TriageReason.OUTSIDE_KNOWLEDGE
-    if "coverage" in kinds:
-        return TriageReason.MISSING_DATA
-    if (confidence or 0.0) < threshold:
-        return TriageReason.LOW_CONFIDENCE
-    return ""
 
 
 def _candidates_update(*, candidates: list[Candidate], fields: list[str]) -> None:

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.rating import apis, views
+from annotation.rating import apis, views, views_exports
 
 urlpatterns = [
+    path("labels/exports/", views_exports.label_export_list, name="label_export_list"),
+    path(
+        "labels/exports/revised/",
+        views_exports.revised_export_create,
+        name="revised_export_create",
+    ),
+    path(
+        "labels/exports/preferences/",
+        views_exports.preference_export_create,
+        name="preference_export_create",
+    ),
     path("rating/", views.campaign_list, name="rating_campaigns"),
     path("rating/new/", views.campaign_create, name="rating_campaign_create"),
     path("rating/judges/", views.judge_list, name="rating_judges"),

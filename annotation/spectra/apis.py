@@ -6,7 +6,7 @@ import base64
 from typing import Any
 
 from django.conf import settings
-from django.http import QueryDict
+from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -22,9 +22,10 @@ from agent.spectra import Declared, SpectrumFormatError
 from agent.spectra.declared import COLUMNS_HELP, DeclarationError, parse_columns
 from annotation.core import errors as core_errors
 from annotation.core import permissions
+from annotation.core.apis import error_response
 from annotation.core.http import _expert
 from annotation.spectra import selectors, services
-from annotation.spectra.models import Label, Spectrum, Task
+from annotation.spectra.models import Label, RedshiftSource, Spectrum, Task
 
 
 class TaskListApi(APIView):
@@ -350,4 +351,155 @@ class SpectrumUploadApi(APIView):
                 "duplicates": result.duplicates,
             },
             status=status.HTTP_201_CREATED,
+        )
+
+
+class RedshiftDecisionOutputSerializer(serializers.Serializer):
+    z = serializers.FloatField()
+    z_err = serializers.FloatField(allow_null=True)
+    source = serializers.CharField()  # type: ignore[assignment]  # popped by the metaclass
+    template = serializers.CharField()
+    rank = serializers.IntegerField(allow_null=True)
+    r_value = serializers.FloatField(allow_null=True)
+    decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
+    decided_at = serializers.DateTimeField()
+
+
+class SpectrumRedshiftApi(APIView):
+    """The cross-correlation fit (agent.redshift): the best alternatives, highest Tonry & Davis
+    r first, and the expert's current redshift (null until one is accepted or typed)."""
+
+    role_rule = permissions.BROWSE
+
+    class CandidateSerializer(serializers.Serializer):
+        rank = serializers.IntegerField()
+        z = serializers.FloatField()
+        z_err = serializers.FloatField()
+        template = serializers.CharField(source="template_text")
+        kind = serializers.CharField()
+        r_value = serializers.FloatField()
+        peak_height = serializers.FloatField()
+        peak_fwhm_kms = serializers.FloatField()
+
+    class OutputSerializer(serializers.Serializer):
+        candidates = serializers.ListField(child=serializers.DictField())
+        n_pixels = serializers.IntegerField()
+        n_templates = serializers.IntegerField()
+        log_step = serializers.FloatField()
+        seconds = serializers.FloatField()
+        note = serializers.CharField(allow_blank=True)
+        current = RedshiftDecisionOutputSerializer(allow_null=True)
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        fit = selectors.spectrum_redshift_fit(row)
+        current = selectors.spectrum_redshift_current(row)
+        return Response(
+            {
+                "candidates": self.CandidateSerializer(fit["candidates"], many=True).data,
+                "n_pixels": fit["n_pixels"],
+                "n_templates": fit["n_templates"],
+                "log_step": fit["log_step"],
+                "seconds": fit["seconds"],
+                "note": fit["note"],
+                "current": RedshiftDecisionOutputSerializer(current).data if current else None,
+            }
+        )
+
+
+class SpectrumRedshiftDecideApi(APIView):
+    """Accept the fit's alternative ``rank`` (the server recomputes the fit), or store a typed
+    ``z`` (override, with an optional ``z_err``)."""
+
+    role_rule = permissions.REDSHIFT_DECIDE
+
+    class InputSerializer(serializers.Serializer):
+        rank = serializers.IntegerField(required=False, min_value=1, max_value=20)
+        z = serializers.FloatField(required=False, min_value=-0.01, max_value=10.0)
+        z_err = serializers.FloatField(required=False, min_value=0.0)
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if "rank" not in attrs and "z" not in attrs:
+                raise serializers.ValidationError("give rank (an alternative) or z")
+            return attrs
+
+    @extend_schema(request=InputSerializer, responses={201: RedshiftDecisionOutputSerializer})
+    def post(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        params = self.InputSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        try:
+            if data.get("rank"):
+                candidates = selectors.spectrum_redshift_fit(row)["candidates"]
+                if data["rank"] > len(candidates):
+                    raise core_errors.WorkflowError(
+                        f"the fit has {len(candidates)} alternatives, not {data['rank']}"
+                    )
+                chosen = candidates[data["rank"] - 1]
+                decision = services.spectrum_redshift_decide(
+                    spectrum=row, actor=_expert(request), z=chosen["z"], z_err=chosen["z_err"],
+                    source=RedshiftSource.FIT, template=chosen["template_text"],
+                    rank=data["rank"], r_value=chosen["r_value"],
+                )  # fmt: skip
+            else:
+                decision = services.spectrum_redshift_decide(
+                    spectrum=row, actor=_expert(request), z=data["z"], z_err=data.get("z_err"),
+                    source=RedshiftSource.OVERRIDE,
+                )  # fmt: skip
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        return Response(
+            RedshiftDecisionOutputSerializer(decision).data, status=status.HTTP_201_CREATED
+        )
+
+
+class SpectrumOverlayApi(APIView):
+    """Another spectrum on this one's plot axis, scaled to its median over the common range;
+    or a template of the redshift fit's set at ``z``, scaled to the flux."""
+
+    role_rule = permissions.BROWSE
+
+    class FilterSerializer(serializers.Serializer):
+        other = serializers.IntegerField(min_value=1, required=False)
+        template = serializers.IntegerField(
+            min_value=0, required=False, help_text="a template of the redshift fit's set"
+        )
+        z = serializers.FloatField(
+            min_value=-0.01, max_value=10.0, required=False, help_text="the template's redshift"
+        )
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if ("other" in attrs) == ("template" in attrs):
+                raise serializers.ValidationError("give other (a spectrum) or template, not both")
+            return attrs
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.CharField(help_text="the spectrum's id, or template-<index>")
+        name = serializers.CharField(help_text="made inert for Plotly")
+        name_text = serializers.CharField()
+        scale = serializers.FloatField()
+        overlap = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+        wavelength = serializers.ListField(child=serializers.FloatField())
+        flux = serializers.ListField(child=serializers.FloatField(allow_null=True))
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
+    def get(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        if "template" in data:
+            part = selectors.spectrum_template_overlay(
+                row=row, index=data["template"], z=data.get("z", 0.0)
+            )
+            if part is None:
+                raise Http404("no such template")
+            return Response(part)
+        other = get_object_or_404(Spectrum, pk=data["other"])
+        return Response(
+            selectors.spectrum_overlay(
+                row=row, other=other, max_points=settings.SPECTRUM_PLOT_MAX_POINTS
+            )
         )

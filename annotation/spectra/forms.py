@@ -99,3 +99,17 @@ class RenderForm(forms.Form):
     lo = forms.FloatField(label="from (Å)")
     hi = forms.FloatField(label="to (Å)")
     label = forms.CharField(max_length=60, required=False)
+
+
+class RedshiftDecisionForm(forms.Form):
+    """An expert's redshift: the fit's alternative ``rank`` (1 = best), or a typed ``z``."""
+
+    rank = forms.IntegerField(required=False, min_value=1, max_value=20)
+    z = forms.FloatField(required=False, min_value=-0.01, max_value=10.0)
+    z_err = forms.FloatField(required=False, min_value=0.0)
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        if not data.get("rank") and data.get("z") is None and not self.errors:
+            raise forms.ValidationError("Give the alternative to accept or a redshift z.")
+        return data

@@ -46,6 +46,8 @@ class DecisionRecord:
     verdict_seen: str = ""
     confidence_seen: float | None = None
     changed_at: datetime | None = None  # last changed (which of an expert's answers is latest)
+    quality: int | None = None  # 0-4, how securely the spectrum supports the decision
+    issues: tuple[str, ...] = ()  # issue flag codes (annotation.inspections.quality)
     counted: bool = False  # set by the rule: one of the decisions the label rests on
 
     def as_dict(self) -> dict[str, Any]:
@@ -62,6 +64,8 @@ class DecisionRecord:
             "model_label": self.model_label,
             "verdict_seen": self.verdict_seen,
             "confidence_seen": self.confidence_seen,
+            "quality": self.quality,
+            "issues": list(self.issues),
             "counted": self.counted,
         }
 

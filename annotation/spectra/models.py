@@ -155,3 +155,37 @@ class LabelExport(models.Model):
 
     def __str__(self) -> str:
         return f"vetted labels v{self.version}"
+
+
+class RedshiftSource(models.TextChoices):
+    FIT = "fit", "cross-correlation fit"
+    OVERRIDE = "override", "typed by the expert"
+
+
+class RedshiftDecision(models.Model):
+    """An expert's redshift for a spectrum: a cross-correlation alternative accepted, or a value
+    typed over it. Rows are never changed; the newest is the spectrum's vetted redshift (the
+    file's own, ``Spectrum.redshift``, stays as read)."""
+
+    spectrum = models.ForeignKey(
+        Spectrum, on_delete=models.CASCADE, related_name="redshift_decisions"
+    )
+    z = models.FloatField()
+    z_err = models.FloatField(null=True, blank=True)
+    source = models.CharField(max_length=10, choices=RedshiftSource.choices)
+    template = models.CharField(max_length=200, blank=True)  # the accepted alternative's
+    rank = models.PositiveSmallIntegerField(null=True, blank=True)  # 1 = the fit's best
+    r_value = models.FloatField(null=True, blank=True)  # Tonry & Davis r of that alternative
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-decided_at", "-id"]
+        indexes = [
+            models.Index(fields=["spectrum", "-decided_at"], name="redshift_decision_latest")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.spectrum_id}: z={self.z} ({self.source})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from threading import Lock
@@ -15,12 +16,15 @@ from django.urls import reverse
 
 from agent import inspection_tasks as agent_tasks
 from agent.policies.rule_based.view import SKY_LINES as POLICY_SKY_MASKS
+from agent.redshift import Template as RedshiftTemplate
+from agent.redshift import cross_correlate, template_scaled_to
+from agent.redshift_templates import TemplateSet, default_template_set
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import air_to_vacuum, spectrum_from_npz_bytes
 from agent.tool import SpectralVisualizationTool, ToolResult
 from annotation.core import charts
 from annotation.spectra.labels import LabelState
-from annotation.spectra.models import Spectrum, SpectrumLabel, Task
+from annotation.spectra.models import RedshiftDecision, Spectrum, SpectrumLabel, Task
 
 
 @dataclass(frozen=True)
@@ -483,3 +487,260 @@ def vetted_labels(*, task_codes: list[str] | None = None) -> QuerySet[SpectrumLa
 
 def vetted_label(*, spectrum_id: int, task_id: int) -> SpectrumLabel | None:
     return SpectrumLabel.objects.filter(spectrum_id=spectrum_id, task_id=task_id).first()
+
+
+# --- redshift by cross-correlation (agent.redshift) -----------------------------------------------
+
+REDSHIFT_TEMPLATE_MAX_POINTS = 2000  # per template sent to the viewer
+_template_set_lock = Lock()
+_template_set: list[TemplateSet] = []
+
+
+def redshift_template_set() -> TemplateSet:
+    """The templates the fit correlates against (agent.redshift_templates), read once per process
+    (immutable afterwards): the corpus's where the cache is built, synthetic ones otherwise."""
+    with _template_set_lock:
+        if not _template_set:
+            _template_set.append(default_template_set())
+        return _template_set[0]
+
+
+def _thinned_template(template: RedshiftTemplate) -> dict[str, Any]:
+    wave = np.asarray(template.wavelength, dtype=float)
+    flux = np.asarray(template.flux, dtype=float)
+    step = max(1, math.ceil(wave.size / REDSHIFT_TEMPLATE_MAX_POINTS))
+    return {
+        "name": charts.plotly_text(template.name),
+        "name_text": template.name,
+        "kind": template.kind,
+        "wavelength": [round(w, 2) for w in wave[::step].tolist()],
+        "flux": _plot_values(flux[::step]),
+    }
+
+
+def spectrum_redshift_fit(row: Spectrum, n_best: int = 5) -> dict[str, Any]:
+    """The fit's alternatives (best first), each with the template's index in ``templates`` and
+    the factor that scales it to the observed flux; the templates (rest frame, thinned) the
+    alternatives use; what the fit cost (pixels, templates, seconds)."""
+    value = spectrum_value(row)
+    template_set = redshift_template_set()
+    started = time.perf_counter()
+    fit = cross_correlate(
+        value.wavelength,
+        value.flux,
+        ivar=value.ivar,
+        mask=value.mask,
+        templates=template_set.templates,
+        n_best=n_best,
+    )
+    seconds = time.perf_counter() - started
+    by_name = {t.name: i for i, t in enumerate(template_set.templates)}
+    used: dict[int, int] = {}
+    candidates = []
+    good = value.good
+    for rank, candidate in enumerate(fit.candidates, start=1):
+        index = by_name[candidate.template]
+        template = template_set.templates[index]
+        scale = template_scaled_to(
+            template,
+            candidate.z,
+            value.wavelength[good],
+            value.flux[good],
+            None if value.ivar is None else value.ivar[good],
+        )
+        candidates.append(
+            {
+                **candidate.as_dict(),
+                "rank": rank,
+                "template": charts.plotly_text(candidate.template),
+                "template_text": candidate.template,
+                "template_index": used.setdefault(index, len(used)),
+                "scale": scale,
+            }
+        )
+    order = sorted(used, key=used.__getitem__)
+    templates = [_thinned_template(template_set.templates[index]) for index in order]
+    return {
+        "candidates": candidates,
+        "templates": templates,
+        "log_step": fit.log_step,
+        "n_pixels": fit.n_pixels,
+        "n_templates": fit.n_templates,
+        "seconds": round(seconds, 4),
+        "note": "; ".join(part for part in (template_set.note, fit.note) if part),
+        "template_source": template_set.source,
+    }
+
+
+def spectrum_redshift_current(row: Spectrum) -> RedshiftDecision | None:
+    """The newest expert redshift of the spectrum, or None."""
+    return row.redshift_decisions.select_related("decided_by").first()
+
+
+# --- compare: other spectra to overlay, the sky -------------------------------------------------
+
+COMPARE_MAX_NEIGHBOURS = 5
+COMPARE_RADIUS_DEG = 1.0  # the catalog neighbours offered lie within this of the spectrum
+
+
+def spectrum_compare_choices(row: Spectrum) -> list[dict[str, Any]]:
+    """Spectra to overlay: others of the same object (designation), then the nearest on the sky
+    within COMPARE_RADIUS_DEG (up to COMPARE_MAX_NEIGHBOURS)."""
+    same = list(
+        Spectrum.objects.filter(object_id=row.object_id)
+        .exclude(pk=row.pk)
+        .only("id", "object_id", "survey", "dataset")[:10]
+    )
+    choices = [
+        {"id": s.pk, "relation": "same object", "label": f"{s.object_id} ({s.survey}, {s.dataset})"}
+        for s in same
+    ]
+    if row.ra is not None and row.dec is not None:
+        seen = {row.pk, *(s.pk for s in same)}
+        cos_dec = max(math.cos(math.radians(row.dec)), 1e-3)
+        box = Spectrum.objects.filter(
+            ra__range=(
+                row.ra - COMPARE_RADIUS_DEG / cos_dec,
+                row.ra + COMPARE_RADIUS_DEG / cos_dec,
+            ),
+            dec__range=(row.dec - COMPARE_RADIUS_DEG, row.dec + COMPARE_RADIUS_DEG),
+        ).only("id", "object_id", "survey", "dataset", "ra", "dec")[:500]
+        near = []
+        for s in box:
+            if s.pk in seen or s.ra is None or s.dec is None:
+                continue
+            distance = math.hypot((s.ra - row.ra) * cos_dec, s.dec - row.dec)
+            if distance <= COMPARE_RADIUS_DEG:
+                near.append((distance, s))
+        near.sort(key=lambda pair: (pair[0], pair[1].pk))
+        choices += [
+            {
+                "id": s.pk,
+                "relation": f"neighbour {distance * 3600:.0f}\u2033",
+                "label": f"{s.object_id} ({s.survey}, {s.dataset})",
+            }
+            for distance, s in near[:COMPARE_MAX_NEIGHBOURS]
+        ]
+    return choices
+
+
+def spectrum_overlay(*, row: Spectrum, other: Spectrum, max_points: int) -> dict[str, Any]:
+    """``other`` on ``row``'s plot axis (its observed wavelengths over 1 + row's redshift), its
+    flux scaled so that its median over the common range equals ``row``'s there."""
+    mine, theirs = spectrum_value(row), spectrum_value(other)
+    frame = 1.0 + float(row.redshift or 0.0)
+    wave = theirs.wavelength / frame
+    flux = np.where(theirs.good, theirs.flux, np.nan)
+    lo = max(float(mine.wavelength[0]), float(theirs.wavelength[0]))
+    hi = min(float(mine.wavelength[-1]), float(theirs.wavelength[-1]))
+    scale = 1.0
+    if hi > lo:
+        ours = mine.flux[mine.good & (mine.wavelength >= lo) & (mine.wavelength <= hi)]
+        other_flux = flux[(theirs.wavelength >= lo) & (theirs.wavelength <= hi)]
+        other_flux = other_flux[np.isfinite(other_flux)]
+        if ours.size and other_flux.size and np.median(other_flux) != 0:
+            scale = float(np.median(ours) / np.median(other_flux))
+    thinned = charts.thin_spectrum(
+        wavelength=wave, flux=flux * scale, error=None, max_points=max_points
+    )
+    label = f"{other.object_id} ({other.survey}, {other.dataset}) \u00d7{scale:.3g}"
+    return {
+        "id": other.pk,
+        "name": charts.plotly_text(label),
+        "name_text": label,
+        "scale": scale,
+        "overlap": [lo, hi] if hi > lo else None,
+        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "flux": _plot_values(thinned["flux"]),
+    }
+
+
+def redshift_template_choices() -> list[dict[str, Any]]:
+    """The fit's templates by index, for the compare overlay (names raw: textContent only)."""
+    return [
+        {"index": i, "name_text": t.name, "kind": t.kind}
+        for i, t in enumerate(redshift_template_set().templates)
+    ]
+
+
+def spectrum_template_overlay(*, row: Spectrum, index: int, z: float) -> dict[str, Any] | None:
+    """Template ``index`` of the fit's set redshifted to ``z``, on ``row``'s plot axis and scaled
+    to its flux (weighted least squares); None for an index out of the set."""
+    templates = redshift_template_set().templates
+    if not 0 <= index < len(templates):
+        return None
+    template = templates[index]
+    value = spectrum_value(row)
+    good = value.good
+    scale = template_scaled_to(
+        template,
+        z,
+        value.wavelength[good],
+        value.flux[good],
+        None if value.ivar is None else value.ivar[good],
+    )
+    thinned = _thinned_template(template)
+    stretch = (1.0 + z) / (1.0 + float(row.redshift or 0.0))
+    label = f"{template.name} at z = {z:.5f} ×{scale:.3g}"
+    return {
+        "id": f"template-{index}",
+        "name": charts.plotly_text(label),
+        "name_text": label,
+        "scale": scale,
+        "overlap": None
+        if scale == 0
+        else [float(value.wavelength[0]), float(value.wavelength[-1])],
+        "wavelength": [round(w * stretch, 3) for w in thinned["wavelength"]],
+        "flux": [None if v is None else v * scale for v in thinned["flux"]],
+    }
+
+
+def spectrum_sky(row: Spectrum, max_points: int) -> dict[str, Any] | None:
+    """The sky spectrum the file carried (SDSS ``sky``; a table's sky column), on the plot's
+    axis and thinned; None when the file had none."""
+    value = spectrum_value(row)
+    if value.sky is None:
+        return None
+    frame = 1.0 + float(row.redshift or 0.0)
+    sky = np.where(np.isfinite(value.sky), value.sky, np.nan)
+    thinned = charts.thin_spectrum(
+        wavelength=value.wavelength / frame, flux=sky, error=None, max_points=max_points
+    )
+    return {
+        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "flux": _plot_values(thinned["flux"]),
+    }
+
+
+# --- the list a spectrum page was opened from ------------------------------------------------------
+
+LIST_NEIGHBOURS_CAP = 5000  # ids read to place a spectrum in its list
+
+
+@dataclass(frozen=True)
+class SpectrumNeighbours:
+    previous_id: int | None
+    next_id: int | None
+    position: int | None  # 1-based; None when the spectrum is not among the first ids read
+    count: int
+    capped: bool
+
+
+def spectrum_list_neighbours(*, filters: SpectrumFilters, spectrum_id: int) -> SpectrumNeighbours:
+    """The previous and next spectra of ``spectrum_id`` in the spectra list with ``filters``
+    (its filters and sort), reading at most LIST_NEIGHBOURS_CAP ids."""
+    ids = list(
+        spectrum_list(filters=filters).values_list("id", flat=True)[: LIST_NEIGHBOURS_CAP + 1]
+    )
+    capped = len(ids) > LIST_NEIGHBOURS_CAP
+    ids = ids[:LIST_NEIGHBOURS_CAP]
+    if spectrum_id not in ids:
+        return SpectrumNeighbours(None, None, None, len(ids), capped)
+    at = ids.index(spectrum_id)
+    return SpectrumNeighbours(
+        previous_id=ids[at - 1] if at > 0 else None,
+        next_id=ids[at + 1] if at + 1 < len(ids) else None,
+        position=at + 1,
+        count=len(ids),
+        capped=capped,
+    )

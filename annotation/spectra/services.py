@@ -26,7 +26,14 @@ from annotation.core.errors import UploadRejected, WorkflowError
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
 from annotation.spectra.labels import DecisionRecord, LabelState, label_from_decisions
-from annotation.spectra.models import LabelExport, Spectrum, SpectrumLabel, Task
+from annotation.spectra.models import (
+    LabelExport,
+    RedshiftDecision,
+    RedshiftSource,
+    Spectrum,
+    SpectrumLabel,
+    Task,
+)
 from annotation.spectra.uploads import read_limits
 
 # --- tasks -----------------------------------------------------------------------------------
@@ -375,3 +382,61 @@ def label_export_create(*, actor: User | None, task_codes: list[str] | None = No
         data={"content_hash": content_hash, "decisions": len(decisions)},
     )
     return export
+
+
+# --- redshifts the experts accept or type ----------------------------------------------------------
+
+REDSHIFT_BOUNDS = (-0.01, 10.0)  # selectors.VIEWER_LIMITS: 1 + z is a stretch factor
+
+
+@transaction.atomic
+def spectrum_redshift_decide(
+    *,
+    spectrum: Spectrum,
+    actor: User,
+    z: float,
+    source: str,
+    z_err: float | None = None,
+    template: str = "",
+    rank: int | None = None,
+    r_value: float | None = None,
+) -> RedshiftDecision:
+    """Record an expert's redshift for ``spectrum``: a fit alternative accepted (``source`` fit,
+    with its template, rank and r) or a typed value (override). The previous vetted redshift
+    (or the file's) and the new one go to the audit log."""
+    if source not in RedshiftSource.values:
+        raise WorkflowError(f"unknown redshift source {source!r}")
+    if not (REDSHIFT_BOUNDS[0] <= z <= REDSHIFT_BOUNDS[1]) or z != z:
+        raise WorkflowError(
+            f"z = {z} is out of range: it must lie between {REDSHIFT_BOUNDS[0]} and "
+            f"{REDSHIFT_BOUNDS[1]}"
+        )
+    if z_err is not None and not (z_err >= 0):
+        raise WorkflowError(f"the redshift error must be zero or more, got {z_err}")
+    previous = spectrum.redshift_decisions.order_by("-decided_at", "-id").first()
+    decision = RedshiftDecision.objects.create(
+        spectrum=spectrum,
+        z=z,
+        z_err=z_err,
+        source=source,
+        template=template[:200],
+        rank=rank,
+        r_value=r_value,
+        decided_by=actor,
+    )
+    audit_log_record(
+        actor=actor,
+        action="spectrum_redshift",
+        obj=spectrum,
+        from_state=f"z={previous.z:.6f}" if previous else f"z={spectrum.redshift:.6f} (file)",
+        to_state=f"z={z:.6f}",
+        comment=f"{source}" + (f": alternative {rank}, {template}" if rank else ""),
+        data={
+            "decision": decision.pk,
+            "z_err": z_err,
+            "template": template,
+            "rank": rank,
+            "r_value": r_value,
+        },
+    )
+    return decision

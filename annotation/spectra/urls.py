@@ -16,7 +16,11 @@ urlpatterns = [
         views.spectrum_render_png,
         name="spectrum_render_png",
     ),
-    path("labels/exports/", views.label_export_list, name="label_export_list"),
+    path(
+        "spectra/<int:spectrum_id>/redshift/",
+        views.spectrum_redshift_decide,
+        name="spectrum_redshift_decide",
+    ),
     path("labels/exports/new/", views.label_export_create, name="label_export_create"),
     path(
         "labels/exports/v<int:version>.jsonl",
@@ -39,6 +43,21 @@ urlpatterns = [
         "api/spectra/<int:spectrum_id>/render/",
         apis.SpectrumRenderApi.as_view(),
         name="api_spectrum_render",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/redshift/",
+        apis.SpectrumRedshiftApi.as_view(),
+        name="api_spectrum_redshift",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/redshift/decide/",
+        apis.SpectrumRedshiftDecideApi.as_view(),
+        name="api_spectrum_redshift_decide",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/overlay/",
+        apis.SpectrumOverlayApi.as_view(),
+        name="api_spectrum_overlay",
     ),
     path(
         "api/spectra/<int:spectrum_id>/plot/",

@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agent.spectra import Declared, SpectrumFormatError
+from annotation.core import charts, permissions
 from annotation.core import errors as core_errors
-from annotation.core import permissions
-from annotation.core.http import HtmxHttpRequest
+from annotation.core.http import HtmxHttpRequest, _expert
 from annotation.core.permissions import require_role
 from annotation.spectra import selectors, services
-from annotation.spectra.forms import RenderForm, SpectrumUploadForm
-from annotation.spectra.models import LabelExport, Spectrum, Task
+from annotation.spectra.forms import RedshiftDecisionForm, RenderForm, SpectrumUploadForm
+from annotation.spectra.models import LabelExport, RedshiftSource, Spectrum, Task
 
 PAGE_SIZE = 50
 
 
 def _filters_from(request: HttpRequest) -> selectors.SpectrumFilters:
-    get = request.GET
+    return _filters_of(request.GET)
+
+
+def _filters_of(get: QueryDict) -> selectors.SpectrumFilters:
     return selectors.SpectrumFilters(
         task=get.get("task", "").strip(),
         label=get.get("label", "").strip(),
@@ -83,12 +90,44 @@ def spectrum_list(request: HtmxHttpRequest) -> HttpResponse:
     )
 
 
+def _workbench_data(row: Spectrum, task: Task | None, may_decide: bool) -> dict[str, Any]:
+    """The plot's data with the spectrum page's own panels: the redshift fit, the spectra to
+    overlay and the file's sky (never on rating pages, whose items are blinded)."""
+    data = selectors.spectrum_plot_data(row=row, task=task)
+    max_points = settings.SPECTRUM_PLOT_MAX_POINTS
+    data["viewer"]["redshift_fit"] = selectors.spectrum_redshift_fit(row)
+    data["viewer"]["may_decide_redshift"] = may_decide
+    data["viewer"]["compare"] = {
+        "choices": [
+            {**choice, "label": charts.plotly_text(choice["label"]), "label_text": choice["label"]}
+            for choice in selectors.spectrum_compare_choices(row)
+        ],
+        "url": reverse("api_spectrum_overlay", args=[row.pk]),
+        "templates": selectors.redshift_template_choices(),
+    }
+    data["viewer"]["sky_spectrum"] = selectors.spectrum_sky(row, max_points)
+    return data
+
+
+def _list_navigation(request: HttpRequest, spectrum_id: int) -> dict[str, Any]:
+    """The spectra list the page was opened from (``list``: that list's query), the way back
+    and the previous and next spectra within it."""
+    if "list" not in request.GET:
+        return {"list_query": "", "neighbours": None}
+    list_query = request.GET["list"]
+    filters = _filters_of(QueryDict(list_query))
+    neighbours = selectors.spectrum_list_neighbours(filters=filters, spectrum_id=spectrum_id)
+    return {"list_query": urlencode({"list": list_query}), "neighbours": neighbours,
+            "back_query": list_query}  # fmt: skip
+
+
 @require_role(permissions.BROWSE)
 @require_GET
 def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
     row = get_object_or_404(Spectrum.objects.select_related("task"), pk=spectrum_id)
     code = request.GET.get("task") or (row.task.code if row.task else "")
     task = Task.objects.filter(code__iexact=code).first() if code else None
+    may_decide = permissions.REDSHIFT_DECIDE.allows(request.user)
     return render(
         request,
         "annotation/spectrum_detail.html",
@@ -96,11 +135,68 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
             "spectrum": row,
             "task": task,
             "tasks": Task.objects.all(),
-            "plot_data": selectors.spectrum_plot_data(row=row, task=task),
+            "plot_data": _workbench_data(row, task, may_decide),
             "form": RenderForm(initial={"lo": 6500, "hi": 6630, "label": "H-alpha"}),
             "coverage": selectors.spectrum_tool(row).coverage(),
             "resolution": selectors.spectrum_value(row).resolution,
+            "redshift_current": selectors.spectrum_redshift_current(row),
+            "may_decide_redshift": may_decide,
+            **_list_navigation(request, row.pk),
         },
+    )
+
+
+@require_role(permissions.REDSHIFT_DECIDE)
+@require_POST
+def spectrum_redshift_decide(request: HtmxHttpRequest, spectrum_id: int) -> HttpResponse:
+    """Accept the fit's alternative ``rank`` (recomputed here: the stored z, error and template
+    are the server's), or the typed ``z`` (with an optional ``z_err``)."""
+    row = get_object_or_404(Spectrum, pk=spectrum_id)
+    form = RedshiftDecisionForm(request.POST)
+    error = ""
+    if form.is_valid():
+        try:
+            _decide_redshift(row, form.cleaned_data, _expert(request))
+        except core_errors.WorkflowError as refused:
+            error = str(refused)
+    else:
+        error = form.errors.as_text()
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        return redirect("spectrum_detail", spectrum_id=row.pk)
+    context = {
+        "spectrum": row,
+        "redshift_current": selectors.spectrum_redshift_current(row),
+        "redshift_error": error,
+        "may_decide_redshift": True,
+    }
+    status = 400 if error else 200
+    return render(
+        request, "spectra/_workbench_panels.html#redshift-current", context, status=status
+    )
+
+
+def _decide_redshift(row: Spectrum, data: dict[str, Any], actor: Any) -> None:
+    rank = data.get("rank")
+    if rank:
+        candidates = selectors.spectrum_redshift_fit(row)["candidates"]
+        if rank > len(candidates):
+            raise core_errors.WorkflowError(
+                f"the fit has {len(candidates)} alternatives, not {rank}"
+            )
+        chosen = candidates[rank - 1]
+        services.spectrum_redshift_decide(
+            spectrum=row, actor=actor, z=chosen["z"], z_err=chosen["z_err"], source=RedshiftSource.FIT,
+            template=chosen["template_text"], rank=rank, r_value=chosen["r_value"],
+        )  # fmt: skip
+        return
+    services.spectrum_redshift_decide(
+        spectrum=row,
+        actor=actor,
+        z=data["z"],
+        z_err=data.get("z_err"),
+        source=RedshiftSource.OVERRIDE,
     )
 
 
@@ -178,21 +274,7 @@ def spectrum_upload(request: HttpRequest) -> HttpResponse:
 
 
 # --- vetted-label exports ----------------------------------------------------------------------
-
-
-@require_role(permissions.DATASETS_READ)
-@require_GET
-def label_export_list(request: HttpRequest) -> HttpResponse:
-    """The vetted-label exports (GRPO rows) and, for who may export, a button for the next."""
-    return render(
-        request,
-        "spectra/label_exports.html",
-        {
-            "exports": LabelExport.objects.defer("rows").select_related("created_by")[:50],
-            "tasks": Task.objects.values_list("code", flat=True),
-            "may_export": permissions.DATASET_EXPORT.allows(request.user),
-        },
-    )
+# Listed with the other kinds of training data from the loop by annotation.rating.views_exports.
 
 
 @require_role(permissions.DATASET_EXPORT)

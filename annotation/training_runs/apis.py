@@ -20,7 +20,7 @@ from annotation.core.apis import error_response
 from annotation.core.http import _expert
 from annotation.core.permissions import job_cancel_allowed
 from annotation.core.serializers import _paginated
-from annotation.curation.models import DatasetExport
+from annotation.curation.models import DatasetExport, ExportKind
 from annotation.training_runs import selectors, services
 from annotation.training_runs.models import (
     PolicyCheckpoint,
@@ -128,10 +128,10 @@ class TrainingRunCreateApi(APIView):
         )
         dataset_export = serializers.SlugRelatedField(
             slug_field="version",
-            queryset=DatasetExport.objects.all(),
+            queryset=DatasetExport.objects.filter(kind=ExportKind.ACCEPTED),
             required=False,
             allow_null=True,
-            help_text="version of the curation export (SFT)",
+            help_text="version of the accepted-trajectory export (SFT)",
         )
         label_source = LabelSourceSerializer(
             required=False, help_text="GRPO: the labelled spectra to learn from"
@@ -147,7 +147,7 @@ class TrainingRunCreateApi(APIView):
         # The exports this user may read (annotation/blinding.py); another version is unknown.
         export_field = cast(serializers.SlugRelatedField, params.fields["dataset_export"])
         export_field.queryset = dataset_exports_visible_to(
-            user=request.user, rows=DatasetExport.objects.all()
+            user=request.user, rows=DatasetExport.objects.filter(kind=ExportKind.ACCEPTED)
         )
         params.is_valid(raise_exception=True)
         data = params.validated_data

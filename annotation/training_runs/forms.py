@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from django import forms
 
-from annotation.curation.models import DatasetExport
+from annotation.curation.models import DatasetExport, ExportKind
 from annotation.spectra.models import LabelExport, Spectrum, Task
 from annotation.training_runs.models import PolicyCheckpoint, TrainingStage
 from annotation.training_runs.selectors import lineage_summary
@@ -20,9 +20,13 @@ LORA_CHOICES = [("", "as the preset"), ("true", "LoRA adapters"), ("false", "all
 
 class ExportChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Any) -> str:
-        count = obj.manifest.get("n_trajectories", "?")
-        noun = "trajectory" if count == 1 else "trajectories"
-        return f"v{obj.version} · {count} {noun} · {obj.content_hash[:12]}"
+        if obj.kind == ExportKind.PREFERENCE:
+            count, noun = obj.manifest.get("rows", "?"), "pairs"
+        else:
+            count = obj.manifest.get("n_trajectories", "?")
+            noun = "trajectory" if count == 1 else "trajectories"
+        kind = "expert-revised · " if obj.kind == ExportKind.REVISED else ""
+        return f"{kind}v{obj.version} · {count} {noun} · {obj.content_hash[:12]}"
 
 
 class CheckpointChoiceField(forms.ModelChoiceField):
@@ -65,10 +69,20 @@ class TrainingRunForm(forms.Form):
     )
     # SFT data.
     dataset_export = ExportChoiceField(
-        queryset=DatasetExport.objects.order_by("-version"),
+        queryset=DatasetExport.objects.filter(
+            kind__in=[ExportKind.ACCEPTED, ExportKind.REVISED]
+        ).order_by("kind", "-version"),
         required=False,
         empty_label="choose an export",
-        help_text="accepted trajectories exported on the Datasets page",
+        help_text="accepted trajectories (Datasets page) or expert revisions (Training data page)",
+    )
+    # DPO data.
+    preference_export = ExportChoiceField(
+        queryset=DatasetExport.objects.filter(kind=ExportKind.PREFERENCE).order_by("-version"),
+        required=False,
+        empty_label="choose an export",
+        label="Preference export",
+        help_text="preference pairs exported on the Training data page",
     )
     # GRPO data: a vetted-label export, or label-only spectra already loaded.
     label_export = forms.ModelChoiceField(
@@ -109,8 +123,9 @@ class TrainingRunForm(forms.Form):
         if user is not None:  # the exports this user may read (annotation/blinding.py)
             from annotation.blinding import dataset_exports_visible_to
 
-            field = cast(ExportChoiceField, self.fields["dataset_export"])
-            field.queryset = dataset_exports_visible_to(user=user, rows=field.queryset)
+            for name in ("dataset_export", "preference_export"):
+                field = cast(ExportChoiceField, self.fields[name])
+                field.queryset = dataset_exports_visible_to(user=user, rows=field.queryset)
         datasets = (
             Spectrum.objects.exclude(label="")
             .order_by("dataset")
@@ -126,12 +141,23 @@ class TrainingRunForm(forms.Form):
         data = self.cleaned_data
         if data.get("stage") == TrainingStage.SFT and not data.get("dataset_export"):
             self.add_error("dataset_export", "SFT trains on a dataset export; choose one")
+        if data.get("stage") == TrainingStage.DPO and not data.get("preference_export"):
+            self.add_error("preference_export", "DPO trains on a preference export; choose one")
         if data.get("stage") == TrainingStage.GRPO and not data.get("label_export"):
             if not data.get("rl_dataset"):
                 self.add_error("rl_dataset", "GRPO needs labelled spectra; choose their data set")
             if not data.get("rl_tasks"):
                 self.add_error("rl_tasks", "choose at least one task")
         return data
+
+    def export(self) -> DatasetExport | None:
+        """The export the chosen stage trains on (GRPO: none)."""
+        data = self.cleaned_data
+        if data.get("stage") == TrainingStage.DPO:
+            return data.get("preference_export")
+        if data.get("stage") == TrainingStage.SFT:
+            return data.get("dataset_export")
+        return None
 
     def overrides(self) -> dict[str, Any]:
         data = self.cleaned_data

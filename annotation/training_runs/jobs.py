@@ -2,7 +2,8 @@
 
 Called by ``annotation.training_runs.tasks.run_training`` on a ``gpu`` queue worker (in-process in the embedded
 default). Each run writes what it trains on into its output dir (``dataset/sharegpt.json`` from
-the curation export for SFT, ``dataset/label_only.parquet`` from labelled spectra for GRPO) and
+an SFT export, ``dataset/dpo.jsonl`` and its images from a preference export for DPO,
+``dataset/label_only.parquet`` from labelled spectra for GRPO) and
 its whole config to ``run_config.yaml``, so ``python -m training.<stage> --config
 OUTPUT_DIR/run_config.yaml`` repeats it without the app. Metrics go to the database (and to
 ``metrics.jsonl`` beside the checkpoint); the finished checkpoint is registered as a policy.
@@ -24,7 +25,7 @@ from transformers import TrainerCallback
 
 from annotation.core import errors as core_errors
 from annotation.core import services as core_services
-from annotation.curation.models import DatasetExport
+from annotation.curation.models import DatasetExport, ExportKind
 from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import LabelExport, Spectrum
 from annotation.training_runs import selectors, services
@@ -93,6 +94,41 @@ def extract_sft_export(export: DatasetExport, target: Path) -> Path:
     return target / "sharegpt.json"
 
 
+def extract_preference_export(export: DatasetExport, target: Path) -> Path:
+    """Unpack a preference export's ``dpo.jsonl``, its manifest and the plain files directly
+    under ``images/`` into ``target``; returns the JSONL path (nothing is written elsewhere)."""
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "images").mkdir(exist_ok=True)
+    with export.archive.open("rb") as handle, zipfile.ZipFile(handle) as archive:
+        names = archive.namelist()
+        if "dpo.jsonl" not in names:
+            raise core_errors.WorkflowError(f"preference export v{export.version} has no dpo.jsonl")
+        for name in names:
+            parts = PurePosixPath(name).parts
+            wanted = name in ("dpo.jsonl", "manifest.json") or (
+                len(parts) == 2 and parts[0] == "images" and parts[1] not in ("", "..")
+            )
+            if wanted:
+                (target / Path(*parts)).write_bytes(archive.read(name))
+    return target / "dpo.jsonl"
+
+
+def _export_source(export: DatasetExport) -> dict[str, Any]:
+    """What the checkpoint's lineage says of the export it learned from: its kind, version and
+    hash and, for the loop's kinds, the decisions behind its rows."""
+    source: dict[str, Any] = {
+        "kind": export.kind,
+        "version": export.version,
+        "content_hash": export.content_hash,
+        "trajectories": export.manifest.get("n_trajectories"),
+    }
+    if export.kind != ExportKind.ACCEPTED:
+        source["rows"] = export.manifest.get("rows")
+        source["decisions"] = export.manifest.get("decisions")
+        source["curations"] = export.curation_ids
+    return source
+
+
 def _labelled_rows(run: TrainingRun) -> Iterator[tuple[Spectrum, str, str, str]]:
     """(spectrum, task code, label, data source) of each row the run learns from: a vetted-label
     export's own rows (the label as exported, whatever it is now), else label-only spectra."""
@@ -148,18 +184,16 @@ def write_label_only_parquet(run: TrainingRun, path: Path) -> int:
 
 def prepare_data(run: TrainingRun, output_dir: Path) -> dict[str, Any]:
     """Write the run's training data under ``output_dir``; returns its lineage sources."""
-    if run.stage == TrainingStage.SFT:
+    if run.stage in services.STAGE_EXPORT_KINDS:
         export = run.dataset_export
         if export is None:
-            raise core_errors.WorkflowError("this SFT run has no dataset export")
-        extract_sft_export(export, output_dir / Path(services.SFT_DATA_FILE).parent)
-        return {
-            "dataset_export": {
-                "version": export.version,
-                "content_hash": export.content_hash,
-                "trajectories": export.manifest.get("n_trajectories"),
-            }
-        }
+            raise core_errors.WorkflowError(f"this {run.stage} run has no dataset export")
+        if run.stage == TrainingStage.DPO:
+            extract_preference_export(export, output_dir / Path(services.DPO_DATA_FILE).parent)
+        else:
+            extract_sft_export(export, output_dir / Path(services.SFT_DATA_FILE).parent)
+        # The checkpoint's lineage names the export and, for the loop's kinds, its decisions.
+        return {"dataset_export": _export_source(export)}
     rows = write_label_only_parquet(run, output_dir / services.GRPO_DATA_FILE)
     version = run.label_source.get("label_export")
     if version is not None:
@@ -193,13 +227,17 @@ def write_run_config(run: TrainingRun, output_dir: Path) -> Path:
 def train(run: TrainingRun, config_path: Path, sources: dict[str, Any]) -> Path | None:
     """Train from ``config_path`` with the database sink; the checkpoint folder, or None when
     the run was cancelled before it finished."""
-    from training import grpo, sft
+    from training import dpo, grpo, sft
 
     sink = DatabaseMetricsSink(run.pk, Path(run.output_dir) / METRICS_FILE)
     if run.stage == TrainingStage.SFT:
         args = sft.parse_args(["--config", str(config_path)])
         built: Any = sft.build_sft_run(*args, sink=sink)
         save: Any = sft.save_sft_run
+    elif run.stage == TrainingStage.DPO:
+        args = dpo.parse_args(["--config", str(config_path)])
+        built = dpo.build_dpo_run(*args, sink=sink)
+        save = dpo.save_dpo_run
     else:
         args = grpo.parse_args(["--config", str(config_path)])
         built = grpo.build_grpo_run(*args, sink=sink)

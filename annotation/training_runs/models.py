@@ -16,10 +16,11 @@ from annotation.curation.models import DatasetExport
 class TrainingStage(models.TextChoices):
     SFT = "sft", "SFT"
     GRPO = "grpo", "GRPO"
+    DPO = "dpo", "DPO"
 
 
 class TrainingRun(models.Model):
-    """An SFT or GRPO run started from the app; its state, progress and error live on ``job``.
+    """An SFT, GRPO or DPO run started from the app; its state, progress and error live on ``job``.
 
     ``config`` holds every value of the run's YAML config (the preset file, then the overrides,
     then the model, data and output paths of this run). The worker writes it to
@@ -39,7 +40,8 @@ class TrainingRun(models.Model):
         on_delete=models.PROTECT,
         related_name="derived_runs",
     )
-    # SFT trains on a curation export; GRPO on label-only spectra selected by label_source.
+    # SFT trains on an SFT export (accepted or expert-revised trajectories), DPO on a preference
+    # export; GRPO on label-only spectra selected by label_source.
     dataset_export = models.ForeignKey(
         DatasetExport,
         null=True,

@@ -34,6 +34,7 @@ TRAINING_DATA_KEYS = frozenset(
         "specvi_mini_negatives",
         "specvi_mini_seed",
         "verl_parquet",
+        "preference_pairs",
     }
 )
 # The curves of paper Figure 6 (names from training.callbacks).
@@ -159,7 +160,12 @@ def checkpoint_for_policy_spec(spec: dict[str, Any]) -> PolicyCheckpoint | None:
 def lineage_summary(lineage: dict[str, Any]) -> dict[str, Any]:
     """What a policy chooser shows of a lineage: data, base model and the main settings."""
     config = lineage.get("config") or {}
-    training = config.get("SpecvetSFTConfig") or config.get("SpecvetGRPOConfig") or {}
+    training = (
+        config.get("SpecvetSFTConfig")
+        or config.get("SpecvetGRPOConfig")
+        or config.get("SpecvetDPOConfig")
+        or {}
+    )
     model = config.get("ModelArguments") or {}
     dataset = lineage.get("dataset") or {}
     sources = dataset.get("sources") or {}

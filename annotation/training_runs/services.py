@@ -17,6 +17,7 @@ from annotation.core.models import Job, JobState
 from annotation.core.services import audit_log_record, job_cancel, job_claim, job_succeed
 from annotation.curation.models import (
     DatasetExport,
+    ExportKind,
 )
 from annotation.training_runs.models import (
     PolicyCheckpoint,
@@ -39,6 +40,16 @@ TRAINING_OVERRIDES: dict[str, type] = {
 # Where a run keeps the data it materializes (relative to its output dir); the CLI reads the same.
 SFT_DATA_FILE = "dataset/sharegpt.json"
 GRPO_DATA_FILE = "dataset/label_only.parquet"
+DPO_DATA_FILE = "dataset/dpo.jsonl"
+# Which export kinds (curation.models.ExportKind) each stage that trains on an export reads.
+STAGE_EXPORT_KINDS = {
+    TrainingStage.SFT: (ExportKind.ACCEPTED, ExportKind.REVISED),
+    TrainingStage.DPO: (ExportKind.PREFERENCE,),
+}
+STAGE_EXPORT_NEEDS = {
+    TrainingStage.SFT: "a dataset export of accepted or expert-revised trajectories",
+    TrainingStage.DPO: "a preference export (DPO pairs)",
+}
 LABEL_SOURCE_MAX = 100000
 
 
@@ -138,6 +149,8 @@ def _training_config(
     values["run_name"] = output_dir.name
     if stage == TrainingStage.SFT:
         values["sharegpt"] = [str(output_dir / SFT_DATA_FILE)]
+    elif stage == TrainingStage.DPO:
+        values["preference_pairs"] = [str(output_dir / DPO_DATA_FILE)]
     else:
         values["verl_parquet"] = [str(output_dir / GRPO_DATA_FILE)]
     return values
@@ -156,9 +169,10 @@ def training_run_create(
     overrides: dict[str, Any] | None = None,
     name: str = "",
 ) -> TrainingRun:
-    """Record an SFT or GRPO run and its job; the gpu-queue task is enqueued on commit.
+    """Record an SFT, GRPO or DPO run and its job; the gpu-queue task is enqueued on commit.
 
-    SFT trains on ``dataset_export``; GRPO on the labelled spectra ``label_source`` selects
+    SFT trains on ``dataset_export`` (accepted or expert-revised trajectories), DPO on
+    ``dataset_export`` of preference pairs; GRPO on the labelled spectra ``label_source`` selects
     ({dataset, split, tasks, limit}). The base model is ``base_checkpoint``, else the folder
     ``base_model``, else the preset's model_name_or_path. Paths are checked by the worker, which
     may be another machine.
@@ -186,10 +200,16 @@ def training_run_create(
     if not base_model:
         raise WorkflowError(f"the {preset} preset names no base model: give a checkpoint folder")
     source: dict[str, Any] = {}
-    if stage == TrainingStage.SFT:
-        if dataset_export is None:
-            raise WorkflowError("SFT needs a dataset export of accepted trajectories")
-        params = {"stage": stage, "dataset_export": dataset_export.version}
+    if stage in STAGE_EXPORT_KINDS:
+        kinds = STAGE_EXPORT_KINDS[TrainingStage(stage)]
+        if dataset_export is None or dataset_export.kind not in kinds:
+            needs = STAGE_EXPORT_NEEDS[TrainingStage(stage)]
+            raise WorkflowError(f"{stage.upper()} needs {needs}")
+        params = {
+            "stage": stage,
+            "dataset_export": dataset_export.version,
+            "kind": dataset_export.kind,
+        }
     else:
         source, count = _label_source(label_source or {})
         params = {"stage": stage, "label_source": source, "spectra": count}
@@ -202,7 +222,7 @@ def training_run_create(
         overrides=checked,
         base_model=base_model[:500],
         base_checkpoint=base_checkpoint,
-        dataset_export=dataset_export if stage == TrainingStage.SFT else None,
+        dataset_export=dataset_export if stage in STAGE_EXPORT_KINDS else None,
         label_source=source,
         job=job,
         created_by=user,

@@ -77,7 +77,7 @@ def training_create(request: HttpRequest) -> HttpResponse:
                 preset=data["preset"],
                 base_model=data["base_model"],
                 base_checkpoint=data["base_checkpoint"],
-                dataset_export=data["dataset_export"],
+                dataset_export=form.export(),
                 label_source=form.label_source(),
                 overrides=form.overrides(),
                 name=data["name"],

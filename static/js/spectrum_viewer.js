@@ -52,6 +52,16 @@
     return out;
   }
 
+  // Text fields, number boxes, selects and sliders keep their keys (as keys.js decides).
+  function typingIn(target) {
+    if (!target || !target.closest) return false;
+    if (target.isContentEditable) return true;
+    const field = target.closest("input, textarea, select");
+    if (!field) return false;
+    const kind = (field.getAttribute("type") || "text").toLowerCase();
+    return !["button", "submit", "reset", "radio", "checkbox"].includes(kind);
+  }
+
   // --- the viewer of one plot -----------------------------------------------------------------
 
   function Viewer(bar, node) {
@@ -259,6 +269,85 @@
     this.node.dataset.template = box.checked ? "shown" : "hidden";
   };
 
+  // --- zoom, pan and smoothing steps (buttons with data-key; the arrows are handled below) -----
+
+  const ZOOM_FACTOR = 1.5;
+  const PAN_FRACTION = 0.25;
+  // The widths ] and [ step through (pixels); below the first is no smoothing.
+  const SMOOTH_STEPS = [3, 5, 9, 15, 25, 41, 71, 101];
+
+  Viewer.prototype.xRange = function () {
+    const range = (this.node.layout.xaxis || {}).range;
+    return range ? [Number(range[0]), Number(range[1])] : this.span.slice();
+  };
+
+  // The x range asked for, held inside the spectrum's span (a zoom out stops at the whole).
+  Viewer.prototype.showRange = function (lo, hi) {
+    const span = this.span;
+    const width = Math.min(hi - lo, span[1] - span[0]);
+    if (lo < span[0]) { lo = span[0]; hi = lo + width; }
+    if (hi > span[1]) { hi = span[1]; lo = hi - width; }
+    window.specvetPlot.zoomTo(this.node, lo, hi);
+  };
+
+  Viewer.prototype.zoom = function (factor) {
+    const range = this.xRange();
+    const centre = (range[0] + range[1]) / 2;
+    const half = (range[1] - range[0]) * factor / 2;
+    this.showRange(centre - half, centre + half);
+  };
+
+  Viewer.prototype.pan = function (fraction) {
+    const range = this.xRange();
+    const shift = (range[1] - range[0]) * fraction;
+    this.showRange(range[0] + shift, range[1] + shift);
+  };
+
+  Viewer.prototype.stepSmoothing = function (direction) {
+    const kind = this.field("smooth");
+    const box = this.field("smooth-width");
+    if (!kind || !box) return;
+    const width = Number(box.value) || 5;
+    let next;
+    if (kind.value === "none") {
+      if (direction < 0) return;
+      next = SMOOTH_STEPS[0];
+      kind.value = "gaussian";
+    } else if (direction > 0) {
+      next = SMOOTH_STEPS.find(function (w) { return w > width; }) || SMOOTH_STEPS[SMOOTH_STEPS.length - 1];
+    } else {
+      const smaller = SMOOTH_STEPS.filter(function (w) { return w < width; });
+      if (!smaller.length) { kind.value = "none"; next = width; } else next = smaller[smaller.length - 1];
+    }
+    box.value = String(next);
+    this.drawSmooth();
+  };
+
+  Viewer.prototype.wireKeys = function () {
+    const self = this;
+    const actions = {
+      "zoom-in": function () { self.zoom(1 / ZOOM_FACTOR); },
+      "zoom-out": function () { self.zoom(ZOOM_FACTOR); },
+      "pan-left": function () { self.pan(-PAN_FRACTION); },
+      "pan-right": function () { self.pan(PAN_FRACTION); },
+      "zoom-whole": function () { Plotly.relayout(self.node, { "xaxis.autorange": true }); },
+      "smooth-less": function () { self.stepSmoothing(-1); },
+      "smooth-more": function () { self.stepSmoothing(1); },
+    };
+    Object.keys(actions).forEach(function (name) {
+      const button = self.field(name);
+      if (button) button.addEventListener("click", actions[name]);
+    });
+    // Keys keys.js does not take (it clicks data-key elements for one-character keys).
+    const extra = { ArrowLeft: "pan-left", ArrowRight: "pan-right", "=": "zoom-in" };
+    document.addEventListener("keydown", function (event) {
+      if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+      if (typingIn(event.target) || !extra[event.key] || !self.bar.offsetParent) return;
+      event.preventDefault();
+      actions[extra[event.key]]();
+    });
+  };
+
   // The candidate page: the inspected windows as chips, and the selected step's image beside
   // the plot.
   Viewer.prototype.selectWindow = function (range) {
@@ -359,6 +448,7 @@
       this.field("template-note").hidden = true;
       this.field("template").addEventListener("change", function () { self.drawTemplate(); });
     }
+    this.wireKeys();
     this.showZ(null);
     this.drawChips();
     this.drawSky();

@@ -15,7 +15,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # From the ground up; a domain may import core and the domains before it, never one after it.
-DOMAINS = ("core", "spectra", "curation", "training_runs", "inspections", "rating", "catalog")
+DOMAINS = (
+    "core",
+    "spectra",
+    "curation",
+    "training_runs",
+    "inspections",
+    "rating",
+    "learning",
+    "catalog",
+)
 
 
 def _modules(*folders: str) -> dict[str, Path]:

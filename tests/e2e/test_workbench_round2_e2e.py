@@ -232,23 +232,102 @@ def test_it_flags_duplicates_in_the_catalog_with_data_set_and_spectrum_links(
     expect(page.locator("#key-sheet")).to_contain_text("Back to the list")
     page.keyboard.press("Escape")
 
-    # Keys and seconds per vetting decision, scripted: one key each (Y, N, U; S skips, Z undoes).
+    # Keys and seconds per vetting decision, scripted, with the quality flag: a digit 0-4 for
+    # the quality, a letter per issue flag (W low S/N, B bad sky), then Y, N or U decides.
     page.goto("/vetting/")
     head = page.locator(".page-head p.muted")
+    page.keyboard.press("?")
+    sheet = page.locator("#key-sheet")
+    expect(sheet).to_contain_text("quality 4, confident")
+    expect(sheet).to_contain_text("issue: low S/N")
+    _shot(page, "key_sheet_quality")
+    page.keyboard.press("Escape")
+    _shot(page, "vetting_queue_quality")
+    presses = ("3y", "4n", "2wy", "1bwu")
     keys = 0
     started = time.perf_counter()
-    for remaining, key in zip((4, 3, 2, 1), "ynyu", strict=True):
+    for remaining, sequence in zip((4, 3, 2, 1), presses, strict=True):
         expect(head).to_contain_text(f"{remaining} candidate")
-        page.keyboard.press(key)
-        keys += 1
+        for key in sequence:
+            page.keyboard.press(key)
+            keys += 1
         expect(head).to_contain_text(
             f"{remaining - 1} candidate" if remaining > 1 else "0 candidates"
         )
     seconds = time.perf_counter() - started
-    print(
-        f"vetting: 4 decisions, {keys / 4:.1f} keys per decision, {seconds / 4:.2f} s per decision"
+    stored = sorted(
+        ExpertDecision.objects.filter(expert=engineer).values_list("decision", "quality", "issues")
+    )
+    assert stored == sorted(
+        [("YES", 3, []), ("NO", 4, []), ("YES", 2, ["low_snr"]), ("unsure", 1, ["sky", "low_snr"])]
     )
     page.keyboard.press("z")  # undo the last: its candidate comes back
     expect(page.locator("#vetting-skip")).to_be_visible()
     assert ExpertDecision.objects.filter(expert=engineer).count() == 3
+    # Reference in the same run: loading the queue page with that candidate (a decision is one
+    # POST and one such page; the quality and flag keys are toggles within the page).
+    started = time.perf_counter()
+    for _ in range(4):
+        page.goto("/vetting/")
+        expect(head).to_contain_text("1 candidate")
+    reference = (time.perf_counter() - started) / 4
+    print(
+        f"vetting with the quality flag: 4 decisions, {keys / 4:.2f} keys per decision, "
+        f"{seconds / 4:.2f} s per decision; one queue page load {reference:.2f} s "
+        f"(decision / page load {seconds / 4 / reference:.2f})"
+    )
+    page.goto("/catalog/?sort=object_id")
+    expect(page.locator(".catalog-table img.sparkline").first).to_be_visible()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.catalog-table img.sparkline')]"
+        ".every(img => img.complete && img.naturalWidth === 120)"
+    )
+    _shot(page, "catalog_sparklines")
+    page.locator(".catalog-table a.badge.duplicate").first.click()
+    expect(page.locator(".duplicate-members tbody tr")).to_have_count(3)
+    _shot(page, "duplicate_group")
+    pages.assert_clean()
+
+
+def test_it_closes_and_reassigns_selected_candidates_from_the_staff_queue_page(
+    pages: BrowserPages, django_capture_on_commit_callbacks
+) -> None:
+    from django.test import Client
+
+    from annotation.inspections.models import Candidate
+
+    cv = Task.objects.get(code="CV")
+    for index, dataset in enumerate(("lamost-dr7", "lamost-dr7", "sdss")):
+        make_spectrum(object_id=f"Q{index}", task=cv, label="YES", seed=index, dataset=dataset)
+    engineer = UserFactory(username="fleming", roles=["ml_engineer"])
+    UserFactory(username="payne", roles=["expert"])
+    client = Client()
+    client.force_login(engineer)
+    data = {
+        "task": "CV", "labelled_for_task": "on", "limit": 10, "policy": "rule-based",
+        "temperature": 0, "rollouts": 1, "max_tool_calls": 8, "confidence_threshold": 0.99,
+    }  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/inspections/new/", data)
+    staff = UserFactory(username="stella", roles=["staff"])
+    page = pages.open("stella", staff)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto("/vetting/manage/?dataset=lamost-dr7")
+    rows = page.locator(".queue-table tbody tr")
+    expect(rows).to_have_count(2)
+    page.locator("#queue-select-all").check()
+    page.locator("#queue-action").select_option("close")
+    page.locator("input[name=reason]").fill("<b>duplicates</b> of DR8")
+    _shot(page, "vetting_manage")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator(".queue-table tbody tr")).to_have_count(1)  # "No candidate matches"
+    closed = Candidate.objects.exclude(queue_closed_reason="")
+    assert sorted(c.spectrum.dataset for c in closed) == ["lamost-dr7", "lamost-dr7"]
+    page.goto("/vetting/manage/?status=closed")
+    expect(page.locator(".queue-table")).to_contain_text("<b>duplicates</b> of DR8")
+    page.goto("/vetting/manage/?dataset=sdss")
+    page.locator(".queue-table tbody input[name=candidate]").check()
+    page.locator("select[name=expert]").select_option("payne")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator(".queue-table tbody tr").first).to_contain_text("payne")
     pages.assert_clean()

@@ -1,10 +1,11 @@
-"""The closed loop on the CPU with the tiny model (issue 25, "Done when", as far as it is built):
-a rule-based run; two experts vet 30 candidates and a third settles their disagreements; labels
-appear with provenance; the labels are exported; a tiny GRPO run trains on the export and its
-checkpoint names the decisions; the checkpoint runs on the same spectra; the comparison shows
-what changed; staff promote it; the catalog names the model behind each verdict.
-
-Not yet covered (not built): recalibration changing the triage, SFT and DPO exports."""
+"""The closed loop on the CPU with the tiny model (issue 25, "Done when"): a rule-based run; two
+experts vet 30 candidates and a third settles their disagreements; labels appear with provenance;
+recalibration changes the triage; the labels are exported; a tiny GRPO run trains on the export
+and its checkpoint names the decisions; an expert's revision of a draft passes audit and makes the
+SFT and DPO exports; a tiny SFT run trains on the revisions and a tiny DPO run, from the GRPO
+checkpoint, on the preference pairs, each checkpoint naming its decisions; the DPO checkpoint runs
+on the same spectra; the comparison shows what changed; staff promote it; the catalog names the
+model behind each verdict."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ from django.urls import reverse
 
 from annotation.catalog import comparisons
 from annotation.core.models import AuditLog, JobState
+from annotation.curation.revised import revised_export_create
 from annotation.inspections import services
 from annotation.inspections.models import CatalogEntry, ModelPromotion
+from annotation.learning.models import CalibrationFit
+from annotation.rating.preferences import preference_export_create
 from annotation.spectra.models import SpectrumLabel, Task
 from annotation.spectra.services import label_export_create
 from annotation.training_runs import services as training_runs_services
 from annotation.training_runs.models import PolicyCheckpoint
-from tests.factories import UserFactory, make_spectrum
+from tests.factories import UserFactory, make_revised_curation, make_spectrum
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -51,14 +55,14 @@ def test_it_closes_the_loop_from_vetting_to_a_promoted_model(
         make_spectrum(object_id=f"LOOP-{i:02d}", seed=i, line_amplitude=2.0 if i % 2 else 0.02)
         for i in range(N)
     ]
-    # 1. A rule-based run; every candidate goes to the experts (threshold 1).
+    # 1. A rule-based run; candidates under confidence 0.95 go to the experts.
     with django_capture_on_commit_callbacks(execute=True):
         first = services.inspection_run_create(
             task=cv,
             spectrum_ids=[row.pk for row in spectra],
             policy_spec={"kind": "rule-based"},
             created_by=owner,
-            confidence_threshold=1.0,
+            confidence_threshold=0.95,
         )
     first.refresh_from_db()
     assert first.candidates.filter(state="done").count() == N
@@ -88,6 +92,22 @@ def test_it_closes_the_loop_from_vetting_to_a_promoted_model(
         else:
             assert label.state == "agreed" and counted == ["payne", "outsider"]
         assert {d["model_key"] for d in label.decisions} == {first.model_key}
+    # 3b. Recalibration changes which candidates the triage sends to experts. The rule-based
+    # inspector answers NO to all 30 (0.97 where the line is absent, 0.62 where it is strong),
+    # so the labels say its NO is worth less than it claims: refitted on them (the page's Refit,
+    # a job), its 0.97 NO answers fall under the run's 0.95 and join the experts' queue.
+    routed_before = set(first.candidates.filter(needs_expert=True).values_list("pk", flat=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        client_for(owner).post(
+            reverse("calibration_refit"), {"task": "CV", "model_key": first.model_key}
+        )
+    fit = CalibrationFit.objects.get(model_key=first.model_key)
+    assert fit.n_labels == N and fit.version == 1
+    routed_after = set(first.candidates.filter(needs_expert=True).values_list("pk", flat=True))
+    assert routed_before < routed_after
+    assert first.candidates.filter(
+        pk__in=routed_after - routed_before, verdict="NO"
+    ).count() == len(routed_after - routed_before)
     # 4. The labels are exported as GRPO rows; a tiny GRPO run trains on them.
     export = label_export_create(actor=owner)
     assert export.manifest["rows"] == N
@@ -107,6 +127,36 @@ def test_it_closes_the_loop_from_vetting_to_a_promoted_model(
     learned = checkpoint.lineage["dataset"]["sources"]["label_export"]
     assert learned["decisions"] == export.manifest["decisions"]
     assert learned["version"] == export.version and learned["rows"] == N
+    # 4b. An expert revises a drafted trajectory and two auditors approve it: SFT rows from the
+    # revision, a DPO pair of revision over draft; tiny runs train on both.
+    revision = make_revised_curation(reviser=third, auditors=[expert, outsider], object_id="LOOP-R")
+    sft_export = revised_export_create(actor=owner)
+    dpo_export = preference_export_create(actor=owner)
+    assert sft_export.manifest["rows"] == dpo_export.manifest["rows"] == 1
+    assert dpo_export.manifest["by_source"] == {"draft_revision": 1}
+    trained = {}
+    for stage, data, base in (("sft", sft_export, None), ("dpo", dpo_export, checkpoint)):
+        with django_capture_on_commit_callbacks(execute=True):
+            run = training_runs_services.training_run_create(
+                stage=stage,
+                preset="cpu-tiny",
+                base_model="" if base else str(tiny_model_path),
+                base_checkpoint=base,
+                dataset_export=data,
+                overrides={"max_steps": 1},
+                created_by=owner,
+            )
+        run.job.refresh_from_db()
+        assert run.job.state == JobState.SUCCEEDED, run.job.error
+        trained[stage] = PolicyCheckpoint.objects.get(run=run)
+        source = trained[stage].lineage["dataset"]["sources"]["dataset_export"]
+        assert source["content_hash"] == data.content_hash
+        assert source["decisions"] == data.manifest["decisions"]
+        assert source["curations"] == [revision.pk]
+    # The DPO checkpoint's lineage holds the GRPO one's, with the label decisions it learned.
+    base_lineage = trained["dpo"].lineage["base_lineage"]
+    assert base_lineage["dataset"]["sources"]["label_export"]["decisions"] == learned["decisions"]
+    checkpoint = trained["dpo"]
     # 5. The new checkpoint runs on the same spectra; its model is the weights' hash.
     with django_capture_on_commit_callbacks(execute=True):
         second = services.inspection_run_create(

@@ -154,7 +154,7 @@ def test_it_exports_reproducibly(curation, reviser, first_auditor, second_audito
     first = curation_datasets.dataset_export_create(actor=reviser)
     files_a, body_a = curation_datasets.dataset_files([curation])
     files_b, body_b = curation_datasets.dataset_files([curation])
-    assert curation_datasets._zip_bytes(files_a) == curation_datasets._zip_bytes(files_b)
+    assert curation_datasets.zip_bytes(files_a) == curation_datasets.zip_bytes(files_b)
     assert body_a["content_hash"] == first.content_hash
     assert curation_datasets.dataset_export_create(actor=reviser).pk == first.pk
     assert DatasetExport.objects.count() == 1

@@ -24,7 +24,7 @@ def three(db) -> list[Spectrum]:
 
 def listed(client, **params) -> list[str]:
     body = client.get(reverse("spectrum_list"), params).content.decode()
-    return re.findall(r'<a href="/spectra/\d+/">([^<]+)</a>', body)
+    return re.findall(r'<a href="/spectra/\d+/(?:\?list=[^"]*)?">([^<]+)</a>', body)
 
 
 def test_it_sorts_by_a_column_and_flips_it(expert_client, three) -> None:

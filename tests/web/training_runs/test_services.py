@@ -322,7 +322,9 @@ def test_it_answers_a_refused_run_with_the_reason(trainer, tiny_model_path):
     body = {"stage": "sft", "preset": "cpu-tiny", "base_model": str(tiny_model_path)}
     response = api(trainer).post(reverse("api_training_create"), body, format="json")
     assert response.status_code == 400
-    assert response.json() == {"detail": "SFT needs a dataset export of accepted trajectories"}
+    assert response.json() == {
+        "detail": "SFT needs a dataset export of accepted or expert-revised trajectories"
+    }
 
 
 def test_it_follows_metrics_after_a_given_row(trainer, export, tiny_model_path):

@@ -1,0 +1,150 @@
+"""Vetting-queue reads beside the queue's order (``selectors.vetting_queue``): who a candidate
+waits for after staff reassign or close it, the staff's filtered view of the queue, and the
+quality flag's choices for the queue page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Q, QuerySet
+
+from annotation import blinding
+from annotation.catalog.selectors import (
+    MODEL_KEY_MAX,
+    VERDICT_CHOICES,
+    CatalogQueryError,
+    _choice_param,
+    _float_param,
+)
+from annotation.core.errors import NotAllowed, WorkflowError
+from annotation.inspections.models import Candidate, CandidateState
+from annotation.inspections.quality import COMMENT_MAX_CHARS, ISSUE_FLAGS, QUALITY_SCALE
+
+QUEUE_PAGE_SIZE = 100
+# waiting: in some expert's queue; closed: taken out by staff; unrouted: finished, never sent
+# to experts (requeue sends it); any: every finished candidate.
+QUEUE_STATUSES = ("waiting", "closed", "unrouted", "any")
+
+
+def quality_context() -> dict[str, Any]:
+    return {
+        "quality_scale": QUALITY_SCALE,
+        "issue_flags": ISSUE_FLAGS,
+        "comment_max": COMMENT_MAX_CHARS,
+    }
+
+
+def queue_for_user(queue: QuerySet[Candidate], user: Any) -> QuerySet[Candidate]:
+    """``queue`` less what staff took out of it: closed candidates and those assigned to
+    another expert (an assigned candidate waits for its expert alone)."""
+    return queue.filter(queue_closed_reason="").filter(
+        Q(assigned_to__isnull=True) | Q(assigned_to=user)
+    )
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    status: str = "waiting"
+    task: str = ""
+    dataset: str = ""
+    verdict: str = ""  # YES | NO | none (no answer)
+    model: str = ""  # a run's model key
+    snr_min: float | None = None
+    snr_max: float | None = None
+    assigned: str = ""  # a username, or "none"
+
+
+def queue_filters_from_query(params: Mapping[str, str]) -> QueueFilters:
+    """Read the staff queue page's GET parameters; raises CatalogQueryError naming a bad one."""
+    model = (params.get("model") or "").strip()
+    if len(model) > MODEL_KEY_MAX:
+        raise CatalogQueryError(f"model must be at most {MODEL_KEY_MAX} characters")
+    filters = QueueFilters(
+        status=_choice_param(params, "status", QUEUE_STATUSES) or "waiting",
+        task=(params.get("task") or "").strip()[:16],
+        dataset=(params.get("dataset") or "").strip()[:80],
+        verdict=_choice_param(params, "verdict", VERDICT_CHOICES),
+        model=model,
+        snr_min=_float_param(params, "snr_min"),
+        snr_max=_float_param(params, "snr_max"),
+        assigned=(params.get("assigned") or "").strip()[:150],
+    )
+    if (
+        filters.snr_min is not None
+        and filters.snr_max is not None
+        and filters.snr_min > filters.snr_max
+    ):
+        raise CatalogQueryError(f"snr_min ({filters.snr_min}) is above snr_max ({filters.snr_max})")
+    return filters
+
+
+def _status_rows(rows: QuerySet[Candidate], status: str) -> QuerySet[Candidate]:
+    if status == "waiting":
+        return rows.filter(queue_closed_reason="", needs_expert=True)
+    if status == "closed":
+        return rows.exclude(queue_closed_reason="")
+    if status == "unrouted":
+        return rows.filter(queue_closed_reason="", needs_expert=False)
+    return rows
+
+
+def staff_queue_rows(filters: QueueFilters) -> QuerySet[Candidate]:
+    """Finished candidates by queue status and metadata, oldest first (the queue's own order
+    is ``selectors.vetting_queue``'s; this is the staff's working list)."""
+    rows = _status_rows(Candidate.objects.filter(state=CandidateState.DONE), filters.status)
+    if filters.task:
+        rows = rows.filter(run__task__code__iexact=filters.task)
+    if filters.dataset:
+        rows = rows.filter(spectrum__dataset=filters.dataset)
+    if filters.verdict:
+        rows = rows.filter(verdict="" if filters.verdict == "none" else filters.verdict)
+    if filters.model:
+        rows = rows.filter(run__model_key=filters.model)
+    if filters.snr_min is not None:
+        rows = rows.filter(spectrum__snr__gte=filters.snr_min)
+    if filters.snr_max is not None:
+        rows = rows.filter(spectrum__snr__lte=filters.snr_max)
+    if filters.assigned == "none":
+        rows = rows.filter(assigned_to__isnull=True)
+    elif filters.assigned:
+        rows = rows.filter(assigned_to__username=filters.assigned)
+    return (
+        rows.select_related("run__task", "spectrum", "assigned_to")
+        .defer("spectrum__arrays", "spectrum__meta", "error")
+        .order_by("finished_at", "id")
+    )
+
+
+def queue_datasets() -> list[str]:
+    """The data sets of finished candidates' spectra (the filter's choices)."""
+    rows = Candidate.objects.filter(state=CandidateState.DONE).order_by()
+    return sorted(rows.values_list("spectrum__dataset", flat=True).distinct())
+
+
+def readable_selection(*, user: Any, candidate_ids: list[int]) -> list[int]:
+    """The selected candidates ``user`` may read (the others are left out, never acted on)."""
+    if not candidate_ids:
+        return []
+    visible = blinding.candidates_visible_to(user=user).filter(pk__in=candidate_ids)
+    return sorted(visible.values_list("pk", flat=True))
+
+
+def expert_for_assignment(*, username: str, candidate_ids: list[int]) -> Any:
+    """The account named (blank: None, every expert), which must read every candidate:
+    a candidate assigned to someone blind to it would wait in no queue."""
+    username = username.strip()
+    if not username:
+        return None
+    expert = get_user_model().objects.filter(username=username, is_active=True).first()
+    if expert is None:
+        raise WorkflowError(f"expert: no active account {username[:150]!r}")
+    readable = blinding.candidates_visible_to(user=expert).filter(pk__in=candidate_ids).count()
+    if readable != len(candidate_ids):
+        raise NotAllowed(
+            f"{username} may not read {len(candidate_ids) - readable} of these candidates "
+            "(blinding)"
+        )
+    return expert

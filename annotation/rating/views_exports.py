@@ -1,0 +1,109 @@
+"""Training data from the loop on one page: the three export kinds experts' decisions make.
+
+- GRPO rows from vetted labels (annotation.spectra: LabelExport; made by spectra's own view),
+- SFT rows from expert-revised trajectories (annotation.curation.revised),
+- DPO preference pairs from pairwise judgements and draft-versus-revision pairs
+  (annotation.rating.preferences).
+
+The page sits in the rating domain because the preference pairs read rating campaigns; the SFT
+and DPO archives are DatasetExports, so they list, download and hide under the blinding rule
+as the accepted-trajectory exports do (annotation.blinding.dataset_exports_visible_to).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import blinding
+from annotation.core import errors as core_errors
+from annotation.core import permissions
+from annotation.core.http import _expert
+from annotation.core.permissions import require_role
+from annotation.curation import revised
+from annotation.curation.models import DatasetExport, ExportKind
+from annotation.rating import preferences
+from annotation.spectra.models import LabelExport, Task
+
+LIST_LIMIT = 50
+
+
+def _exports_context(request: HttpRequest) -> dict[str, Any]:
+    visible = blinding.dataset_exports_visible_to(
+        user=request.user, rows=DatasetExport.objects.select_related("created_by")
+    ).order_by("-version")
+    return {
+        "exports": LabelExport.objects.defer("rows").select_related("created_by")[:LIST_LIMIT],
+        "revised_exports": visible.filter(kind=ExportKind.REVISED)[:LIST_LIMIT],
+        "preference_exports": visible.filter(kind=ExportKind.PREFERENCE)[:LIST_LIMIT],
+        "tasks": Task.objects.values_list("code", flat=True),
+        "may_export": permissions.DATASET_EXPORT.allows(request.user),
+    }
+
+
+@require_role(permissions.DATASETS_READ)
+@require_GET
+def label_export_list(request: HttpRequest) -> HttpResponse:
+    """The three kinds of training data from the loop and, for who may export, their buttons."""
+    return render(request, "spectra/label_exports.html", _exports_context(request))
+
+
+def _created(request: HttpRequest, export: DatasetExport, latest: DatasetExport | None) -> None:
+    if latest is not None and latest.pk == export.pk:
+        messages.info(request, f"Nothing changed since v{export.version}; no new version.")
+    else:
+        rows = export.manifest.get("rows", 0)
+        messages.success(
+            request, f"{ExportKind(export.kind).label} v{export.version}: {rows} rows."
+        )
+
+
+def _latest(kind: str) -> DatasetExport | None:
+    return DatasetExport.objects.filter(kind=kind).order_by("-version").first()
+
+
+def _refused(request: HttpRequest, error: core_errors.WorkflowError) -> HttpResponse:
+    context = {**_exports_context(request), "error": str(error)}
+    status = core_errors.http_status(error)
+    return render(request, "spectra/label_exports.html", context, status=status)
+
+
+@require_role(permissions.DATASET_EXPORT)
+@require_POST
+def revised_export_create(request: HttpRequest) -> HttpResponse:
+    hidden = blinding.blinding_for(request.user)
+    latest = _latest(ExportKind.REVISED)
+    try:
+        export = revised.revised_export_create(
+            actor=_expert(request),
+            task=request.POST.get("task", "").strip(),
+            hidden_curations=hidden.curation_ids,
+            hidden_hashes=hidden.content_hashes,
+        )
+    except core_errors.WorkflowError as error:
+        return _refused(request, error)
+    _created(request, export, latest)
+    return redirect("label_export_list")
+
+
+@require_role(permissions.DATASET_EXPORT)
+@require_POST
+def preference_export_create(request: HttpRequest) -> HttpResponse:
+    hidden = blinding.blinding_for(request.user)
+    latest = _latest(ExportKind.PREFERENCE)
+    try:
+        export = preferences.preference_export_create(
+            actor=_expert(request),
+            task=request.POST.get("task", "").strip(),
+            hidden_curations=hidden.curation_ids,
+            hidden_runs=hidden.run_ids,
+            hidden_hashes=hidden.content_hashes,
+        )
+    except core_errors.WorkflowError as error:
+        return _refused(request, error)
+    _created(request, export, latest)
+    return redirect("label_export_list")
