@@ -49,7 +49,10 @@ def variant_commands(variant: str, options: argparse.Namespace) -> list[list[str
     launcher = [sys.executable, "-m"]
     if options.accelerate_config:
         launcher = ["accelerate", "launch", "--config_file", str(options.accelerate_config), "-m"]
-    tool_flags = [] if tool else ["--use_tool", "false"]
+    shared_flags = [] if tool else ["--use_tool", "false"]
+    # One input distribution for the variant's SFT, GRPO and evaluation (training.inputs).
+    inputs = options.input_distribution
+    shared_flags += ["--input_distribution", inputs]
     commands: list[list[str]] = []
     model = str(options.base)
     if sft:
@@ -64,7 +67,7 @@ def variant_commands(variant: str, options: argparse.Namespace) -> list[list[str
                 "--model_name_or_path",
                 model,
                 *data,
-                *tool_flags,
+                *shared_flags,
                 "--output_dir",
                 str(out / "sft"),
             ]
@@ -83,7 +86,7 @@ def variant_commands(variant: str, options: argparse.Namespace) -> list[list[str
                 "--model_name_or_path",
                 model,
                 *data,
-                *tool_flags,
+                *shared_flags,
                 "--output_dir",
                 str(out / "grpo"),
             ]
@@ -109,6 +112,8 @@ def variant_commands(variant: str, options: argparse.Namespace) -> list[list[str
             "--batch-size",
             str(options.eval_batch_size),
             *([] if tool else ["--no-tool"]),
+            "--input-distribution",
+            inputs,
             "--out",
             str(out / "eval.json"),
         ]
@@ -133,6 +138,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, help="SpecVI-Bench parquet folder")
     parser.add_argument("--eval-tasks", nargs="+", default=["CV", "CS", "SS", "MG", "WD"])
     parser.add_argument("--eval-batch-size", type=int, default=64)
+    parser.add_argument(
+        "--input-distribution",
+        choices=["dataset", "specvet"],
+        default="dataset",
+        help="what SFT, GRPO and evaluation show in the first turn: the public rows' own "
+        "prompts and I0 (dataset, default: like for like with the paper) or specvet's",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     return parser
 

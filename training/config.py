@@ -143,6 +143,11 @@ class DataArguments:
 
     specvi_mini_*: SpecVI-mini spectra generated in memory (agent.synthetic.generate_split).
     verl_parquet: SpecVI-Bench / verl parquet files.
+
+    > Both
+
+    input_distribution: "specvet" (specvet's prompts and I0) or "dataset" (imported rows as
+        shipped), one choice for SFT, GRPO and evaluation alike (training.inputs).
     """
 
     trajectories: list[str] = field(
@@ -196,6 +201,16 @@ class DataArguments:
         metadata={
             "help": "DPO: dpo.jsonl files of a preference export (TRL vision DPO rows), their "
             "images beside them (image paths are relative to the file)."
+        },
+    )
+    input_distribution: str = field(
+        default="specvet",
+        metadata={
+            "help": "What the policy is shown in its first turn, for SFT, GRPO and evaluation "
+            "alike: 'specvet' (specvet's system prompt, T0 and I0; imported demonstrations get "
+            "specvet's prompts) or 'dataset' (imported rows' own prompts and I0 as shipped). "
+            "Recorded in the lineage; a run from a checkpoint trained on the other is refused.",
+            "choices": ["specvet", "dataset"],
         },
     )
 

@@ -8,10 +8,12 @@ tokens breaks the image/token match).
 
 GRPO rows hold the prompt the agent would see (system prompt, then I0 and T0, built by the same
 code as ``agent.rollout.inspect``), the I0 image, the label, the task and the spectrum arrays the
-environment needs to rebuild the spectrum (``spectrum_*`` columns, plain lists). I0 is always
-re-rendered with the agent's tool, also for imported SpecVI-Bench rows, so training sees the same
-picture the agent will see at inference; the run's sources record that, the renderer, and how many
-imported rows carried a prompt of their own (``VerlInputs``).
+environment needs to rebuild the spectrum (``spectrum_*`` columns, plain lists). With the run's
+input distribution ``specvet`` (``training.inputs``) I0 is re-rendered with the agent's tool, also
+for imported SpecVI-Bench rows, so training sees the same picture the agent will see at
+inference; with ``dataset`` an imported row keeps its own prompts and I0 (``LabelledSpectrum``'s
+``opening``). The run's sources record the choice, the renderer, and how many imported rows
+carried a prompt of their own (``VerlInputs``).
 """
 
 from __future__ import annotations
@@ -215,6 +217,9 @@ class LabelledSpectrum:
     task: str
     label: str
     sample_id: str
+    # The dataset's own first turn (system prompt, T0, I0), shown instead of specvet's when the
+    # run's input distribution is "dataset"; None: specvet's.
+    opening: Trajectory | None = None
 
     def __post_init__(self) -> None:
         if self.label not in PREDICTIONS:
@@ -261,12 +266,12 @@ class VerlInputs:
 
 
 def verl_parquet_items(
-    paths: Iterable[Path], inputs: VerlInputs | None = None
+    paths: Iterable[Path], inputs: VerlInputs | None = None, *, keep_opening: bool = False
 ) -> list[LabelledSpectrum]:
-    """Rows of SpecVI-Bench / verl parquet files (their prompt and image are rebuilt, see module).
+    """Rows of SpecVI-Bench / verl parquet files; their prompt and image are rebuilt by specvet
+    unless ``keep_opening`` (the run's input distribution is "dataset").
 
-    ``inputs``, when given, counts the rows whose own system prompt or T0 differ from the ones
-    training uses: those rows' prompts are not what the policy will see.
+    ``inputs``, when given, counts the rows whose own system prompt or T0 differ from specvet's.
     """
     items = []
     ours_system = system_prompt()
@@ -274,7 +279,10 @@ def verl_parquet_items(
         for row in read_verl_parquet(Path(path)):
             trajectory, spectrum, ground_truth = from_verl_row(row)
             sample_id = f"{Path(path).name}#{trajectory.meta.get('index')}"
-            items.append(LabelledSpectrum(spectrum, trajectory.task, ground_truth, sample_id))
+            opening = trajectory if keep_opening else None
+            items.append(
+                LabelledSpectrum(spectrum, trajectory.task, ground_truth, sample_id, opening)
+            )
             if inputs is not None:
                 inputs.rows += 1
                 inputs.other_system_prompt += (
@@ -301,9 +309,22 @@ def prompt_trajectory(spectrum: Spectrum, task: Task, *, use_tool: bool = True) 
     )
 
 
+def dataset_opening(opening: Trajectory, *, use_tool: bool = True) -> Trajectory:
+    """The step-less trajectory of an imported row as shipped: its system prompt, T0 and I0."""
+    return Trajectory.new(
+        task=opening.task,
+        spectrum=opening.spectrum,
+        system_prompt=opening.system_prompt,
+        user_prompt=opening.user_prompt + ("" if use_tool else NO_TOOL_PROMPT_NOTE),
+        initial_image=opening.initial_image,
+    )
+
+
 def rl_row(item: LabelledSpectrum, *, use_tool: bool = True) -> dict[str, Any]:
     """One GRPO row: prompt messages, [I0], label, task and the spectrum as plain lists."""
     trajectory = prompt_trajectory(item.spectrum, get_task(item.task), use_tool=use_tool)
+    if item.opening is not None:
+        trajectory = dataset_opening(item.opening, use_tool=use_tool)
     example = to_trl_example(trajectory, images_as="pil")
     spectrum = item.spectrum
     assert spectrum.mask is not None

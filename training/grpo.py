@@ -71,6 +71,7 @@ from training.environment import (
     environment_factory,
     install_agent_response_parser,
 )
+from training.inputs import DATASET, check_choice, record
 from training.memory import MemoryEstimate
 from training.precision import PrecisionPlan
 from training.rewards import SpectraRewardWeights, build_reward
@@ -115,10 +116,15 @@ def collect_items(data_args: DataArguments) -> tuple[list[LabelledSpectrum], dic
             )
         )
     verl = VerlInputs()
-    items.extend(verl_parquet_items((Path(path) for path in data_args.verl_parquet), verl))
+    as_shipped = check_choice(data_args.input_distribution) == DATASET
+    items.extend(
+        verl_parquet_items(
+            (Path(path) for path in data_args.verl_parquet), verl, keep_opening=as_shipped
+        )
+    )
     if not items:
         raise TrainingDataError("no GRPO data: set specvi_mini_tasks or verl_parquet")
-    if verl.other_system_prompt or verl.other_user_prompt:
+    if not as_shipped and (verl.other_system_prompt or verl.other_user_prompt):
         logger.warning(
             "%d of %d verl rows carry their own prompt (system: %d, T0: %d); GRPO trains on "
             "specvet's prompt and re-rendered I0, the ones inference uses",
@@ -132,8 +138,12 @@ def collect_items(data_args: DataArguments) -> tuple[list[LabelledSpectrum], dic
         "specvi_mini_split": data_args.specvi_mini_split,
         "verl_parquet": list(data_args.verl_parquet),
         # What the policy is shown, so a checkpoint is evaluated with the inputs it learnt on.
-        "prompt": "specvet (agent.inspection_tasks system_prompt and build_prompt)",
-        "initial_image": "re-rendered by specvet's tool for every row",
+        "prompt": "each verl row's own; specvet's for SpecVI-mini rows"
+        if as_shipped
+        else "specvet (agent.inspection_tasks system_prompt and build_prompt)",
+        "initial_image": "each verl row's own; specvet's for SpecVI-mini rows"
+        if as_shipped
+        else "re-rendered by specvet's tool for every row",
         "renderer": renderer_info(IMAGE_SIZE),
         **verl.as_sources(),
     }
@@ -253,6 +263,7 @@ def build_grpo_run(
         items, sources = collect_items(data_args)
     else:
         sources = {"in_memory": len(items)}
+    sources.update(record(data_args.input_distribution))
     precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="grpo")
     processor = tool_calling_processor(model_args)
     dataset = build_rl_dataset(items, use_tool=data_args.use_tool)

@@ -25,6 +25,7 @@ from training.config import (
     launch_layout,
 )
 from training.data import specvi_mini_items
+from training.inputs import refuse_mixing
 from training.memory import (
     GRPO_PROMPT_TOKENS,
     MemoryEstimate,
@@ -51,6 +52,7 @@ def plan_run(
     """The run's dtypes (training.precision) and per-GPU memory (training.memory), worked out
     before the model is loaded; raises PrecisionError or MemoryPlanError with the figures."""
     path = _model_path(model_args)
+    refuse_mixing(checkpoint=path, chosen=data_args.input_distribution, what=stage.upper())
     processes, sharded = launch_layout()
     sharded = (
         sharded

@@ -45,6 +45,7 @@ from training.data import (
     load_trajectories_jsonl,
     smoke_trajectories,
 )
+from training.inputs import DATASET, SPECVET, check_choice, record, with_specvet_prompts
 from training.memory import MemoryEstimate
 from training.precision import PrecisionPlan
 from training.run import (
@@ -84,6 +85,9 @@ def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], di
     cold_start: list[Trajectory] = []
     for path in data_args.sharegpt:
         cold_start.extend(load_sharegpt_file(Path(path)))
+    if check_choice(data_args.input_distribution) == SPECVET:
+        # One distribution per run: imported demonstrations get specvet's prompts (training.inputs).
+        cold_start = [with_specvet_prompts(trajectory) for trajectory in cold_start]
     trajectories.extend(cold_start)
     if data_args.smoke_tasks:
         trajectories.extend(
@@ -98,8 +102,8 @@ def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], di
         "sharegpt": list(data_args.sharegpt),
         "smoke_tasks": list(data_args.smoke_tasks),
     }
-    if cold_start:
-        # Recorded with the run: a model tuned on another prompt or image size is scored on ours.
+    if cold_start and data_args.input_distribution == DATASET:
+        # Recorded with the run: its rows' prompts and pictures differ from specvet's.
         sources["cold_start_warnings"] = cold_start_warnings(cold_start)
     if not data_args.use_tool:
         trajectories = [without_tool(trajectory) for trajectory in trajectories]
@@ -141,6 +145,7 @@ def build_sft_run(
         trajectories, sources = collect_trajectories(data_args)
     else:
         sources = {"in_memory": len(trajectories)}
+    sources.update(record(data_args.input_distribution))
     precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="sft")
     processor = load_training_processor(model_args)
     data = build_sft_dataset(trajectories, processor, max_length=data_args.max_sequence_length)

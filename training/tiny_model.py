@@ -14,11 +14,16 @@ import argparse
 from pathlib import Path
 
 
-def build_tiny_model(path: str | Path) -> Path:
-    """The tiny byte-level-tokenizer Qwen2.5-VL (2 layers, hidden 32) written into ``path``."""
+def build_tiny_model(
+    path: str | Path, *, hidden_size: int = 32, num_attention_heads: int = 4
+) -> Path:
+    """The tiny byte-level-tokenizer Qwen2.5-VL (2 layers, hidden 32 unless widened) written
+    into ``path``."""
     from tests.agent.tiny_qwen import build_tiny_qwen25vl
 
-    return build_tiny_qwen25vl(path)
+    return build_tiny_qwen25vl(
+        path, hidden_size=hidden_size, num_attention_heads=num_attention_heads
+    )
 
 
 def main(args: list[str] | None = None) -> Path:

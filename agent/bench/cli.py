@@ -5,6 +5,7 @@
     python -m agent.bench parse [--repeats 3]
     python -m agent.bench eval-concurrency [--spectra 64] [--latency-ms 300] [--levels 1 8 32]
     python -m agent.bench bombs [--limit-mib 64] [--scale 1.0]
+    python -m agent.bench kv-reuse [--spectra 4] [--turns 3] [--max-new-tokens 16]
     python -m agent.bench.real [calibrate]
 
 ``render`` times SpectralVisualizationTool.render against a tuned matplotlib renderer and the
@@ -22,6 +23,10 @@ latency and prints spectra/s at each concurrency level (agent.bench.eval_concurr
 
 ``bombs`` reads decompression and parse bombs under a byte limit and prints file size, expanded
 size, limit and peak memory per bomb (agent.bench.bombs).
+
+``kv-reuse`` prints prefill tokens and seconds per episode of the tiny Qwen2.5-VL with and
+without key-value cache reuse across turns, after checking both give the same tokens
+(agent.bench.kv_reuse).
 
 ``agent.bench.real`` has its own command line: the rule-based inspector on the real corpus.
 """
@@ -61,6 +66,10 @@ def make_parser() -> argparse.ArgumentParser:
     bombs = commands.add_parser("bombs", help="peak memory of load_spectra on bombs")
     bombs.add_argument("--limit-mib", type=float, default=64.0, help="max uncompressed MiB")
     bombs.add_argument("--scale", type=float, default=1.0, help="bomb size, 1 = issue 11's")
+    kv_reuse = commands.add_parser("kv-reuse", help="prefill with and without KV-cache reuse")
+    kv_reuse.add_argument("--spectra", type=int, default=4)
+    kv_reuse.add_argument("--turns", type=int, default=3, help="tool plots per episode")
+    kv_reuse.add_argument("--max-new-tokens", type=int, default=16)
     return parser
 
 
@@ -95,6 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         limit = int(arguments.limit_mib * 1024 * 1024)
         print(format_bomb_report(run_bomb_benchmark(limit, arguments.scale)))
+    elif arguments.command == "kv-reuse":
+        from agent.bench.kv_reuse import format_kv_reuse_report, run_kv_reuse_benchmark
+
+        summary = run_kv_reuse_benchmark(
+            arguments.spectra, arguments.turns, arguments.max_new_tokens
+        )
+        print(format_kv_reuse_report(summary))
     return 0
 
 

@@ -21,6 +21,7 @@ from agent.policies.base import (
     code_version,
     validate_messages,
 )
+from agent.policies.kv_reuse import CachedPrefix, image_spans, prefill_suffix, reusable_length
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
@@ -40,6 +41,7 @@ class TransformersPolicy(PerThreadUsage):
         dtype: str | None = None,
         sampling: SamplingParams | dict[str, Any] | None = None,
         max_pixels: int | None = None,
+        reuse_cache: bool = False,
     ) -> None:
         import torch
         from transformers import Qwen2_5_VLForConditionalGeneration
@@ -68,6 +70,9 @@ class TransformersPolicy(PerThreadUsage):
         if self.sampling.seed is not None:
             self._rng_states = _seeded_rng_states(self.sampling.seed, device)
         self._generating = threading.Lock()
+        # Off by default: exact on the tiny CPU model (tests), not yet measured on a GPU.
+        self.reuse_cache = reuse_cache
+        self._prefix: CachedPrefix | None = None
 
     def info(self) -> dict[str, Any]:
         return {
@@ -97,18 +102,48 @@ class TransformersPolicy(PerThreadUsage):
 
         inputs = self.prepare_inputs(messages).to(self.device)
         prompt_ids = inputs["input_ids"]
+        reused = 0
         with self._generating, torch.inference_mode(), self._sampling_rng():
-            output = self.model.generate(**inputs, **self._generation_kwargs())  # type: ignore[misc]
+            if self.reuse_cache:
+                output, reused = self._generate_reusing_cache(inputs)
+            else:
+                output = self.model.generate(**inputs, **self._generation_kwargs())  # type: ignore[misc]
         new_ids = output[0, prompt_ids.shape[1] :].tolist()
         kept_ids = _cut_at_end_of_turn(new_ids, self._end_of_turn_ids)
         self.last_usage = {
             "prompt_tokens": int(prompt_ids.shape[1]),
             "completion_tokens": len(new_ids),
             "image_tokens": int((prompt_ids == self._image_token_id).sum()),
+            "prefill_tokens": int(prompt_ids.shape[1]) - reused,
         }
         return strip_special_tokens(
             self.processor.tokenizer.decode(kept_ids, skip_special_tokens=False)
         )
+
+    def _generate_reusing_cache(self, inputs: Any) -> tuple[Any, int]:
+        """``generate`` continuing from the cache of the previous turn (agent.policies.kv_reuse);
+        returns the sequences and how many prompt tokens came from the cache."""
+        ids = inputs["input_ids"][0].tolist()
+        images = image_spans(inputs, self._image_token_id)
+        output: Any
+        reused = reusable_length(self._prefix, ids, images) if self._prefix is not None else 0
+        if reused > 0 and self._prefix is not None:
+            cache = prefill_suffix(self.model, inputs, self._prefix, reused)
+            output = self.model.generate(  # type: ignore[misc]
+                input_ids=inputs["input_ids"],
+                attention_mask=inputs["attention_mask"],
+                past_key_values=cache,
+                return_dict_in_generate=True,
+                **self._generation_kwargs(),
+            )
+        else:
+            output = self.model.generate(  # type: ignore[misc]
+                **inputs, return_dict_in_generate=True, **self._generation_kwargs()
+            )
+        cache = output.past_key_values
+        cached_ids = output.sequences[0, : cache.get_seq_length()].tolist()
+        self._prefix = CachedPrefix(cache, cached_ids, images)
+        return output.sequences, reused
 
     def _generation_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {

@@ -28,8 +28,15 @@ SPECIAL_TOKENS = (
 PLAIN_ADDED_TOKENS = ("<tool_call>", "</tool_call>")
 
 
-def build_tiny_qwen25vl(path: str | Path) -> Path:
-    """Write the tiny checkpoint into ``path`` (created if needed) and return it."""
+def build_tiny_qwen25vl(
+    path: str | Path, *, hidden_size: int = 32, num_attention_heads: int = 4
+) -> Path:
+    """Write the tiny checkpoint into ``path`` (created if needed) and return it.
+
+    ``hidden_size`` and ``num_attention_heads`` widen the language model (the learning
+    benchmark uses hidden 64 with 2 heads: head_dim 32 can key attention on one token);
+    the defaults are the 115k-parameter model of the smoke runs.
+    """
     import torch
     from transformers import (
         Qwen2_5_VLConfig,
@@ -46,13 +53,13 @@ def build_tiny_qwen25vl(path: str | Path) -> Path:
     image_processor = Qwen2VLImageProcessorPil(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
     processor = build_image_only_processor(image_processor, tokenizer, load_chat_template())
     config = Qwen2_5_VLConfig(
-        text_config=_text_config(tokenizer),
+        text_config=_text_config(tokenizer, hidden_size, num_attention_heads),
         vision_config={
             "depth": 2,
             "hidden_size": 32,
             "intermediate_size": 64,
             "num_heads": 4,
-            "out_hidden_size": 32,
+            "out_hidden_size": hidden_size,
             "fullatt_block_indexes": [1],
         },
         **{
@@ -98,20 +105,33 @@ def _byte_level_tokenizer():
     return tokenizer
 
 
-def _text_config(tokenizer) -> dict:
-    # mrope_section must sum to head_dim / 2 = (32 / 4) / 2.
+def _text_config(tokenizer, hidden_size: int, num_attention_heads: int) -> dict:
     return {
         "vocab_size": len(tokenizer),
-        "hidden_size": 32,
-        "intermediate_size": 64,
+        "hidden_size": hidden_size,
+        "intermediate_size": 2 * hidden_size,
         "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "rope_scaling": {"type": "default", "mrope_section": [2, 1, 1], "rope_type": "default"},
+        "num_attention_heads": num_attention_heads,
+        "num_key_value_heads": max(1, num_attention_heads // 2),
+        "rope_scaling": {
+            "type": "default",
+            "mrope_section": _mrope_section(hidden_size // num_attention_heads),
+            "rope_type": "default",
+        },
         "eos_token_id": tokenizer.convert_tokens_to_ids("<|im_end|>"),
         "pad_token_id": tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         "bos_token_id": None,
     }
+
+
+def _mrope_section(head_dim: int) -> list[int]:
+    """Temporal, height and width rotary sections; they must sum to head_dim / 2 ([2, 1, 1] for
+    head_dim 8, the Qwen2.5-VL proportions [16, 24, 24] of 64 scaled down otherwise)."""
+    half = head_dim // 2
+    if half < 4:
+        raise ValueError(f"head_dim {head_dim} is too small for three rotary sections")
+    spatial = half // 4 if half == 4 else (3 * half) // 8
+    return [half - 2 * spatial, spatial, spatial]
 
 
 def _set_processor_class(config_path: Path, processor_class: str) -> None:

@@ -199,12 +199,13 @@ def test_it_keeps_the_other_floors_under_800_lines_too(path: str) -> None:
 
 
 # --- where benchmarks live ----------------------------------------------------------------------
-# Benchmark and load-test code has one home per side: agent/bench/ (plain Python, no Django) and
-# annotation/bench/ (the site's). Benchmarks import the library they measure; the library never
+# Benchmark and load-test code has one home per side: agent/bench/ (plain Python, no Django),
+# annotation/bench/ (the site's) and training/bench/ (the training recipe's, which drives
+# training.sft and training.grpo that agent/ may not import). Benchmarks import the library they measure; the library never
 # imports a benchmark; the bench_* and loadtest management commands are entry points into
 # annotation/bench/.
 
-BENCH_HOMES = ("agent.bench", "annotation.bench")
+BENCH_HOMES = ("agent.bench", "annotation.bench", "training.bench")
 COMMANDS = "annotation.management.commands."
 
 

@@ -12,6 +12,13 @@ from agent import evaluation
 from agent.policies import build_policy
 from agent.trajectory import Trajectory
 from annotation.core import endpoints
+from training.inputs import (
+    DATASET,
+    INPUT_DISTRIBUTIONS,
+    SPECVET,
+    InputDistributionError,
+    evaluation_distribution,
+)
 
 
 class Command(BaseCommand):
@@ -44,10 +51,17 @@ class Command(BaseCommand):
         parser.add_argument("--scale", type=float, default=1.0, help="SpecVI-mini size factor")
         parser.add_argument("--data-dir", type=Path, help="SpecVI-Bench parquet folder")
         parser.add_argument(
+            "--input-distribution",
+            choices=INPUT_DISTRIBUTIONS,
+            help="SpecVI-Bench: 'dataset' shows each row's own prompt and I0 (scores compare "
+            "with published Spec-o3 ones), 'specvet' specvet's prompt and rendering of I0. "
+            "Default: what the checkpoint was trained on (its lineage), else 'dataset'; a choice "
+            "other than the checkpoint's is refused",
+        )
+        parser.add_argument(
             "--rerender",
             action="store_true",
-            help="SpecVI-Bench: show specvet's prompt and rendering of I0 instead of each row's "
-            "own (the default keeps the rows', so scores compare with published Spec-o3 ones)",
+            help="the same as --input-distribution specvet",
         )
         parser.add_argument("--manifest", type=Path, help="a labelled set's manifest.json")
         parser.add_argument("--max-tool-calls", type=int, default=8)
@@ -161,6 +175,21 @@ def _real_figures(
     return real_bench.format_table(table, title) + f"\nreal-data reports: {reports}"
 
 
+def _input_distribution(options: dict[str, Any]) -> str:
+    """One input distribution for the checkpoint's training and this evaluation
+    (training.inputs): the one asked for, else the checkpoint's; a mix is refused."""
+    chosen = options.get("input_distribution")
+    if options.get("rerender"):
+        if chosen == DATASET:
+            raise CommandError("--rerender is --input-distribution specvet, not dataset")
+        chosen = SPECVET
+    spec = _policy_spec(options)
+    try:
+        return evaluation_distribution(checkpoint=spec.get("model_path"), chosen=chosen)
+    except InputDistributionError as error:
+        raise CommandError(str(error)) from None
+
+
 def _policy_spec(options: dict[str, Any]) -> dict[str, Any]:
     kind = options["policy"]
     if options.get("checkpoint"):
@@ -207,7 +236,7 @@ def _samples(options: dict[str, Any], tasks: list[str]) -> list[evaluation.EvalS
             data_dir=options["data_dir"],
             split=options["split"],
             tasks=tasks,
-            rerender=options["rerender"],
+            rerender=_input_distribution(options) == SPECVET,
         )
     if not options["manifest"]:
         raise CommandError("--benchmark manifest needs --manifest")
