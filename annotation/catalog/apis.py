@@ -33,6 +33,7 @@ from annotation.inspections.models import (
     InspectionRun,
 )
 from annotation.learning import queue as active_queue
+from annotation.learning import selectors as learning_selectors
 from annotation.learning import services as learning_services
 from annotation.learning.models import GoldAnswer, GoldItem
 
@@ -396,6 +397,7 @@ class ExpertDecisionCreateApi(APIView):
                 comment=data["comment"].strip(),
                 quality=data["quality"],
                 issues=data["issues"],
+                audit_sampled=learning_selectors.in_open_audit_sample(candidate.pk),
             )
         except core_errors.WorkflowError as error:
             return error_response(error)

@@ -35,6 +35,7 @@ from annotation.core.models import ImageBlob
 from annotation.core.permissions import require_role
 from annotation.inspections import decisions as inspection_decisions
 from annotation.inspections import promotions
+from annotation.inspections import selectors as inspections_selectors
 from annotation.inspections import services as inspections_services
 from annotation.inspections.models import (
     Candidate,
@@ -398,6 +399,7 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
     if candidate is not None:
         rollouts = _entry_rollouts(candidate)
         context.update(
+            refusal=_decision_refusal(request, candidate),
             rollouts=rollouts,
             plot_data=_plot_data(candidate, rollouts),
             mine=ExpertDecision.objects.filter(
@@ -408,6 +410,17 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
         )
     context["last_decided"] = request.session.get(LAST_DECIDED_KEY)
     return render(request, "catalog/vetting.html", context)
+
+
+def _decision_refusal(request: HttpRequest, candidate: Candidate) -> str:
+    """Why the expert may not decide the candidate opened by ?candidate= ("" when they may);
+    the service refuses the same (``inspections.selectors.decision_refusal``)."""
+    expert = _expert(request)
+    if learning_services.gold_for_vetter(candidate=candidate, vetter=expert) is not None:
+        return ""
+    if learning_selectors.in_open_audit_sample(candidate.pk):
+        return ""
+    return inspections_selectors.decision_refusal(candidate=candidate, expert=expert)
 
 
 def _recalibrated(candidate: Candidate) -> float | None:
@@ -501,6 +514,7 @@ def _decision_record(request: HttpRequest, candidate: Candidate) -> None:
         comment=request.POST.get("comment", "").strip(),
         quality=request.POST.get("quality", ""),
         issues=request.POST.getlist("issues"),
+        audit_sampled=learning_selectors.in_open_audit_sample(candidate.pk),
     )
 
 

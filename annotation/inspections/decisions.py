@@ -25,6 +25,7 @@ from annotation.inspections.quality import (
     joined_issues,
     mean_quality,
 )
+from annotation.inspections.selectors import decision_refusal
 from annotation.spectra.labels import DecisionRecord
 from annotation.spectra.services import spectrum_label_apply
 
@@ -58,10 +59,13 @@ def expert_decision_record(
     comment: str = "",
     quality: int | str | None = None,
     issues: Sequence[str] = (),
+    audit_sampled: bool = False,
 ) -> ExpertDecision:
     """An expert's YES / NO / unsure beside the agent's verdict, with the verdict and model the
     expert was shown, and optionally a 0-4 quality, issue flags and a comment
-    (``inspections.quality``); the spectrum's label for the task follows (``spectra.labels``)."""
+    (``inspections.quality``); the spectrum's label for the task follows (``spectra.labels``).
+    A candidate staff closed or assigned to another expert is refused (WrongState), unless it
+    is in an open audit sample (``audit_sampled``: every expert vets those)."""
     if decision not in ExpertDecisionValue.values:
         raise WorkflowError(f"decision must be YES, NO or unsure, got {decision!r}")
     comment = checked_comment(comment)
@@ -69,6 +73,15 @@ def expert_decision_record(
     flags = checked_issues(issues)
     if candidate.state != CandidateState.DONE:
         raise WrongState(f"the candidate is {candidate.state}; vet it once the agent has finished")
+    # read afresh under a lock: staff may have closed or reassigned it since the page was shown
+    queue_state = (
+        Candidate.objects.select_for_update()
+        .only("queue_closed_reason", "assigned_to_id")
+        .get(pk=candidate.pk)
+    )
+    refusal = "" if audit_sampled else decision_refusal(candidate=queue_state, expert=expert)
+    if refusal:
+        raise WrongState(refusal)
     run = InspectionRun.objects.only("model_key", "model_label", "task_id").get(pk=candidate.run_id)
     record, created = ExpertDecision.objects.update_or_create(
         candidate=candidate,

@@ -19,6 +19,23 @@ from annotation.inspections.models import (
     ModelPromotion,
 )
 
+# --- vetting decisions ---------------------------------------------------------------------------
+
+
+def decision_refusal(*, candidate: Candidate, expert: Any) -> str:
+    """Why ``expert`` may not decide ``candidate`` now ("" when they may): staff closed it, or
+    assigned it to another expert. Open audit samples' candidates are exempt (their caller
+    says so: the samples belong to a higher domain)."""
+    if candidate.queue_closed_reason:
+        return (
+            f"staff closed this candidate ({candidate.queue_closed_reason}); it takes no "
+            "decision until staff requeue it"
+        )
+    if candidate.assigned_to_id is not None and candidate.assigned_to_id != expert.pk:
+        return "staff assigned this candidate to another expert; only they may decide it"
+    return ""
+
+
 # --- inspection runs ----------------------------------------------------------------------------
 
 

@@ -225,6 +225,12 @@ def open_audit_candidates() -> QuerySet[AuditSampleItem]:
     return AuditSampleItem.objects.filter(sample__open=True)
 
 
+def in_open_audit_sample(candidate_id: int) -> bool:
+    """Whether the candidate waits for experts in an open audit sample (staff's closing and
+    assignment leave those to every expert)."""
+    return open_audit_candidates().filter(candidate_id=candidate_id).exists()
+
+
 # --- gold ----------------------------------------------------------------------------------------
 
 
