@@ -81,6 +81,29 @@ def queue_filters_from_query(params: Mapping[str, str]) -> QueueFilters:
     return filters
 
 
+# the metadata an expert filters their own queue by (the staff's page reads every field)
+EXPERT_FILTER_PARAMS = ("task", "dataset", "snr_min", "snr_max")
+
+
+def expert_filters_from_query(params: Mapping[str, str]) -> QueueFilters:
+    """The expert's queue filters (task, data set, S/N range) from ``params``; raises
+    CatalogQueryError naming a bad one."""
+    return queue_filters_from_query({name: params.get(name) or "" for name in EXPERT_FILTER_PARAMS})
+
+
+def metadata_rows(rows: QuerySet[Candidate], filters: QueueFilters) -> QuerySet[Candidate]:
+    """``rows`` narrowed by the filters' task, data set and S/N range (their order kept)."""
+    if filters.task:
+        rows = rows.filter(run__task__code__iexact=filters.task)
+    if filters.dataset:
+        rows = rows.filter(spectrum__dataset=filters.dataset)
+    if filters.snr_min is not None:
+        rows = rows.filter(spectrum__snr__gte=filters.snr_min)
+    if filters.snr_max is not None:
+        rows = rows.filter(spectrum__snr__lte=filters.snr_max)
+    return rows
+
+
 def _status_rows(rows: QuerySet[Candidate], status: str) -> QuerySet[Candidate]:
     if status == "waiting":
         return rows.filter(queue_closed_reason="", needs_expert=True)
@@ -95,18 +118,11 @@ def staff_queue_rows(filters: QueueFilters) -> QuerySet[Candidate]:
     """Finished candidates by queue status and metadata, oldest first (the queue's own order
     is ``selectors.vetting_queue``'s; this is the staff's working list)."""
     rows = _status_rows(Candidate.objects.filter(state=CandidateState.DONE), filters.status)
-    if filters.task:
-        rows = rows.filter(run__task__code__iexact=filters.task)
-    if filters.dataset:
-        rows = rows.filter(spectrum__dataset=filters.dataset)
+    rows = metadata_rows(rows, filters)
     if filters.verdict:
         rows = rows.filter(verdict="" if filters.verdict == "none" else filters.verdict)
     if filters.model:
         rows = rows.filter(run__model_key=filters.model)
-    if filters.snr_min is not None:
-        rows = rows.filter(spectrum__snr__gte=filters.snr_min)
-    if filters.snr_max is not None:
-        rows = rows.filter(spectrum__snr__lte=filters.snr_max)
     if filters.assigned == "none":
         rows = rows.filter(assigned_to__isnull=True)
     elif filters.assigned:

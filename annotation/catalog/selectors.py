@@ -22,6 +22,7 @@ from django.db.models import (
     Count,
     Exists,
     F,
+    FloatField,
     IntegerField,
     OrderBy,
     OuterRef,
@@ -42,7 +43,7 @@ from annotation.inspections.models import (
 )
 from annotation.inspections.selectors import current_models
 from annotation.spectra.labels import LabelState
-from annotation.spectra.models import Spectrum, Task
+from annotation.spectra.models import RedshiftDecision, Spectrum, Task
 
 COUNT_CAP = 10_000
 PAGE_SIZE = 50
@@ -224,11 +225,27 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "meta.code.qual",
         "Expert issue flags, comma-separated: sky, low_snr, artefact, ...",
     ),
+    CatalogColumn(
+        "vetted_z",
+        "vetted_z",
+        "float",
+        "",
+        "src.redshift",
+        "Newest expert redshift of the spectrum; NaN: none",
+    ),
+    CatalogColumn(
+        "vetted_z_err",
+        "vetted_z_err",
+        "float",
+        "",
+        "stat.error;src.redshift",
+        "Uncertainty of vetted_z; NaN: none given",
+    ),
 )
 COLUMN_NAMES = tuple(column.name for column in CATALOG_COLUMNS)
 _SOURCES = tuple(column.source for column in CATALOG_COLUMNS)
 # Computed per row by catalog_rows, not stored.
-_ANNOTATED = frozenset({"duplicates"})
+_ANNOTATED = frozenset({"duplicates", "vetted_z", "vetted_z_err"})
 # Everything a list row shows; candidate_id is the only column a page never needs.
 LIST_FIELDS = (*(s for s in _SOURCES if s not in _ANNOTATED), "candidate_id")
 
@@ -246,6 +263,15 @@ def _duplicates() -> Coalesce:
         .values("n")[:1]
     )
     return Coalesce(Subquery(others, output_field=IntegerField()), 0)
+
+
+def _vetted_redshift(field: str) -> Subquery:
+    """The newest expert redshift decision's ``field`` for the row's spectrum (NULL: none), an
+    index lookup per row (``redshift_decision_latest``)."""
+    newest = RedshiftDecision.objects.filter(spectrum_id=OuterRef("spectrum_id")).order_by(
+        "-decided_at", "-id"
+    )
+    return Subquery(newest.values(field)[:1], output_field=FloatField())
 
 
 # --- filters and sorting ----------------------------------------------------------------------
@@ -426,7 +452,11 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
         rows = rows.filter(run_id=filters.run)
     if filters.synthetic is not None:
         rows = rows.filter(synthetic=filters.synthetic)
-    rows = rows.annotate(duplicates=_duplicates())
+    rows = rows.annotate(
+        duplicates=_duplicates(),
+        vetted_z=_vetted_redshift("z"),
+        vetted_z_err=_vetted_redshift("z_err"),
+    )
     if filters.label_state:
         rows = rows.filter(label_state="" if filters.label_state == "none" else filters.label_state)
     if filters.model == CURRENT_MODEL:

@@ -27,7 +27,14 @@ from annotation import blinding
 from annotation.catalog import comparisons, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
-from annotation.catalog.queue import quality_context, queue_for_user
+from annotation.catalog.queue import (
+    EXPERT_FILTER_PARAMS,
+    QueueFilters,
+    expert_filters_from_query,
+    metadata_rows,
+    quality_context,
+    queue_for_user,
+)
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
@@ -221,6 +228,7 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             **_list_navigation(request, entries, entry.pk),
             **_label_context(request, entry, candidate),
             "recalibrated": _recalibrated(candidate) if candidate else None,
+            "vetted_redshift": spectra_selectors.vetted_redshift(entry.spectrum_id),
         },
     )
 
@@ -344,7 +352,7 @@ def catalog_export_fits(request: HttpRequest) -> HttpResponse | FileResponse:
 # --- vetting ----------------------------------------------------------------------------------
 
 
-def _vetting_candidate(request: HttpRequest) -> Candidate | None:
+def _vetting_candidate(request: HttpRequest, filters: QueueFilters) -> Candidate | None:
     """The candidate asked for by ?candidate= (any finished one it may read), else the user's
     next."""
     wanted = request.GET.get("candidate", "")
@@ -358,17 +366,22 @@ def _vetting_candidate(request: HttpRequest) -> Candidate | None:
             pk=int(wanted),
             state=CandidateState.DONE,
         )
-    queue = _vetting_queue(request)
+    queue = metadata_rows(_vetting_queue(request), filters)
     skipped = request.session.get(SKIPPED_KEY, [])
     if skipped and not queue.exclude(pk__in=skipped).exists():
         request.session[SKIPPED_KEY] = skipped = []  # every one left was skipped: go round again
-    gold = blinding.candidates_visible_to(
-        user=request.user, rows=active_queue.gold_candidates(request.user)
+    # gold items obey the filters too: one from outside them would give itself away
+    gold = metadata_rows(
+        blinding.candidates_visible_to(
+            user=request.user, rows=active_queue.gold_candidates(request.user)
+        ),
+        filters,
     )
     return active_queue.next_candidate(user=request.user, queue=queue, gold=gold, skipped=skipped)
 
 
 SKIPPED_KEY = "vetting_skipped"
+FILTERS_KEY = "vetting_filters"
 LAST_DECIDED_KEY = "vetting_last_decided"
 MAX_SKIPPED = 500
 
@@ -380,6 +393,21 @@ def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
     return blinding.candidates_visible_to(user=request.user, rows=queue)
 
 
+def _vetting_filters(request: HttpRequest) -> QueueFilters:
+    """The expert's queue filters: from the query when it names any (kept in the session, so
+    they hold across decisions, skips and undos), else the session's."""
+    if any(name in request.GET for name in EXPERT_FILTER_PARAMS):
+        request.session[FILTERS_KEY] = {
+            name: request.GET.get(name, "")[:80] for name in EXPERT_FILTER_PARAMS
+        }
+    try:
+        return expert_filters_from_query(request.session.get(FILTERS_KEY, {}))
+    except catalog.CatalogQueryError as error:
+        request.session.pop(FILTERS_KEY, None)
+        messages.error(request, f"Filters not applied: {error}")
+        return QueueFilters()
+
+
 def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str, Any]:
     data = spectra_selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
     data["inspected"] = [span for item in rollouts for span in item["view"].inspected]
@@ -389,10 +417,16 @@ def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str
 @require_role(permissions.VET)
 @require_GET
 def vetting_queue(request: HttpRequest) -> HttpResponse:
-    candidate = _vetting_candidate(request)
+    filters = _vetting_filters(request)
+    candidate = _vetting_candidate(request, filters)
+    queue = _vetting_queue(request)
     context: dict[str, Any] = {
         "candidate": candidate,
-        "remaining": _vetting_queue(request).count(),
+        "remaining": metadata_rows(queue, filters).count(),
+        "filters": filters,
+        "filtered": filters != QueueFilters(),
+        "tasks": list(Task.objects.order_by("code").values_list("code", flat=True)),
+        "datasets": sorted(queue.order_by().values_list("spectrum__dataset", flat=True).distinct()),
         "choices": ExpertDecisionValue.choices,
         **quality_context(),
     }

@@ -577,6 +577,13 @@ def spectrum_redshift_current(row: Spectrum) -> RedshiftDecision | None:
     return row.redshift_decisions.select_related("decided_by").first()
 
 
+def vetted_redshift(spectrum_id: int | None) -> RedshiftDecision | None:
+    """The newest expert redshift of the spectrum with this id (None: none, or no spectrum)."""
+    if spectrum_id is None:
+        return None
+    return RedshiftDecision.objects.filter(spectrum_id=spectrum_id).first()
+
+
 # --- compare: other spectra to overlay, the sky -------------------------------------------------
 
 COMPARE_MAX_NEIGHBOURS = 5
