@@ -24,7 +24,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
-from annotation.catalog import comparisons, reports, trajectories
+from annotation.catalog import comparisons, gold, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
 from annotation.catalog.queue import quality_context, queue_for_user
@@ -113,7 +113,10 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         rows = blinding.catalog_entries_visible_to(
             user=request.user, rows=catalog.catalog_rows(filters, sort)
         )
+        waiting_gold = gold.gold_pending_keys(request.user)
+        rows = gold.hide_filtered(rows, filters, waiting_gold)
         page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
+        gold.mask_labels(page.entries, waiting_gold)
         list_url = reverse("catalog_list")
         context["page"] = page
         context["sparkline_prefix"] = reverse("catalog_sparkline", args=[0])[: -len("0.svg")]
@@ -208,6 +211,12 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
         if candidate
         else []
     )
+    label_context = _label_context(request, entry, candidate)
+    waiting_gold = gold.gold_pending_keys(request.user)
+    if gold.labels_hidden(entry, waiting_gold):
+        gold.mask_labels([entry], waiting_gold)
+        decisions = []
+        label_context.update(label=None, label_decisions=[])
     return render(
         request,
         "catalog/catalog_detail.html",
@@ -218,7 +227,7 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "decisions": decisions,
             "provenance": _provenance(entry),
             **_list_navigation(request, entries, entry.pk),
-            **_label_context(request, entry, candidate),
+            **label_context,
             "recalibrated": _recalibrated(candidate) if candidate else None,
         },
     )
