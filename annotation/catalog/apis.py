@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from annotation import blinding as selectors
 from annotation.catalog import gold, trajectories
 from annotation.catalog import selectors as catalog
-from annotation.catalog.queue import queue_for_user
+from annotation.catalog.queue import vetter_queue
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
@@ -325,13 +325,7 @@ class VettingNextApi(APIView):
         "have not decided yet, conflicts first (candidate is null when none waits).",
     )
     def get(self, request: Request) -> Response:
-        queue = selectors.candidates_visible_to(
-            user=request.user,
-            rows=active_queue.active_queue(
-                user=request.user,
-                base=queue_for_user(catalog.vetting_queue(request.user), request.user),
-            ),
-        )
+        queue = vetter_queue(request.user)
         gold = selectors.candidates_visible_to(
             user=request.user, rows=active_queue.gold_candidates(request.user)
         )

@@ -27,7 +27,7 @@ from annotation import blinding
 from annotation.catalog import comparisons, gold, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
-from annotation.catalog.queue import quality_context, queue_for_user
+from annotation.catalog.queue import quality_context, vetter_queue
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
@@ -382,10 +382,7 @@ MAX_SKIPPED = 500
 
 
 def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
-    queue = active_queue.active_queue(
-        user=request.user, base=queue_for_user(catalog.vetting_queue(request.user), request.user)
-    )
-    return blinding.candidates_visible_to(user=request.user, rows=queue)
+    return vetter_queue(request.user)
 
 
 def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str, Any]:

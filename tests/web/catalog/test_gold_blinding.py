@@ -30,12 +30,14 @@ def gold_entry(owner, expert, outsider, staff):
     )
     candidate = run.candidates.get()
     for user in (expert, outsider):
-        inspection_services.expert_decision_record(
-            candidate=candidate, expert=user, decision="YES"
-        )
+        inspection_services.expert_decision_record(candidate=candidate, expert=user, decision="YES")
     gold = learning_services.gold_item_mark(candidate=candidate, actor=staff)
     entry = CatalogEntry.objects.get(candidate=candidate)
-    assert (entry.vetted_label, entry.label_state, entry.expert_decision) == ("YES", "agreed", "YES")
+    assert (entry.vetted_label, entry.label_state, entry.expert_decision) == (
+        "YES",
+        "agreed",
+        "YES",
+    )
     return entry, gold
 
 
