@@ -23,6 +23,7 @@ from annotation.curation.models import (
 from annotation.inspections.models import (
     Candidate,
     CatalogEntry,
+    ExpertDecision,
     InspectionRun,
     LiveStep,
     Rollout,
@@ -205,6 +206,58 @@ def _export_shows_hidden(
     return bool(
         blinding.run_ids & set(run_ids or ()) or blinding.content_hashes & set(content_hashes or ())
     )
+
+
+def label_exports_visible_to(*, user: Any, rows: QuerySet[Any] | None = None) -> QuerySet[Any]:
+    """``rows`` (default: every vetted-label export) less those holding a spectrum an item of
+    the user's open campaign shows, or decisions made on a run behind its items (the decision
+    names the verdict its expert saw). Exports carry both: rows their spectra's content hashes,
+    the manifest its decisions (and, from now on, their runs)."""
+    from annotation.spectra.models import LabelExport
+
+    blinding = blinding_for(user)
+    rows = LabelExport.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    hidden = _hidden_label_export_ids(blinding, rows)
+    return rows.exclude(pk__in=hidden) if hidden else rows
+
+
+def _hidden_label_export_ids(blinding: Blinding, rows: QuerySet[Any]) -> set[int]:
+    hidden: set[int] = set()
+    if blinding.content_hashes:
+        # Searched as text in the database, as images are: an export holds up to 100,000 rows,
+        # and a hash is 64 hex digits no other field of a row can hold.
+        text = rows.annotate(rows_text=Cast("rows", TextField()))
+        holds = Q()
+        for content_hash in blinding.content_hashes:
+            holds |= Q(rows_text__contains=f'"{content_hash}"')
+        hidden.update(text.filter(holds).values_list("pk", flat=True))
+    if blinding.run_ids:
+        hidden.update(_label_exports_from_runs(blinding.run_ids, rows.exclude(pk__in=hidden)))
+    return hidden
+
+
+def _label_exports_from_runs(run_ids: frozenset[int], rows: QuerySet[Any]) -> set[int]:
+    """The exports resting on a decision about a candidate of these runs: by the runs the
+    manifest names, or, for an export made before it named them, by its decisions."""
+    decided_on_runs: set[int] | None = None
+    found = set()
+    for pk, manifest in rows.values_list("pk", "manifest"):
+        manifest = manifest if isinstance(manifest, dict) else {}
+        if "run_ids" in manifest:
+            if run_ids & set(manifest["run_ids"] or ()):
+                found.add(pk)
+            continue
+        if decided_on_runs is None:
+            decided_on_runs = set(
+                ExpertDecision.objects.filter(candidate__run_id__in=run_ids).values_list(
+                    "pk", flat=True
+                )
+            )
+        if decided_on_runs & set(manifest.get("decisions") or ()):
+            found.add(pk)
+    return found
 
 
 def campaign_items_visible_to(*, user: Any) -> QuerySet[CampaignItem]:

@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from annotation.catalog import selectors as catalog_selectors
+from annotation.catalog.queue import vetter_queue
 from annotation.core import permissions
 from annotation.core.http import _expert
 from annotation.core.models import Job, JobState
@@ -46,7 +46,7 @@ def pending_work(user: Any) -> list[dict[str, Any]]:
         rows.append(
             {
                 "text": "candidates waiting for your vetting",
-                "count": catalog_selectors.vetting_queue(user).count(),
+                "count": vetter_queue(user).count(),
                 "url": reverse("vetting_queue"),
             }
         )

@@ -15,9 +15,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import blinding as selectors
+from annotation.catalog import gold, trajectories
 from annotation.catalog import selectors as catalog
-from annotation.catalog import trajectories
-from annotation.catalog.queue import queue_for_user
+from annotation.catalog.queue import vetter_queue
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
@@ -221,7 +221,10 @@ class CatalogListApi(APIView):
         rows = selectors.catalog_entries_visible_to(
             user=request.user, rows=catalog.catalog_rows(filters, sort)
         )
+        waiting_gold = gold.gold_pending_keys(request.user)
+        rows = gold.hide_filtered(rows, filters, waiting_gold)
         page = catalog.catalog_page(rows, page_number, page_size)
+        gold.mask_labels(page.entries, waiting_gold)
         output = {
             "count": page.count,
             "count_capped": page.count_capped,
@@ -258,7 +261,7 @@ class CatalogEntryDetailApi(APIView):
             ]
 
         def get_expert_decisions(self, entry: CatalogEntry) -> list[dict[str, Any]]:
-            if entry.candidate is None:
+            if entry.candidate is None or self.context.get("labels_hidden"):
                 return []
             decisions = entry.candidate.expert_decisions.select_related("expert")
             return list(ExpertDecisionOutputSerializer(decisions, many=True).data)
@@ -275,7 +278,10 @@ class CatalogEntryDetailApi(APIView):
         entry = get_object_or_404(
             entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
         )
-        return Response(self.OutputSerializer(entry).data)
+        waiting_gold = gold.gold_pending_keys(request.user)
+        hidden = gold.labels_hidden(entry, waiting_gold)
+        gold.mask_labels([entry], waiting_gold)
+        return Response(self.OutputSerializer(entry, context={"labels_hidden": hidden}).data)
 
 
 class VettingCandidateOutputSerializer(serializers.ModelSerializer):
@@ -320,13 +326,7 @@ class VettingNextApi(APIView):
         "have not decided yet, conflicts first (candidate is null when none waits).",
     )
     def get(self, request: Request) -> Response:
-        queue = selectors.candidates_visible_to(
-            user=request.user,
-            rows=active_queue.active_queue(
-                user=request.user,
-                base=queue_for_user(catalog.vetting_queue(request.user), request.user),
-            ),
-        )
+        queue = vetter_queue(request.user)
         gold = selectors.candidates_visible_to(
             user=request.user, rows=active_queue.gold_candidates(request.user)
         )

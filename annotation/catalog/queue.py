@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
 from annotation import blinding
+from annotation.catalog import selectors
 from annotation.catalog.selectors import (
     MODEL_KEY_MAX,
     VERDICT_CHOICES,
@@ -22,6 +23,7 @@ from annotation.catalog.selectors import (
 from annotation.core.errors import NotAllowed, WorkflowError
 from annotation.inspections.models import Candidate, CandidateState
 from annotation.inspections.quality import COMMENT_MAX_CHARS, ISSUE_FLAGS, QUALITY_SCALE
+from annotation.learning import queue as active_queue
 
 QUEUE_PAGE_SIZE = 100
 # waiting: in some expert's queue; closed: taken out by staff; unrouted: finished, never sent
@@ -43,6 +45,16 @@ def queue_for_user(queue: QuerySet[Candidate], user: Any) -> QuerySet[Candidate]
     return queue.filter(queue_closed_reason="").filter(
         Q(assigned_to__isnull=True) | Q(assigned_to=user)
     )
+
+
+def vetter_queue(user: Any) -> QuerySet[Candidate]:
+    """What waits for ``user`` on ``/vetting/`` (and is counted on the home page): the catalog's
+    queue less what staff took out or gave another expert, with the open audit samples'
+    candidates, less what the blinding rule hides from them."""
+    queue = active_queue.active_queue(
+        user=user, base=queue_for_user(selectors.vetting_queue(user), user)
+    )
+    return blinding.candidates_visible_to(user=user, rows=queue)
 
 
 @dataclass(frozen=True)

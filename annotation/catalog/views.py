@@ -24,7 +24,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
-from annotation.catalog import comparisons, reports, trajectories
+from annotation.catalog import comparisons, gold, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
 from annotation.catalog.queue import (
@@ -33,7 +33,7 @@ from annotation.catalog.queue import (
     expert_filters_from_query,
     metadata_rows,
     quality_context,
-    queue_for_user,
+    vetter_queue,
 )
 from annotation.core import errors as core_errors
 from annotation.core import permissions
@@ -121,7 +121,10 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         rows = blinding.catalog_entries_visible_to(
             user=request.user, rows=catalog.catalog_rows(filters, sort)
         )
+        waiting_gold = gold.gold_pending_keys(request.user)
+        rows = gold.hide_filtered(rows, filters, waiting_gold)
         page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
+        gold.mask_labels(page.entries, waiting_gold)
         list_url = reverse("catalog_list")
         context["page"] = page
         context["sparkline_prefix"] = reverse("catalog_sparkline", args=[0])[: -len("0.svg")]
@@ -216,6 +219,12 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
         if candidate
         else []
     )
+    label_context = _label_context(request, entry, candidate)
+    waiting_gold = gold.gold_pending_keys(request.user)
+    if gold.labels_hidden(entry, waiting_gold):
+        gold.mask_labels([entry], waiting_gold)
+        decisions = []
+        label_context.update(label=None, label_decisions=[])
     return render(
         request,
         "catalog/catalog_detail.html",
@@ -226,7 +235,7 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "decisions": decisions,
             "provenance": _provenance(entry),
             **_list_navigation(request, entries, entry.pk),
-            **_label_context(request, entry, candidate),
+            **label_context,
             "recalibrated": _recalibrated(candidate) if candidate else None,
             "vetted_redshift": spectra_selectors.vetted_redshift(entry.spectrum_id),
         },
@@ -387,10 +396,7 @@ MAX_SKIPPED = 500
 
 
 def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
-    queue = active_queue.active_queue(
-        user=request.user, base=queue_for_user(catalog.vetting_queue(request.user), request.user)
-    )
-    return blinding.candidates_visible_to(user=request.user, rows=queue)
+    return vetter_queue(request.user)
 
 
 def _vetting_filters(request: HttpRequest) -> QueueFilters:

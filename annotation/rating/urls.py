@@ -8,6 +8,12 @@ from annotation.rating import apis, views, views_exports
 
 urlpatterns = [
     path("labels/exports/", views_exports.label_export_list, name="label_export_list"),
+    path("labels/exports/new/", views_exports.label_export_create, name="label_export_create"),
+    path(
+        "labels/exports/v<int:version>.jsonl",
+        views_exports.label_export_download,
+        name="label_export_download",
+    ),
     path(
         "labels/exports/revised/",
         views_exports.revised_export_create,

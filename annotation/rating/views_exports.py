@@ -1,22 +1,25 @@
 """Training data from the loop on one page: the three export kinds experts' decisions make.
 
-- GRPO rows from vetted labels (annotation.spectra: LabelExport; made by spectra's own view),
+- GRPO rows from vetted labels (annotation.spectra: LabelExport),
 - SFT rows from expert-revised trajectories (annotation.curation.revised),
 - DPO preference pairs from pairwise judgements and draft-versus-revision pairs
   (annotation.rating.preferences).
 
-The page sits in the rating domain because the preference pairs read rating campaigns; the SFT
-and DPO archives are DatasetExports, so they list, download and hide under the blinding rule
-as the accepted-trajectory exports do (annotation.blinding.dataset_exports_visible_to).
+The page sits in the rating domain because the preference pairs read rating campaigns, and all
+three kinds hide under the blinding rule, which reads rating campaigns too: the SFT and DPO
+archives are DatasetExports and hide as the accepted-trajectory exports do
+(annotation.blinding.dataset_exports_visible_to); the vetted-label exports hide by their
+spectra and the runs their experts vetted (annotation.blinding.label_exports_visible_to).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
@@ -27,6 +30,7 @@ from annotation.core.permissions import require_role
 from annotation.curation import revised
 from annotation.curation.models import DatasetExport, ExportKind
 from annotation.rating import preferences
+from annotation.spectra import services as spectra_services
 from annotation.spectra.models import LabelExport, Task
 
 LIST_LIMIT = 50
@@ -37,7 +41,9 @@ def _exports_context(request: HttpRequest) -> dict[str, Any]:
         user=request.user, rows=DatasetExport.objects.select_related("created_by")
     ).order_by("-version")
     return {
-        "exports": LabelExport.objects.defer("rows").select_related("created_by")[:LIST_LIMIT],
+        "exports": blinding.label_exports_visible_to(
+            user=request.user, rows=LabelExport.objects.defer("rows").select_related("created_by")
+        )[:LIST_LIMIT],
         "revised_exports": visible.filter(kind=ExportKind.REVISED)[:LIST_LIMIT],
         "preference_exports": visible.filter(kind=ExportKind.PREFERENCE)[:LIST_LIMIT],
         "tasks": Task.objects.values_list("code", flat=True),
@@ -107,3 +113,40 @@ def preference_export_create(request: HttpRequest) -> HttpResponse:
         return _refused(request, error)
     _created(request, export, latest)
     return redirect("label_export_list")
+
+
+@require_role(permissions.DATASET_EXPORT)
+@require_POST
+def label_export_create(request: HttpRequest) -> HttpResponse:
+    hidden = blinding.blinding_for(request.user)
+    codes = [code for code in request.POST.getlist("tasks") if code]
+    try:
+        export = spectra_services.label_export_create(
+            actor=_expert(request),
+            task_codes=codes,
+            hidden_runs=hidden.run_ids,
+            hidden_hashes=hidden.content_hashes,
+        )
+    except core_errors.NotAllowed as error:
+        return _refused(request, error)
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Vetted labels v{export.version}: {len(export.rows)} rows.")
+    return redirect("label_export_list")
+
+
+@require_role(permissions.DATASETS_READ)
+@require_GET
+def label_export_download(request: HttpRequest, version: int) -> HttpResponse:
+    """One export as JSON lines, a row per label, the manifest first (404 to a rater of an open
+    campaign it shows, like a missing one)."""
+    visible = blinding.label_exports_visible_to(user=request.user)
+    export = get_object_or_404(visible, version=version)
+    lines = [json.dumps({"manifest": export.manifest}, sort_keys=True)]
+    lines += [json.dumps(row, sort_keys=True) for row in export.rows]
+    response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson")
+    response["Content-Disposition"] = (
+        f'attachment; filename="specvet-vetted-v{export.version}.jsonl"'
+    )
+    return response

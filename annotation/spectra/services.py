@@ -22,7 +22,7 @@ from agent import inspection_tasks as agent_tasks
 from agent.resolution import Resolution
 from agent.spectra import Declared, SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from agent.spectra import Spectrum as SpectrumValue
-from annotation.core.errors import UploadRejected, WorkflowError
+from annotation.core.errors import NotAllowed, UploadRejected, WorkflowError
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
 from annotation.spectra.labels import DecisionRecord, LabelState, label_from_decisions
@@ -331,10 +331,29 @@ def _label_export_rows(task_codes: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+def _label_export_run_ids(rows: list[dict[str, Any]]) -> set[int]:
+    """The runs whose verdicts the experts behind these rows' labels saw."""
+    labels = SpectrumLabel.objects.filter(pk__in=[row["label_id"] for row in rows])
+    return {
+        decision["run_id"]
+        for decisions in labels.values_list("decisions", flat=True)
+        for decision in decisions
+        if decision.get("counted") and decision.get("run_id") is not None
+    }
+
+
 @transaction.atomic
-def label_export_create(*, actor: User | None, task_codes: list[str] | None = None) -> LabelExport:
+def label_export_create(
+    *,
+    actor: User | None,
+    task_codes: list[str] | None = None,
+    hidden_runs: frozenset[int] = frozenset(),
+    hidden_hashes: frozenset[str] = frozenset(),
+) -> LabelExport:
     """Export the vetted labels (optionally of some tasks) as the next version, or return the
-    latest when its content is the same. Each row names the decisions its label rests on."""
+    latest when its content is the same. Each row names the decisions its label rests on.
+    ``hidden_*``: what the actor may not read (annotation/blinding.py); an export that holds
+    any of it is refused to them."""
     codes = sorted(set(task_codes or []))
     unknown = sorted(
         set(codes) - set(Task.objects.filter(code__in=codes).values_list("code", flat=True))
@@ -345,6 +364,13 @@ def label_export_create(*, actor: User | None, task_codes: list[str] | None = No
     if not rows:
         raise WorkflowError(
             "there is no vetted label to export yet: two experts who agree make one"
+        )
+    run_ids = _label_export_run_ids(rows)
+    if hidden_runs & run_ids or hidden_hashes & {row["content_hash"] for row in rows}:
+        raise NotAllowed(
+            "you rate an open campaign showing these spectra or the runs their experts vetted; "
+            "an export would show you their labels: export after the campaign closes, or ask "
+            "an ML engineer who does not rate it"
         )
     body = json.dumps(rows, sort_keys=True, separators=(",", ":")).encode()
     content_hash = hashlib.sha256(body).hexdigest()
@@ -364,6 +390,7 @@ def label_export_create(*, actor: User | None, task_codes: list[str] | None = No
         "counts": counts,
         "task_filter": codes,
         "decisions": decisions,
+        "run_ids": sorted(run_ids),  # the runs whose verdicts the experts saw (blinding)
         "content_hash": content_hash,
         "rule": "two agreeing experts, or a third expert settling a conflict; unsure never counts",
     }

@@ -21,12 +21,6 @@ urlpatterns = [
         views.spectrum_redshift_decide,
         name="spectrum_redshift_decide",
     ),
-    path("labels/exports/new/", views.label_export_create, name="label_export_create"),
-    path(
-        "labels/exports/v<int:version>.jsonl",
-        views.label_export_download,
-        name="label_export_download",
-    ),
     path("api/tasks/", apis.TaskListApi.as_view(), name="api_task_list"),
     path("api/spectra/", apis.SpectrumListApi.as_view(), name="api_spectrum_list"),
     path(

@@ -21,7 +21,7 @@ from annotation.core.http import HtmxHttpRequest, _expert
 from annotation.core.permissions import require_role
 from annotation.spectra import selectors, services
 from annotation.spectra.forms import RedshiftDecisionForm, RenderForm, SpectrumUploadForm
-from annotation.spectra.models import LabelExport, RedshiftSource, Spectrum, Task
+from annotation.spectra.models import RedshiftSource, Spectrum, Task
 
 PAGE_SIZE = 50
 
@@ -271,39 +271,3 @@ def spectrum_upload(request: HttpRequest) -> HttpResponse:
             )
             return redirect(f"{reverse('spectrum_list')}?dataset={data['dataset']}")
     return render(request, "annotation/spectrum_upload.html", {"form": form})
-
-
-# --- vetted-label exports ----------------------------------------------------------------------
-# Listed with the other kinds of training data from the loop by annotation.rating.views_exports.
-
-
-@require_role(permissions.DATASET_EXPORT)
-@require_POST
-def label_export_create(request: HttpRequest) -> HttpResponse:
-    codes = [code for code in request.POST.getlist("tasks") if code]
-    try:
-        export = services.label_export_create(
-            actor=request.user,  # type: ignore[arg-type]
-            task_codes=codes,
-        )
-    except core_errors.WorkflowError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, f"Vetted labels v{export.version}: {len(export.rows)} rows.")
-    return redirect("label_export_list")
-
-
-@require_role(permissions.DATASETS_READ)
-@require_GET
-def label_export_download(request: HttpRequest, version: int) -> HttpResponse:
-    """One export as JSON lines, a row per label, the manifest first."""
-    import json
-
-    export = get_object_or_404(LabelExport, version=version)
-    lines = [json.dumps({"manifest": export.manifest}, sort_keys=True)]
-    lines += [json.dumps(row, sort_keys=True) for row in export.rows]
-    response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson")
-    response["Content-Disposition"] = (
-        f'attachment; filename="specvet-vetted-v{export.version}.jsonl"'
-    )
-    return response

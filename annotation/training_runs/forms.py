@@ -121,11 +121,13 @@ class TrainingRunForm(forms.Form):
     def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if user is not None:  # the exports this user may read (annotation/blinding.py)
-            from annotation.blinding import dataset_exports_visible_to
+            from annotation.blinding import dataset_exports_visible_to, label_exports_visible_to
 
             for name in ("dataset_export", "preference_export"):
                 field = cast(ExportChoiceField, self.fields[name])
                 field.queryset = dataset_exports_visible_to(user=user, rows=field.queryset)
+            labels = cast(forms.ModelChoiceField, self.fields["label_export"])
+            labels.queryset = label_exports_visible_to(user=user, rows=labels.queryset)
         datasets = (
             Spectrum.objects.exclude(label="")
             .order_by("dataset")

@@ -16,6 +16,12 @@ from tests.factories import UserFactory, make_inspected, make_spectrum
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+# How many lines an element's text takes: its line boxes, told apart by their top edge.
+TEXT_LINES = """element => {
+  const range = document.createRange();
+  range.selectNodeContents(element);
+  return new Set([...range.getClientRects()].map(rect => Math.round(rect.top))).size;
+}"""
 
 
 def test_it_draws_the_calibration_and_manages_triage_and_gold(pages: BrowserPages) -> None:
@@ -49,6 +55,8 @@ def test_it_draws_the_calibration_and_manages_triage_and_gold(pages: BrowserPage
     expect(page.locator(".audit-purity")).not_to_be_empty()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "calibration.png"), full_page=True)
+    refit = page.locator("tr.calibration-model button", has_text="Refit").first
+    assert refit.evaluate(TEXT_LINES) == 1  # the label does not wrap in its narrow column
     page.goto("/vetting/gold/")
     page.locator("#gold-eligible button[type=submit]").first.click()
     expect(page.locator("#gold-items tbody tr")).to_have_count(1)

@@ -44,3 +44,40 @@ def test_it_links_each_count_to_where_the_work_is_done(expert) -> None:
         f'href="{reverse("curation_my_work")}"><strong class="count">1</strong> trajectories to screen'
         in body
     )
+
+
+def test_it_counts_a_vetter_s_queue_as_the_vetting_page_does(owner, expert, outsider, staff):
+    """Routed candidates assigned to another expert or closed by staff do not wait for this
+    expert; an open audit sample's auto-accepted candidate does (annotation/catalog/queue.py)."""
+    from annotation.inspections import queue_actions
+    from annotation.learning import services as learning_services
+    from tests.factories import make_inspected, make_spectrum
+
+    routed = [make_spectrum(object_id=f"HOME-{i}", seed=300 + i) for i in range(3)]
+    run = make_inspected(
+        spectra=routed,
+        verdicts={row.pk: ("YES", 0.6) for row in routed},
+        created_by=owner,
+        threshold=0.999,
+        model=("model:a", "model a"),
+    )
+    waiting, assigned, closed = (run.candidates.get(spectrum=row) for row in routed)
+    queue_actions.candidates_reassign(candidate_ids=[assigned.pk], expert=outsider, actor=staff)
+    queue_actions.candidates_close(candidate_ids=[closed.pk], reason="bad data", actor=staff)
+    auto = make_spectrum(object_id="HOME-auto", seed=310)
+    make_inspected(
+        spectra=[auto],
+        verdicts={auto.pk: ("YES", 0.99)},
+        created_by=owner,
+        threshold=0.5,
+        model=("model:b", "model b"),
+    )
+    learning_services.audit_sample_draw(
+        task=run.task, model_key="model:b", per_stratum=5, actor=staff
+    )
+    client = Client()
+    client.force_login(expert)
+    remaining = client.get(reverse("vetting_queue")).context["remaining"]
+    assert remaining == 2  # the waiting one and the audit sample's
+    assert counts(expert)["candidates waiting for your vetting"] == remaining
+    assert counts(outsider)["candidates waiting for your vetting"] == 3  # and the one assigned

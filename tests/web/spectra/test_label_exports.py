@@ -162,3 +162,102 @@ def test_it_starts_grpo_from_an_export_through_the_training_form(
     assert response.status_code == 302, response.content.decode()[:2000]
     run = TrainingRun.objects.get()
     assert run.label_source == {"label_export": export.version, "content_hash": export.content_hash}
+
+
+# --- blinding: a rater of an open campaign neither lists, downloads, makes nor trains on an
+# export holding its items' spectra or the runs behind them --------------------------------------
+
+
+@pytest.fixture
+def rating_engineer(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="hubble", roles=["ml_engineer", "rater"])
+
+
+def open_item(rater, creator, spectrum, *, source: str = "test:item"):
+    from annotation.rating.models import CampaignItem, RatingCampaign
+    from annotation.spectra.models import Task
+
+    campaign = RatingCampaign.objects.create(name="open", created_by=creator)
+    campaign.raters.add(rater)
+    CampaignItem.objects.create(
+        campaign=campaign,
+        blind_id="b1",
+        data={},
+        policy_name="hidden",
+        source=source,
+        task=Task.objects.get(code="CV"),
+        spectrum=spectrum,
+    )
+    return campaign
+
+
+def assert_hidden_from(rater_user, export, *, hidden: bool) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    from annotation.training_runs.forms import TrainingRunForm
+
+    client = Client()
+    client.force_login(rater_user)
+    link = reverse("label_export_download", args=[export.version])
+    assert (link in client.get(reverse("label_export_list")).content.decode()) is not hidden
+    assert client.get(link).status_code == (404 if hidden else 200)
+    form = TrainingRunForm(user=rater_user)
+    assert (export in form.fields["label_export"].queryset) is not hidden
+
+
+def test_it_hides_a_label_export_from_a_rater_of_an_open_campaign_on_its_spectra(
+    labelled, owner, rating_engineer, ml_engineer, staff
+):
+    from django.test import Client
+    from django.urls import reverse
+
+    export = label_export_create(actor=owner)
+    campaign = open_item(rating_engineer, staff, labelled[0])
+    assert_hidden_from(rating_engineer, export, hidden=True)
+    assert_hidden_from(ml_engineer, export, hidden=False)
+    client = Client()
+    client.force_login(rating_engineer)
+    refused = client.post(reverse("label_export_create"), {"tasks": ["CV"]})
+    assert refused.status_code == 403 and "open campaign" in refused.content.decode()
+    assert LabelExport.objects.count() == 1
+    with pytest.raises(WorkflowError, match="open campaign"):
+        label_export_create(actor=owner, hidden_hashes=frozenset({labelled[0].content_hash}))
+    campaign.closed = True
+    campaign.save(update_fields=["closed"])
+    assert_hidden_from(rating_engineer, export, hidden=False)
+
+
+def test_it_hides_a_label_export_resting_on_decisions_about_a_raters_run(
+    owner, expert, outsider, rating_engineer, staff
+):
+    from annotation.inspections.models import Rollout
+
+    spectra = [make_spectrum(object_id=f"RUN-{i}", seed=40 + i) for i in range(3)]
+    unlabelled = spectra[2]
+    run = make_inspected(
+        spectra=spectra, verdicts={row.pk: ("YES", 0.6) for row in spectra}, created_by=owner
+    )
+    for row in spectra[:2]:
+        for user in (expert, outsider):
+            services.expert_decision_record(
+                candidate=run.candidates.get(spectrum=row), expert=user, decision="YES"
+            )
+    export = label_export_create(actor=owner)
+    assert export.manifest["run_ids"] == [run.pk]
+    assert unlabelled.content_hash not in {row["content_hash"] for row in export.rows}
+    # The rater's item is the run's trajectory on a spectrum the export does not hold: the
+    # export's decisions still name the verdicts of that run.
+    rollout = Rollout.objects.create(
+        candidate=run.candidates.get(spectrum=unlabelled), index=0, data={}, prediction="YES"
+    )
+    open_item(rating_engineer, staff, unlabelled, source=f"rollout:{rollout.pk}")
+    assert_hidden_from(rating_engineer, export, hidden=True)
+    with pytest.raises(WorkflowError, match="open campaign"):
+        label_export_create(actor=owner, hidden_runs=frozenset({run.pk}))
+    # An export made before manifests named their runs is judged by its decisions.
+    export.manifest.pop("run_ids")
+    export.save(update_fields=["manifest"])
+    assert_hidden_from(rating_engineer, export, hidden=True)
