@@ -53,7 +53,7 @@ def test_it_learns_the_hinted_answer_by_sft(learning_model, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("sabotage", "settings", "caught_by"),
+    ("sabotage", "stage_settings", "caught_by"),
     [
         ("frozen", SHORT_SFT, "group layer0.self_attn: 0.00%"),
         ("masked_answer", SETTINGS, "accuracy rose"),
@@ -61,10 +61,10 @@ def test_it_learns_the_hinted_answer_by_sft(learning_model, tmp_path):
     ],
 )
 def test_it_catches_sft_whose_gradients_go_nowhere(
-    learning_model, tmp_path, sabotage, settings, caught_by
+    learning_model, tmp_path, sabotage, stage_settings, caught_by
 ):
-    result = run_sft_stage(learning_model, tmp_path, settings, sabotage)
-    problems = shortfalls(result, settings)
+    result = run_sft_stage(learning_model, tmp_path, stage_settings, sabotage)
+    problems = shortfalls(result, stage_settings)
     assert any(caught_by in problem for problem in problems), problems
 
 
