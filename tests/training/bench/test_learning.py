@@ -20,9 +20,13 @@ from training.bench.learning import (
 
 pytestmark = pytest.mark.slow
 SETTINGS = LearningSettings()
-# GRPO's learning is measured by the benchmark (minutes); the test checks its gradients reach
-# every trainable group in a few steps, and that a constant reward moves nothing.
-GRPO_SETTINGS = LearningSettings(grpo_steps=3)
+# The negative controls that weight movement catches (frozen layers, pure bf16) show in a few
+# steps; the masked answer needs the positive run's 30 to show accuracy does not rise.
+SHORT_SFT = LearningSettings(sft_steps=4)
+# GRPO learning: 12 steps of 4 prompts x 8 rollouts (the benchmark runs 16).
+GRPO_SETTINGS = LearningSettings(grpo_steps=12)
+# A constant reward moves nothing whatever the step count.
+CONSTANT_GRPO = LearningSettings(grpo_steps=2, prompts_per_step=1)
 
 
 @pytest.fixture(scope="module")
@@ -49,30 +53,32 @@ def test_it_learns_the_hinted_answer_by_sft(learning_model, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("sabotage", "caught_by"),
+    ("sabotage", "stage_settings", "caught_by"),
     [
-        ("frozen", "group layer0.self_attn: 0.00%"),
-        ("masked_answer", "accuracy rose"),
-        ("bf16", "norms"),
+        ("frozen", SHORT_SFT, "group layer0.self_attn: 0.00%"),
+        ("masked_answer", SETTINGS, "accuracy rose"),
+        ("bf16", SHORT_SFT, "norms"),
     ],
 )
-def test_it_catches_sft_whose_gradients_go_nowhere(learning_model, tmp_path, sabotage, caught_by):
-    result = run_sft_stage(learning_model, tmp_path, SETTINGS, sabotage)
-    problems = shortfalls(result, SETTINGS)
+def test_it_catches_sft_whose_gradients_go_nowhere(
+    learning_model, tmp_path, sabotage, stage_settings, caught_by
+):
+    result = run_sft_stage(learning_model, tmp_path, stage_settings, sabotage)
+    problems = shortfalls(result, stage_settings)
     assert any(caught_by in problem for problem in problems), problems
 
 
-def test_it_moves_every_trainable_group_by_grpo_and_not_the_frozen_one(format_checkpoint, tmp_path):
+def test_it_raises_the_reward_by_grpo_and_moves_every_trainable_group(format_checkpoint, tmp_path):
     result = run_grpo_stage(format_checkpoint, tmp_path, GRPO_SETTINGS)
-    assert result["rewards"] and len(set(result["rewards"])) > 1
-    trainable = {group: share for group, share in result["moved"].items() if group != "vision"}
-    assert min(trainable.values()) >= GRPO_SETTINGS.moved_share, trainable
+    assert len(result["rewards"]) == GRPO_SETTINGS.grpo_steps
+    assert result["reward_last"] - result["reward_first"] >= GRPO_SETTINGS.reward_margin, result
+    assert shortfalls(result, GRPO_SETTINGS) == []
     assert result["moved"]["vision"] == 0.0
 
 
 def test_it_catches_grpo_with_a_constant_reward(format_checkpoint, tmp_path):
-    result = run_grpo_stage(format_checkpoint, tmp_path, GRPO_SETTINGS, "constant_reward")
+    result = run_grpo_stage(format_checkpoint, tmp_path, CONSTANT_GRPO, "constant_reward")
     assert set(result["moved"].values()) == {0.0}
-    problems = shortfalls(result, GRPO_SETTINGS)
+    problems = shortfalls(result, CONSTANT_GRPO)
     assert any("reward rose" in problem for problem in problems), problems
     assert any("layer1.mlp: 0.00%" in problem for problem in problems), problems
