@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -195,6 +196,23 @@ def torch_collectives(device: Any) -> Collectives:
     return Collectives(dist.get_rank(), dist.get_world_size(), all_max, gather)
 
 
+def is_zero3(trainer: Any) -> bool:
+    """Whether ``trainer`` runs under DeepSpeed ZeRO stage 3 (weights partitioned over ranks)."""
+    if not getattr(trainer, "is_deepspeed_enabled", False):
+        return False
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return plugin is not None and int(plugin.zero_stage) == 3
+
+
+def attach_trainer(trainer: Any) -> Any:
+    """Give the trainer's validation callbacks the trainer itself (its DeepSpeed engine and
+    accelerator), which HF's callback events do not pass; returns the trainer."""
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, ValidationF1Callback):
+            callback.trainer = trainer
+    return trainer
+
+
 class ValidationF1Callback(TrainerCallback):
     """Every ``every_steps`` steps, inspect ``samples`` with the current model and record F1."""
 
@@ -212,6 +230,7 @@ class ValidationF1Callback(TrainerCallback):
         source: str = "synthetic",
         use_tool: bool = True,
         collectives: Callable[[Any], Collectives] = torch_collectives,
+        gather_zero3: bool = True,
     ) -> None:
         if every_steps <= 0:
             raise ValueError(f"every_steps must be positive; got {every_steps}")
@@ -226,6 +245,8 @@ class ValidationF1Callback(TrainerCallback):
         self.use_tool = use_tool
         self.collectives = collectives
         self.sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+        self.gather_zero3 = gather_zero3
+        self.trainer: Any = None  # attach_trainer: the engine and accelerator ZeRO-3 gathers with
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.global_step % self.every_steps:
@@ -251,21 +272,49 @@ class ValidationF1Callback(TrainerCallback):
         was_training = model.training
         model.eval()
         try:
-            group = self.collectives(next(model.parameters()).device)
-            policy = InMemoryPolicy(
-                model, self.processor, sampling=self.sampling, synced_gpus=group.world_size > 1
-            )
-            return evaluate_shard(
-                self.samples,
-                policy,
-                rank=group.rank,
-                world_size=group.world_size,
-                all_max=group.all_max,
-                gather=group.gather,
-                benchmark="real-corpus" if self.source == "real" else "specvi-mini",
-                split="validation",
-                use_tool=self.use_tool,
-                max_tool_calls=self.max_tool_calls,
-            )
+            with self.generation_model(model) as (generating, gathered):
+                group = self.collectives(next(generating.parameters()).device)
+                # Under ZeRO-3 with partitioned weights every forward all-gathers each layer, so
+                # ranks must step together (synced_gpus); once the weights are gathered whole and
+                # the engine's hooks are off, each rank decodes on its own.
+                policy = InMemoryPolicy(
+                    generating,
+                    self.processor,
+                    sampling=self.sampling,
+                    synced_gpus=group.world_size > 1 and not gathered,
+                )
+                return evaluate_shard(
+                    self.samples,
+                    policy,
+                    rank=group.rank,
+                    world_size=group.world_size,
+                    all_max=group.all_max,
+                    gather=group.gather,
+                    benchmark="real-corpus" if self.source == "real" else "specvi-mini",
+                    split="validation",
+                    use_tool=self.use_tool,
+                    max_tool_calls=self.max_tool_calls,
+                )
         finally:
             model.train(was_training)
+
+    @contextmanager
+    def generation_model(self, model: Any) -> Iterator[tuple[Any, bool]]:
+        """The model to decode with, and whether its ZeRO-3 weights were gathered for it.
+
+        Under DeepSpeed ZeRO-3, decoding the partitioned model gathers every layer's weights
+        again for every generated token. With ``gather_zero3`` (the default) the weights are
+        gathered once for the whole validation pass through TRL's
+        ``unwrap_model_for_generation`` (the engine's hooks are lifted meanwhile), at the cost
+        of one full copy of the weights per GPU (15 GiB for 7B in bf16); without it, or without
+        an attached trainer, the model is used as it is."""
+        trainer = self.trainer
+        if trainer is None or not self.gather_zero3 or not is_zero3(trainer):
+            yield model, False
+            return
+        from trl.models.utils import unwrap_model_for_generation
+
+        with unwrap_model_for_generation(
+            trainer.model_wrapped, trainer.accelerator, gather_deepspeed3_params=True
+        ) as unwrapped:
+            yield unwrapped, True

@@ -256,6 +256,13 @@ class RunArguments:
     validation_max_tool_calls: int = field(
         default=8, metadata={"help": "Tool-call budget per validation episode (paper: 8)."}
     )
+    validation_gather_zero3: bool = field(
+        default=True,
+        metadata={
+            "help": "Under DeepSpeed ZeRO-3, gather the weights once for each validation pass "
+            "(one full copy per GPU) instead of once per generated token."
+        },
+    )
     validation_seed: int = field(
         default=7, metadata={"help": "Seed of the validation SpecVI-mini split (test split)."}
     )

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.callbacks import MetricsSink
+from training.callbacks import MetricsSink, attach_trainer
 from training.config import (
     DataArguments,
     ModelArguments,
@@ -156,6 +156,7 @@ def build_dpo_run(
             run_args, processor, sink, stage="dpo", run_name=run_name(training_args, "dpo")
         ),
     )
+    attach_trainer(trainer)
     return DPORun(trainer, processor, data, sink, dict(data.sources), precision, memory)
 
 

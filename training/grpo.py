@@ -48,7 +48,7 @@ from typing import Any, cast
 from agent.render import renderer_info
 from agent.tool import IMAGE_SIZE
 from agent.trajectory import IMAGE_PLACEHOLDER
-from training.callbacks import MetricsSink
+from training.callbacks import MetricsSink, attach_trainer
 from training.config import (
     DataArguments,
     ModelArguments,
@@ -296,6 +296,7 @@ def build_grpo_run(
             reward,
             sink,
         )
+    attach_trainer(trainer)
     return GRPORun(trainer, processor, dataset, sink, sources, precision, memory, recipe)
 
 

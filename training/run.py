@@ -174,6 +174,7 @@ def run_callbacks(
                 run=run_name,
                 source=source,
                 use_tool=use_tool,
+                gather_zero3=run_args.validation_gather_zero3,
             )
         )
     return callbacks

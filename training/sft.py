@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.trajectory import Trajectory
-from training.callbacks import MetricsSink
+from training.callbacks import MetricsSink, attach_trainer
 from training.config import (
     DataArguments,
     ModelArguments,
@@ -171,6 +171,7 @@ def build_sft_run(
             use_tool=data_args.use_tool,
         ),
     )
+    attach_trainer(trainer)
     return SFTRun(trainer, processor, data, sink, sources, precision, memory)
 
 

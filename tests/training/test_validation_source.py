@@ -82,3 +82,111 @@ def test_it_evaluates_on_every_rank_but_records_on_the_first(cv_item):
     state = SimpleNamespace(global_step=2, epoch=1.0, is_world_process_zero=False)
     callback.on_step_end(None, state, None, model="rank-1 model")
     assert (calls, sink.records) == (["rank-1 model"], [])
+
+
+class FakeModel:
+    """The bits of a model ``ValidationF1Callback.evaluate`` touches before decoding."""
+
+    def __init__(self, name: str) -> None:
+        import torch
+
+        self.name, self.training = name, True
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    def parameters(self):
+        return iter([self.weight])
+
+    def eval(self) -> None:
+        self.training = False
+
+    def train(self, mode: bool) -> None:
+        self.training = mode
+
+
+def zero3_trainer(stage: int, engine: str = "engine") -> SimpleNamespace:
+    plugin = SimpleNamespace(zero_stage=stage)
+    return SimpleNamespace(
+        is_deepspeed_enabled=True,
+        accelerator=SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin)),
+        model_wrapped=engine,
+    )
+
+
+def recorded_evaluation(monkeypatch, callback, model, world_size: int = 2):
+    """Run ``callback.evaluate`` with the policy and the shard evaluation replaced by recorders;
+    returns (model decoded with, synced_gpus, models TRL was asked to unwrap)."""
+    from contextlib import contextmanager
+
+    seen: dict = {"unwrapped": []}
+    gathered_model = FakeModel("gathered")
+
+    @contextmanager
+    def unwrap(engine, accelerator, gather_deepspeed3_params=True):
+        seen["unwrapped"].append((engine, gather_deepspeed3_params))
+        yield gathered_model
+
+    class Policy:
+        def __init__(self, model, processor, *, sampling, synced_gpus):
+            seen["model"], seen["synced"] = model, synced_gpus
+
+    monkeypatch.setattr("trl.models.utils.unwrap_model_for_generation", unwrap)
+    monkeypatch.setattr("training.callbacks.InMemoryPolicy", Policy)
+    monkeypatch.setattr("agent.evaluation.evaluate_shard", lambda *args, **kwargs: "report")
+    callback.collectives = lambda device: Collectives(0, world_size, max, lambda items: [items])
+    assert callback.evaluate(model) == "report"
+    return seen["model"].name, seen["synced"], seen["unwrapped"]
+
+
+def test_it_gathers_zero3_weights_once_per_validation_pass_instead_of_per_token(
+    monkeypatch, cv_item
+):
+    """Under ZeRO-3 the old callback decoded the partitioned model with synced_gpus, gathering
+    every layer for every token; now TRL gathers the engine's weights once for the pass."""
+    from agent.evaluation import EvalSample
+    from training.callbacks import attach_trainer
+
+    callback = ValidationF1Callback(
+        [EvalSample("s", "CV", "YES", cv_item.spectrum)], None, Sink(), stage="grpo", every_steps=1
+    )
+    trainer = zero3_trainer(3)
+    trainer.callback_handler = SimpleNamespace(callbacks=[object(), callback])
+    assert attach_trainer(trainer) is trainer and callback.trainer is trainer
+    model = FakeModel("partitioned")
+    assert recorded_evaluation(monkeypatch, callback, model) == (
+        "gathered",
+        False,
+        [("engine", True)],
+    )
+    assert model.training  # back in training mode after the pass
+
+
+@pytest.mark.parametrize(
+    ("trainer", "gather"),
+    [(None, True), (zero3_trainer(2), True), (zero3_trainer(3), False)],
+    ids=["no-trainer", "zero2", "gather-off"],
+)
+def test_it_decodes_the_model_as_it_is_without_zero3_gathering(
+    monkeypatch, cv_item, trainer, gather
+):
+    from agent.evaluation import EvalSample
+
+    callback = ValidationF1Callback(
+        [EvalSample("s", "CV", "YES", cv_item.spectrum)],
+        None,
+        Sink(),
+        stage="sft",
+        every_steps=1,
+        gather_zero3=gather,
+    )
+    callback.trainer = trainer
+    assert recorded_evaluation(monkeypatch, callback, FakeModel("as-is")) == ("as-is", True, [])
+
+
+def test_it_passes_the_run_s_gathering_choice_to_the_callback(monkeypatch):
+    from training.run import run_callbacks
+
+    monkeypatch.setattr("training.run.validation_samples", lambda run_args: (["sample"], "real"))
+    args = RunArguments(validation_tasks=["CV"], validation_gather_zero3=False)
+    callbacks = run_callbacks(args, None, Sink(), stage="sft", run_name="r")
+    (validation,) = [c for c in callbacks if isinstance(c, ValidationF1Callback)]
+    assert validation.gather_zero3 is False
