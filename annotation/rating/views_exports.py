@@ -15,6 +15,7 @@ spectra and the runs their experts vetted (annotation.blinding.label_exports_vis
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -78,41 +79,51 @@ def _refused(request: HttpRequest, error: core_errors.WorkflowError) -> HttpResp
     return render(request, "spectra/label_exports.html", context, status=status)
 
 
-@require_role(permissions.DATASET_EXPORT)
-@require_POST
-def revised_export_create(request: HttpRequest) -> HttpResponse:
-    hidden = blinding.blinding_for(request.user)
-    latest = _latest(ExportKind.REVISED)
+def _dataset_export_made(
+    request: HttpRequest,
+    kind: ExportKind,
+    make: Callable[[blinding.Blinding, str], DatasetExport],
+) -> HttpResponse:
+    """Make an SFT-revision or DPO-pair export for the posted task, hiding what the blinding
+    rule hides from the user; a refusal re-renders the page with its reason and status."""
+    latest = _latest(kind)
     try:
-        export = revised.revised_export_create(
-            actor=_expert(request),
-            task=request.POST.get("task", "").strip(),
-            hidden_curations=hidden.curation_ids,
-            hidden_hashes=hidden.content_hashes,
-        )
+        export = make(blinding.blinding_for(request.user), request.POST.get("task", "").strip())
     except core_errors.WorkflowError as error:
         return _refused(request, error)
     _created(request, export, latest)
     return redirect("label_export_list")
+
+
+@require_role(permissions.DATASET_EXPORT)
+@require_POST
+def revised_export_create(request: HttpRequest) -> HttpResponse:
+    return _dataset_export_made(
+        request,
+        ExportKind.REVISED,
+        lambda hidden, task: revised.revised_export_create(
+            actor=_expert(request),
+            task=task,
+            hidden_curations=hidden.curation_ids,
+            hidden_hashes=hidden.content_hashes,
+        ),
+    )
 
 
 @require_role(permissions.DATASET_EXPORT)
 @require_POST
 def preference_export_create(request: HttpRequest) -> HttpResponse:
-    hidden = blinding.blinding_for(request.user)
-    latest = _latest(ExportKind.PREFERENCE)
-    try:
-        export = preferences.preference_export_create(
+    return _dataset_export_made(
+        request,
+        ExportKind.PREFERENCE,
+        lambda hidden, task: preferences.preference_export_create(
             actor=_expert(request),
-            task=request.POST.get("task", "").strip(),
+            task=task,
             hidden_curations=hidden.curation_ids,
             hidden_runs=hidden.run_ids,
             hidden_hashes=hidden.content_hashes,
-        )
-    except core_errors.WorkflowError as error:
-        return _refused(request, error)
-    _created(request, export, latest)
-    return redirect("label_export_list")
+        ),
+    )
 
 
 @require_role(permissions.DATASET_EXPORT)
