@@ -38,16 +38,9 @@ def app_role_statements(
     if role == (connection.settings_dict["USER"] or "postgres"):
         raise RoleSetupError(f"app role {role!r} is the owner's role: the app needs its own")
     database = quote(connection.settings_dict["NAME"])
-    login = (
-        "LOGIN PASSWORD %s NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS NOREPLICATION"
-        if with_password
-        else "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS NOREPLICATION"
-    )
     statements = [
-        # CREATE ROLE has no IF NOT EXISTS: create when missing, then set the attributes.
-        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = "
-        f"'{role}') THEN CREATE ROLE {app}; END IF; END $$",
-        f"ALTER ROLE {app} {login}",
+        *_role_statements(role, app),
+        f"ALTER ROLE {app} LOGIN" + (" PASSWORD %s" if with_password else ""),
         f"REVOKE ALL ON DATABASE {database} FROM {app}",
         f"GRANT CONNECT, TEMPORARY ON DATABASE {database} TO {app}",
         f"GRANT USAGE ON SCHEMA public TO {app}",
@@ -67,3 +60,48 @@ def app_role_statements(
             f"GRANT SELECT ON {quote(table)} TO {app}",
         ]
     return statements
+
+
+# The attributes the app role must not have, as pg_roles names them and as ALTER ROLE removes them.
+FORBIDDEN_ATTRIBUTES = (
+    ("rolsuper", "SUPERUSER"),
+    ("rolcreatedb", "CREATEDB"),
+    ("rolcreaterole", "CREATEROLE"),
+    ("rolbypassrls", "BYPASSRLS"),
+    ("rolreplication", "REPLICATION"),
+)
+# Only a superuser may set or clear these (PostgreSQL 15: even naming them in ALTER ROLE).
+SUPERUSER_ONLY = ("rolsuper", "rolbypassrls", "rolreplication")
+
+
+def _role_statements(role: str, app: str) -> list[str]:
+    """Create ``role`` without any forbidden attribute, or check an existing one has none.
+
+    The owner need not be a superuser: a role with CREATEROLE may create a role whose attributes
+    are all off, but PostgreSQL 15 refuses it any ALTER ROLE that names SUPERUSER, BYPASSRLS or
+    REPLICATION, even to turn them off (and 16 refuses it CREATEDB unless it has CREATEDB). So the
+    attributes are set once, at CREATE ROLE (where off is allowed), and an existing role is only
+    altered for what it actually has: a forbidden attribute on an existing role is removed when
+    the owner may (a superuser, or CREATEROLE for CREATEDB and CREATEROLE), and otherwise the
+    setup stops, naming it, rather than leave an app role that could switch the triggers off.
+    """
+    off = " ".join(f"NO{name}" for _, name in FORBIDDEN_ATTRIBUTES)
+    found = " || ".join(
+        f"CASE WHEN r.{column} THEN ' NO{name}' ELSE '' END"
+        for column, name in FORBIDDEN_ATTRIBUTES
+    )
+    superuser_only = " OR ".join(f"r.{column}" for column in SUPERUSER_ONLY)
+    # CREATE ROLE has no IF NOT EXISTS: a DO block creates the role when it is missing.
+    return [
+        "DO $$ DECLARE r pg_roles%ROWTYPE; extra text; BEGIN "
+        f"SELECT * INTO r FROM pg_roles WHERE rolname = '{role}'; "
+        f"IF NOT FOUND THEN CREATE ROLE {app} NOLOGIN {off}; RETURN; END IF; "
+        f"extra := {found}; "
+        "IF extra = '' THEN RETURN; END IF; "
+        f"IF ({superuser_only}) AND NOT (SELECT rolsuper FROM pg_roles "
+        "WHERE rolname = current_user) THEN "
+        f"RAISE EXCEPTION 'app role {role} has%; only a superuser can remove that: ask one to "
+        f"run ALTER ROLE {role}%, then run db_roles again', "
+        "replace(extra, ' NO', ' '), extra; END IF; "
+        f"EXECUTE 'ALTER ROLE {app}' || extra; END $$",
+    ]

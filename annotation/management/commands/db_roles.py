@@ -5,7 +5,8 @@
     DATABASE_URL=postgres://owner@db/specvet python manage.py db_roles specvet_app --print-sql
 
 The app role may read and write the ordinary tables but only INSERT and SELECT the audit log
-(annotation.core.db_roles). Run it again after each migrate: it is idempotent.
+(annotation.core.db_roles). Run it again after each migrate: it is idempotent. The owner needs
+no superuser: CREATEROLE (to create the app role) and owning the database and its tables do.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from annotation.core.db_roles import RoleSetupError, app_role_statements
 
@@ -56,9 +57,14 @@ class Command(BaseCommand):
             for statement in statements:
                 self.stdout.write(statement.replace("%s", "'<password>'") + ";")
             return
-        with transaction.atomic(), connection.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement, [password] if "%s" in statement else None)
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                for statement in statements:
+                    cursor.execute(statement, [password] if "%s" in statement else None)
+        except DatabaseError as error:
+            # PostgreSQL's refusal (a right the owner lacks, say), without the password: nothing
+            # was changed, the statements ran in one transaction.
+            raise CommandError(f"nothing changed: {str(error).splitlines()[0]}") from None
         self.stdout.write(
             f"role {options['role']}: SELECT, INSERT, UPDATE, DELETE on the app's tables; "
             "SELECT and INSERT only on the audit log"
