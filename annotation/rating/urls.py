@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.rating import apis, views, views_exports
+from annotation.rating import apis, export_apis, views, views_exports
 
 urlpatterns = [
     path("labels/exports/", views_exports.label_export_list, name="label_export_list"),
@@ -44,6 +44,47 @@ urlpatterns = [
         name="rating_judge_run",
     ),
     # API
+    path("api/labels/exports/", export_apis.LabelExportListApi.as_view(), name="api_label_exports"),
+    path(
+        "api/labels/exports/create/",
+        export_apis.LabelExportCreateApi.as_view(),
+        name="api_label_export_create",
+    ),
+    path(
+        "api/labels/exports/<int:version>/download/",
+        export_apis.LabelExportDownloadApi.as_view(),
+        name="api_label_export_download",
+    ),
+    path(
+        "api/labels/exports/revised/",
+        export_apis.RevisedExportListApi.as_view(),
+        name="api_revised_exports",
+    ),
+    path(
+        "api/labels/exports/revised/create/",
+        export_apis.RevisedExportCreateApi.as_view(),
+        name="api_revised_export_create",
+    ),
+    path(
+        "api/labels/exports/revised/<int:version>/download/",
+        export_apis.RevisedExportDownloadApi.as_view(),
+        name="api_revised_export_download",
+    ),
+    path(
+        "api/labels/exports/preferences/",
+        export_apis.PreferenceExportListApi.as_view(),
+        name="api_preference_exports",
+    ),
+    path(
+        "api/labels/exports/preferences/create/",
+        export_apis.PreferenceExportCreateApi.as_view(),
+        name="api_preference_export_create",
+    ),
+    path(
+        "api/labels/exports/preferences/<int:version>/download/",
+        export_apis.PreferenceExportDownloadApi.as_view(),
+        name="api_preference_export_download",
+    ),
     path("api/rating/campaigns/", apis.CampaignListApi.as_view(), name="api_rating_campaigns"),
     path(
         "api/rating/campaigns/create/",

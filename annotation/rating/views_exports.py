@@ -14,7 +14,6 @@ spectra and the runs their experts vetted (annotation.blinding.label_exports_vis
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from annotation.curation import revised
 from annotation.curation.models import DatasetExport, ExportKind
 from annotation.rating import preferences
 from annotation.spectra import services as spectra_services
+from annotation.spectra.labels import label_export_jsonl
 from annotation.spectra.models import LabelExport, Task
 
 LIST_LIMIT = 50
@@ -154,9 +154,10 @@ def label_export_download(request: HttpRequest, version: int) -> HttpResponse:
     campaign it shows, like a missing one)."""
     visible = blinding.label_exports_visible_to(user=request.user)
     export = get_object_or_404(visible, version=version)
-    lines = [json.dumps({"manifest": export.manifest}, sort_keys=True)]
-    lines += [json.dumps(row, sort_keys=True) for row in export.rows]
-    response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson")
+    response = HttpResponse(
+        label_export_jsonl(manifest=export.manifest, rows=export.rows),
+        content_type="application/x-ndjson",
+    )
     response["Content-Disposition"] = (
         f'attachment; filename="specvet-vetted-v{export.version}.jsonl"'
     )

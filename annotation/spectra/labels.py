@@ -12,6 +12,7 @@ Plain data in, plain data out (no database), so the rule is read and tested on i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -113,3 +114,11 @@ def label_from_decisions(records: Iterable[DecisionRecord]) -> LabelOutcome:
                 counted_ids = {first.decision_id, second.decision_id, third.decision_id}
     marked = [replace(r, counted=r.decision_id in counted_ids) for r in decisions]
     return LabelOutcome(state=state, value=value, decisions=marked)
+
+
+def label_export_jsonl(*, manifest: dict[str, Any], rows: Iterable[dict[str, Any]]) -> str:
+    """A vetted-label export as its download holds it: JSON lines, the manifest first, then a
+    row per label (the page and the API answer the same bytes)."""
+    lines = [json.dumps({"manifest": manifest}, sort_keys=True)]
+    lines += [json.dumps(row, sort_keys=True) for row in rows]
+    return "\n".join(lines) + "\n"
