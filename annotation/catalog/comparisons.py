@@ -18,7 +18,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from annotation import blinding
 from annotation.inspections.models import CatalogEntry, InspectionRun
+from annotation.inspections.selectors import current_models
+from annotation.spectra.models import Task
 
 ROWS_SHOWN = 500  # flipped rows listed on the page; the counts cover every spectrum
 
@@ -169,3 +172,60 @@ def default_baseline(
     if current and current != new_key:
         return current
     return next((key for key, _ in models if key != new_key), None)
+
+
+def models_readable(*, user: Any, task: str) -> list[tuple[str, str]]:
+    """(key, label) of the models on ``task`` behind the runs ``user`` may read, newest first:
+    what they may compare, and (staff) promote."""
+    return models_on_task(blinding.runs_visible_to(user=user), task)
+
+
+@dataclass
+class ModelChoice:
+    """Two models of a task to compare, as a reader asked for them (the page's form, the API's
+    query), resolved the same way for both: defaults filled in, each key checked against the
+    models the reader may read, and the comparison made when the two differ."""
+
+    tasks: list[str]
+    task: str
+    models: list[tuple[str, str]] = field(default_factory=list)
+    current: str | None = None
+    new: str = ""
+    old: str = ""
+    error: str = ""  # why the choice was refused (answered with 400); "" when it was not
+    comparison: Comparison | None = None
+
+    def label(self, key: str | None) -> str:
+        return dict(self.models).get(key or "", key or "")
+
+
+def model_choice(*, user: Any, task: str, new: str, old: str) -> ModelChoice:
+    """Resolve and compare: ``new`` defaults to the newest model on ``task``, ``old`` to the
+    task's current model (else the newest other); each must have answered the task in a run
+    ``user`` may read, and the verdicts compared are the catalog entries ``user`` may read."""
+    tasks = list(Task.objects.values_list("code", flat=True))
+    task = task.strip() or (tasks[0] if tasks else "")
+    if task not in tasks:
+        return ModelChoice(
+            tasks=tasks,
+            task=task,
+            error=f"task must be one of {', '.join(tasks)}; got {task[:40]!r}",
+        )
+    models = models_readable(user=user, task=task)
+    keys = [key for key, _ in models]
+    current = current_models().get(task)
+    new = new.strip() or (keys[0] if keys else "")
+    old = old.strip() or (default_baseline(models=models, new_key=new, current=current) or "")
+    choice = ModelChoice(tasks=tasks, task=task, models=models, current=current, new=new, old=old)
+    for name, key in (("new", new), ("old", old)):
+        if key and key not in keys:
+            choice.error = f"{name}: no model with key {key[:200]!r} has answered task {task}"
+            return choice
+    if new and old and new != old:
+        choice.comparison = compare_models(
+            entries=blinding.catalog_entries_visible_to(user=user),
+            task=task,
+            old_key=old,
+            new_key=new,
+        )
+    return choice

@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.catalog import apis, queue_apis, queue_views, spectrum_views, views
+from annotation.catalog import (
+    apis,
+    model_apis,
+    queue_apis,
+    queue_views,
+    spectrum_views,
+    views,
+)
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog_list"),
@@ -37,6 +44,16 @@ urlpatterns = [
         "api/catalog/<int:entry_id>/",
         apis.CatalogEntryDetailApi.as_view(),
         name="api_catalog_detail",
+    ),
+    path(
+        "api/catalog/compare/",
+        model_apis.ModelComparisonApi.as_view(),
+        name="api_model_comparison",
+    ),
+    path(
+        "api/catalog/models/promote/",
+        model_apis.ModelPromoteApi.as_view(),
+        name="api_model_promote",
     ),
     path("api/vetting/next/", apis.VettingNextApi.as_view(), name="api_vetting_next"),
     path(

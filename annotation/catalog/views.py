@@ -562,42 +562,28 @@ def _decision_record(request: HttpRequest, candidate: Candidate) -> None:
 
 
 def _compare_context(request: HttpRequest) -> tuple[dict[str, Any], int]:
-    tasks = list(Task.objects.values_list("code", flat=True))
-    task = request.GET.get("task", "").strip() or (tasks[0] if tasks else "")
-    context: dict[str, Any] = {"tasks": tasks, "task": task, "error": ""}
-    if task not in tasks:
-        context["error"] = f"task must be one of {', '.join(tasks)}; got {task[:40]!r}"
-        return context, 400
-    models = comparisons.models_on_task(blinding.runs_visible_to(user=request.user), task)
-    keys = [key for key, _ in models]
-    current = catalog.current_models().get(task)
-    new = request.GET.get("new", "").strip() or (keys[0] if keys else "")
-    old = request.GET.get("old", "").strip() or (
-        comparisons.default_baseline(models=models, new_key=new, current=current) or ""
+    choice = comparisons.model_choice(
+        user=request.user,
+        task=request.GET.get("task", ""),
+        new=request.GET.get("new", ""),
+        old=request.GET.get("old", ""),
     )
-    labels = dict(models)
-    context.update(
-        models=models,
-        current=current,
-        new=new,
-        old=old,
-        new_label=labels.get(new, new),
-        old_label=labels.get(old, old),
-        current_label=labels.get(current or "", current or ""),
-    )
-    for name, key in (("new", new), ("old", old)):
-        if key and key not in keys:
-            context["error"] = f"{name}: no model with key {key[:200]!r} has answered task {task}"
-            return context, 400
-    if new and old and new != old:
-        context["comparison"] = comparisons.compare_models(
-            entries=blinding.catalog_entries_visible_to(user=request.user),
-            task=task,
-            old_key=old,
-            new_key=new,
-        )
-    context["can_promote"] = permissions.MODEL_PROMOTE.allows(request.user)
-    return context, 200
+    context: dict[str, Any] = {
+        "tasks": choice.tasks,
+        "task": choice.task,
+        "error": choice.error,
+        "models": choice.models,
+        "current": choice.current,
+        "new": choice.new,
+        "old": choice.old,
+        "new_label": choice.label(choice.new),
+        "old_label": choice.label(choice.old),
+        "current_label": choice.label(choice.current),
+        "can_promote": permissions.MODEL_PROMOTE.allows(request.user),
+    }
+    if choice.comparison is not None:
+        context["comparison"] = choice.comparison
+    return context, 400 if choice.error else 200
 
 
 @require_role(permissions.BROWSE)
@@ -614,12 +600,7 @@ def model_promote(request: HttpRequest) -> HttpResponse:
     task = get_object_or_404(Task, code=request.POST.get("task", ""))
     model_key = request.POST.get("model_key", "").strip()
     back = f"{reverse('catalog_compare')}?task={task.code}"
-    if model_key not in {
-        key
-        for key, _ in comparisons.models_on_task(
-            blinding.runs_visible_to(user=request.user), task.code
-        )
-    }:
+    if model_key not in dict(comparisons.models_readable(user=request.user, task=task.code)):
         messages.error(request, f"model_key: no model you may read has answered task {task.code}")
         return redirect(back)
     try:

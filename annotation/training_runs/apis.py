@@ -7,13 +7,13 @@ from typing import Any, cast
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.blinding import dataset_exports_visible_to
+from annotation.blinding import dataset_exports_visible_to, label_exports_visible_to
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
@@ -21,6 +21,7 @@ from annotation.core.http import _expert
 from annotation.core.permissions import job_cancel_allowed
 from annotation.core.serializers import _paginated
 from annotation.curation.models import DatasetExport, ExportKind
+from annotation.spectra.models import LabelExport
 from annotation.training_runs import selectors, services
 from annotation.training_runs.models import (
     PolicyCheckpoint,
@@ -60,6 +61,12 @@ class TrainingRunOutputSerializer(serializers.ModelSerializer):
     dataset_export: serializers.SlugRelatedField[DatasetExport] = serializers.SlugRelatedField(
         slug_field="version", read_only=True
     )
+    dataset_export_kind = serializers.CharField(
+        source="dataset_export.kind",
+        allow_null=True,
+        default=None,
+        help_text="accepted, revised or preference: the kind dataset_export's version is of",
+    )
     checkpoint = serializers.SerializerMethodField()
 
     class Meta:
@@ -73,6 +80,7 @@ class TrainingRunOutputSerializer(serializers.ModelSerializer):
             "base_model",
             "base_checkpoint",
             "dataset_export",
+            "dataset_export_kind",
             "label_source",
             "output_dir",
             "job",
@@ -115,6 +123,15 @@ class LabelSourceSerializer(serializers.Serializer):
     )
 
 
+# The export fields of a training run's input, each of one kind (a version names an export of
+# its kind); the page's form offers the same three, and a run trains on one.
+EXPORT_FIELDS = {
+    "dataset_export": ExportKind.ACCEPTED,
+    "revised_export": ExportKind.REVISED,
+    "preference_export": ExportKind.PREFERENCE,
+}
+
+
 class TrainingRunCreateApi(APIView):
     role_rule = permissions.TRAIN
 
@@ -133,6 +150,29 @@ class TrainingRunCreateApi(APIView):
             allow_null=True,
             help_text="version of the accepted-trajectory export (SFT)",
         )
+        revised_export = serializers.SlugRelatedField(
+            slug_field="version",
+            queryset=DatasetExport.objects.filter(kind=ExportKind.REVISED),
+            required=False,
+            allow_null=True,
+            help_text="SFT: version of the expert-revised trajectories' export (instead of "
+            "dataset_export)",
+        )
+        preference_export = serializers.SlugRelatedField(
+            slug_field="version",
+            queryset=DatasetExport.objects.filter(kind=ExportKind.PREFERENCE),
+            required=False,
+            allow_null=True,
+            help_text="DPO: version of the preference-pair export",
+        )
+        label_export = serializers.SlugRelatedField(
+            slug_field="version",
+            queryset=LabelExport.objects.all(),
+            required=False,
+            allow_null=True,
+            help_text="GRPO: version of the vetted-label export to learn from (instead of "
+            "label_source); the checkpoint names the decisions behind it",
+        )
         label_source = LabelSourceSerializer(
             required=False, help_text="GRPO: the labelled spectra to learn from"
         )
@@ -145,20 +185,35 @@ class TrainingRunCreateApi(APIView):
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
         # The exports this user may read (annotation/blinding.py); another version is unknown.
-        export_field = cast(serializers.SlugRelatedField, params.fields["dataset_export"])
-        export_field.queryset = dataset_exports_visible_to(
-            user=request.user, rows=DatasetExport.objects.filter(kind=ExportKind.ACCEPTED)
-        )
+        for name, kind in EXPORT_FIELDS.items():
+            field = cast(serializers.SlugRelatedField, params.fields[name])
+            field.queryset = dataset_exports_visible_to(
+                user=request.user, rows=DatasetExport.objects.filter(kind=kind)
+            )
+        labels = cast(serializers.SlugRelatedField, params.fields["label_export"])
+        labels.queryset = label_exports_visible_to(user=request.user, rows=LabelExport.objects)
         params.is_valid(raise_exception=True)
         data = params.validated_data
+        exports = [data[name] for name in EXPORT_FIELDS if data.get(name) is not None]
+        if len(exports) > 1:
+            raise ValidationError(
+                {"dataset_export": [f"give one of {', '.join(EXPORT_FIELDS)}, not several"]}
+            )
+        label_source = dict(data.get("label_source") or {})
+        if data.get("label_export") is not None:
+            if label_source:
+                raise ValidationError(
+                    {"label_export": ["give label_export or label_source, not both"]}
+                )
+            label_source = {"label_export": data["label_export"].version}
         try:
             run = services.training_run_create(
                 stage=data["stage"],
                 preset=data["preset"],
                 base_model=data.get("base_model", ""),
                 base_checkpoint=data.get("base_checkpoint"),
-                dataset_export=data.get("dataset_export"),
-                label_source=dict(data.get("label_source") or {}),
+                dataset_export=exports[0] if exports else None,
+                label_source=label_source,
                 overrides=data.get("overrides") or {},
                 name=data.get("name", ""),
                 created_by=_expert(request),
