@@ -176,6 +176,20 @@ class CatalogListApi(APIView):
         )
         run = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
         synthetic = serializers.BooleanField(required=False, allow_null=True, default=None)
+        label_state = serializers.ChoiceField(
+            choices=["", *catalog.LABEL_STATE_CHOICES],
+            required=False,
+            default="",
+            help_text="the vetted label's state (none: no decision yet)",
+        )
+        model = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=catalog.MODEL_KEY_MAX,
+            help_text=f"a model key, or {catalog.CURRENT_MODEL!r}: each task's current "
+            "(promoted) model",
+        )
         sort = serializers.CharField(
             required=False,
             allow_blank=True,

@@ -41,6 +41,8 @@ class RunOutputSerializer(serializers.ModelSerializer):
             "policy_spec",
             "policy_info",
             "sampling",
+            "model_key",
+            "model_label",
             "rollouts",
             "max_tool_calls",
             "confidence_threshold",

@@ -7,7 +7,10 @@ is parsed into the schema's models: a list documented as an array but answered a
 field documented as a string that comes back null, or an error body missing a documented field
 breaks this test where it broke a real client. Flows: a token's status, list tasks and spectra,
 create an inspection run, follow it to its candidates, read each, vet one as an expert; and a
-viewer's refusal, parsed as the documented error body."""
+viewer's refusal, parsed as the documented error body. And the closed loop by script (slow: it
+trains the tiny model): vet, label, refit the calibration, export the labels, the revisions and
+the preference pairs, train on the labels, inspect with the checkpoint, compare it with the
+first model and promote it, refused to an expert and done by staff."""
 
 from __future__ import annotations
 
@@ -23,9 +26,10 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from annotation.inspections.models import Candidate
+from annotation.core.models import AuditLog
+from annotation.inspections.models import Candidate, CatalogEntry
 from annotation.spectra.models import Task
-from tests.factories import UserFactory, make_spectrum
+from tests.factories import UserFactory, make_revised_curation, make_spectrum
 
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 PACKAGE = "specvet_client"
@@ -173,3 +177,227 @@ def test_it_runs_the_main_flows_through_a_client_generated_from_the_schema(
             refused = _api("inspections.inspections_create_create").sync(client=viewer, body=body)
         assert isinstance(refused, models.ErrorOutput), refused
         assert "ml_engineer" in refused.detail
+
+
+def _until(read: Any, done: Any, what: str, seconds: float = 300) -> Any:
+    """``read()`` again until ``done(answer)``, for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = read()
+        if done(answer):
+            return answer
+        assert time.monotonic() < deadline, f"{what}: not done in {seconds} s: {answer}"
+        time.sleep(0.2)
+
+
+def _inspected(client: Any, body: Any) -> Any:
+    """Start an inspection run and follow it until every candidate is finished."""
+    created = _api("inspections.inspections_create_create").sync(client=client, body=body)
+    assert isinstance(created, _models().RunOutput), created
+    return _until(
+        lambda: _api("inspections.inspections_retrieve").sync(run_id=created.id, client=client),
+        lambda run: {row.state.value for row in run.candidates} <= {"done", "failed"},
+        f"run {created.id}",
+    )
+
+
+N_LOOP = 6
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_it_runs_the_loop_from_vetting_to_promotion_through_the_generated_client(
+    live_server, generated_client, tiny_model_path, training_dirs, settings
+):
+    """vet -> label -> refit -> export -> train -> compare -> promote, every step a call of the
+    client generated from the schema (issue 32, item 11): a team can drive the loop by script."""
+    settings.POLICY_CHECKPOINT_ROOTS = [str(settings.TRAINING_OUTPUT_ROOT), str(tiny_model_path)]
+    models = _models()
+    # Half the spectra with a strong H-alpha line (YES), half without (NO).
+    spectra = [
+        make_spectrum(object_id=f"APILOOP-{i}", seed=i, line_amplitude=2.0 if i % 2 else 0.02)
+        for i in range(N_LOOP)
+    ]
+    truth = {row.pk: "YES" if i % 2 else "NO" for i, row in enumerate(spectra)}
+    # The loop's material besides the labels: an expert's audited revision of a draft.
+    make_revised_curation(
+        reviser=UserFactory(username="reviser", roles=["expert"]),
+        auditors=[UserFactory(username="aud1"), UserFactory(username="aud2")],
+        object_id="APILOOP-R",
+    )
+
+    def client_of(username: str, roles: list[str]) -> Any:
+        user = UserFactory(username=username, roles=roles)
+        return generated_client.AuthenticatedClient(
+            base_url=live_server.url,
+            token=Token.objects.create(user=user).key,
+            prefix="Token",
+            raise_on_unexpected_status=True,
+            timeout=httpx.Timeout(300),
+        )
+
+    team = client_of("team", ["ml_engineer", "expert"])  # runs, vets, exports, trains
+    second = client_of("second", ["expert"])
+    staff = client_of("boss", ["staff"])
+    with team, second, staff:
+        # 1. A rule-based run; candidates under confidence 0.95 go to the experts.
+        first = _inspected(
+            team,
+            models.InspectionRunCreateInput(
+                task="CV",
+                spectrum_ids=[row.pk for row in spectra],
+                policy=models.InspectionRunCreateInputPolicy.from_dict({"kind": "rule-based"}),
+                confidence_threshold=0.95,
+            ),
+        )
+        assert {row.state.value for row in first.candidates} == {"done"}
+        assert first.model_key.startswith("rule-based@")
+
+        # 2. Vet: two experts agree on every candidate; each spectrum gets its label.
+        for expert in (team, second):
+            for row in first.candidates:
+                candidate = _api("inspections.inspections_candidates_retrieve").sync(
+                    candidate_id=row.id, client=expert
+                )
+                decision = _api("vetting.expert_decision_create").sync(
+                    client=expert,
+                    body=models.ExpertDecisionCreateInput(
+                        candidate=row.id,
+                        decision=models.ExpertDecisionEnum(truth[candidate.spectrum]),
+                    ),
+                )
+                assert isinstance(decision, models.ExpertDecisionOutput), decision
+        labelled = _api("catalog.catalog_list").sync(
+            client=team,
+            run=first.id,
+            label_state=models.CatalogListLabelState("agreed"),
+            page_size=100,
+        )
+        assert isinstance(labelled, models.CatalogListOutput), labelled
+        assert labelled.count == N_LOOP
+        assert {row.object_id: row.vetted_label for row in labelled.results} == {
+            row.object_id: truth[row.pk] for row in spectra
+        }
+
+        # 3. Refit the model's calibration on the labels (a job).
+        started = _api("calibration.calibration_refit").sync(
+            client=team,
+            body=models.CalibrationRefitInput(task="CV", model_key=first.model_key),
+        )
+        assert isinstance(started, models.JobStarted), started
+        job = _until(
+            lambda: _api("jobs.jobs_retrieve").sync(job_id=started.job, client=team),
+            lambda job: job.state.value in {"succeeded", "failed"},
+            "refit",
+        )
+        assert job.state.value == "succeeded", job
+        calibration = _api("calibration.calibration_retrieve").sync(task_code="CV", client=team)
+        (fitted,) = [m for m in calibration.models if m.model_key == first.model_key]
+        assert fitted.fit is not None and fitted.fit.n_labels == N_LOOP
+
+        # 4. Export: the vetted labels (GRPO rows), the revision (SFT rows) and the pair it
+        # makes with its draft (DPO); each listed and downloaded.
+        export = _api("labels.label_export_create").sync(
+            client=team, body=models.LabelExportCreateInput(tasks=["CV"])
+        )
+        assert isinstance(export, models.LabelExportCreatedOutput), export
+        assert export.new and export.manifest["rows"] == N_LOOP
+        listed = _api("labels.label_exports_list").sync(client=team)
+        assert [row.version for row in listed.results] == [export.version]
+        download = _api("labels.label_export_download").sync_detailed(
+            version=export.version, client=team
+        )
+        assert download.status_code == 200
+        rows = [json.loads(line) for line in download.content.decode().splitlines()[1:]]
+        assert {(row["object_id"], row["label"]) for row in rows} == {
+            (row.object_id, truth[row.pk]) for row in spectra
+        }
+        for name, kind in (("revised", "revised"), ("preference", "preference")):
+            made = _api(f"labels.{name}_export_create").sync(
+                client=team, body=models.TaskFilterInput(task="CV")
+            )
+            assert isinstance(made, models.LoopExportCreatedOutput), made
+            assert (made.kind, made.new, made.manifest["rows"]) == (kind, True, 1)
+            listed = _api(f"labels.{name}_exports_list").sync(client=team)
+            assert [row.version for row in listed.results] == [made.version]
+            archive = _api(f"labels.{name}_export_download").sync_detailed(
+                version=made.version, client=team
+            )
+            assert archive.status_code == 200 and archive.content[:2] == b"PK"
+
+        # 5. Train: a tiny GRPO run on the label export; its checkpoint names the decisions.
+        training = _api("training.training_create_create").sync(
+            client=team,
+            body=models.TrainingRunCreateInput(
+                stage=models.StageEnum.GRPO,
+                preset=models.PresetEnum.CPU_TINY,
+                base_model=str(tiny_model_path),
+                label_export=export.version,
+                overrides=models.TrainingRunCreateInputOverrides.from_dict({"max_steps": 1}),
+            ),
+        )
+        assert isinstance(training, models.TrainingRunOutput), training
+        trained = _until(
+            lambda: _api("training.training_retrieve").sync(run_id=training.id, client=team),
+            lambda run: run.state in {"succeeded", "failed", "cancelled"},
+            "training",
+            seconds=600,
+        )
+        assert trained.state == "succeeded", trained.error
+        checkpoint = trained.checkpoint
+        learned = checkpoint.lineage["dataset"]["sources"]["label_export"]
+        assert learned["decisions"] == export.manifest["decisions"]
+
+        # 6. The checkpoint inspects the same spectra: its model is its weights' hash.
+        second_run = _inspected(
+            team,
+            models.InspectionRunCreateInput(
+                task="CV",
+                spectrum_ids=[row.pk for row in spectra],
+                policy=models.InspectionRunCreateInputPolicy.from_dict(
+                    checkpoint.policy_spec.to_dict()
+                ),
+                sampling=models.InspectionRunCreateInputSampling.from_dict({"max_new_tokens": 24}),
+                max_tool_calls=0,
+                confidence_threshold=0.75,
+            ),
+        )
+        assert {row.state.value for row in second_run.candidates} == {"done"}
+        assert second_run.model_key.startswith("checkpoint:")
+
+        # 7. Compare the two models with the labels as truth.
+        compared = _api("catalog.model_comparison_retrieve").sync(
+            client=team, task="CV", new=second_run.model_key, old=first.model_key
+        )
+        assert isinstance(compared, models.ModelComparisonOutput), compared
+        comparison = compared.comparison
+        assert comparison.shared == comparison.labelled == N_LOOP
+        right = {
+            run.id: sum(
+                entry.verdict == truth[entry.candidate.spectrum_id]
+                for entry in CatalogEntry.objects.filter(run_id=run.id).select_related("candidate")
+            )
+            for run in (first, second_run)
+        }
+        assert (comparison.old_correct, comparison.new_correct) == (
+            right[first.id],
+            right[second_run.id],
+        )
+        assert comparison.fixed - comparison.broken == right[second_run.id] - right[first.id]
+
+        # 8. Promote: refused to an expert, done by staff and logged; the catalog's current
+        # model is the checkpoint.
+        body = models.ModelPromoteInput(
+            task="CV", model_key=second_run.model_key, comment="by script"
+        )
+        refused = _api("catalog.model_promote").sync(client=second, body=body)
+        assert isinstance(refused, models.ErrorOutput) and "staff" in refused.detail
+        promoted = _api("catalog.model_promote").sync(client=staff, body=body)
+        assert isinstance(promoted, models.ModelPromotionOutput), promoted
+        assert (promoted.model_key, promoted.promoted_by) == (second_run.model_key, "boss")
+        logged = AuditLog.objects.get(action="model_promoted")
+        assert logged.actor.get_username() == "boss"
+        assert logged.data["model_key"] == second_run.model_key
+        current = _api("catalog.catalog_list").sync(client=team, model="current", page_size=100)
+        assert {row.model_key for row in current.results} == {second_run.model_key}
+        assert current.count == N_LOOP
