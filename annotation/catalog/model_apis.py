@@ -30,7 +30,7 @@ OUTCOMES = ["fixed", "broken", "flipped", "unchanged"]
 
 class ModelOutputSerializer(serializers.Serializer):
     key = serializers.CharField(help_text="what catalog entries name as model_key")
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     current = serializers.BooleanField(help_text="the task's current model (latest promotion)")
 
 
@@ -46,7 +46,9 @@ class ComparedRowSerializer(serializers.Serializer):
     object_id = serializers.CharField()
     old = ComparedVerdictSerializer()
     new = ComparedVerdictSerializer()
-    label = serializers.CharField(help_text="the vetted label, blank when there is none")
+    label = serializers.CharField(  # type: ignore[assignment]
+        help_text="the vetted label, blank when there is none"
+    )
     outcome = serializers.ChoiceField(choices=OUTCOMES)
     newly_uncertain = serializers.BooleanField()
 

@@ -191,7 +191,9 @@ class TrainingRunCreateApi(APIView):
                 user=request.user, rows=DatasetExport.objects.filter(kind=kind)
             )
         labels = cast(serializers.SlugRelatedField, params.fields["label_export"])
-        labels.queryset = label_exports_visible_to(user=request.user, rows=LabelExport.objects)
+        labels.queryset = label_exports_visible_to(
+            user=request.user, rows=LabelExport.objects.all()
+        )
         params.is_valid(raise_exception=True)
         data = params.validated_data
         exports = [data[name] for name in EXPORT_FIELDS if data.get(name) is not None]
