@@ -181,7 +181,7 @@ def models_readable(*, user: Any, task: str) -> list[tuple[str, str]]:
 
 
 @dataclass
-class ModelChoice:
+class ComparisonChoice:
     """Two models of a task to compare, as a reader asked for them (the page's form, the API's
     query), resolved the same way for both: defaults filled in, each key checked against the
     models the reader may read, and the comparison made when the two differ."""
@@ -199,14 +199,14 @@ class ModelChoice:
         return dict(self.models).get(key or "", key or "")
 
 
-def model_choice(*, user: Any, task: str, new: str, old: str) -> ModelChoice:
+def model_choice(*, user: Any, task: str, new: str, old: str) -> ComparisonChoice:
     """Resolve and compare: ``new`` defaults to the newest model on ``task``, ``old`` to the
     task's current model (else the newest other); each must have answered the task in a run
     ``user`` may read, and the verdicts compared are the catalog entries ``user`` may read."""
     tasks = list(Task.objects.values_list("code", flat=True))
     task = task.strip() or (tasks[0] if tasks else "")
     if task not in tasks:
-        return ModelChoice(
+        return ComparisonChoice(
             tasks=tasks,
             task=task,
             error=f"task must be one of {', '.join(tasks)}; got {task[:40]!r}",
@@ -216,7 +216,9 @@ def model_choice(*, user: Any, task: str, new: str, old: str) -> ModelChoice:
     current = current_models().get(task)
     new = new.strip() or (keys[0] if keys else "")
     old = old.strip() or (default_baseline(models=models, new_key=new, current=current) or "")
-    choice = ModelChoice(tasks=tasks, task=task, models=models, current=current, new=new, old=old)
+    choice = ComparisonChoice(
+        tasks=tasks, task=task, models=models, current=current, new=new, old=old
+    )
     for name, key in (("new", new), ("old", old)):
         if key and key not in keys:
             choice.error = f"{name}: no model with key {key[:200]!r} has answered task {task}"
