@@ -258,7 +258,7 @@ class InspectionRunResendApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         candidates = serializers.ListField(
-            child=serializers.IntegerField(min_value=1),
+            child=IdField(),
             required=False,
             max_length=interruptions.MAX_RESEND,
             help_text="the interrupted candidates to send again (default: every one you may read)",
