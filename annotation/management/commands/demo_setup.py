@@ -226,14 +226,20 @@ class Command(BaseCommand):
                 experts, name=f"Demo: rule-based, {name}", ids=ids, calls=calls, threshold=0.9
             )
 
-    def _rated_spectra(self) -> list[int]:
-        """The spectra the rating campaign shows: test spectra no candidate sent to experts.
+    def _rated_spectra(self, most: int = 8) -> list[int]:
+        """The spectra the rating campaign shows: up to ``most`` test spectra no candidate sent
+        to experts (in a tiny demo with too few, at most half of them, those first).
+
         While the campaign is open, blinding hides from its raters (payne and leavitt, both
         experts) every candidate of the spectra it shows and of the runs that wrote its items;
         rated apart, on spectra nobody needs to vet, those two can vet everything else."""
-        routed = Candidate.objects.filter(needs_expert=True).values("spectrum_id")
+        routed = set(
+            Candidate.objects.filter(needs_expert=True).values_list("spectrum_id", flat=True)
+        )
         rows = Spectrum.objects.filter(dataset="specvi-mini", task__code="CV", split="test")
-        return list(rows.exclude(pk__in=routed).order_by("id").values_list("pk", flat=True)[:8])
+        ids = sorted(rows.values_list("pk", flat=True), key=lambda pk: (pk in routed, pk))
+        unrouted = sum(1 for pk in ids if pk not in routed)
+        return sorted(ids[: min(most, max(unrouted, 1), max(len(ids) // 2, 1))])
 
     def _campaign(self, experts: dict[str, Any]) -> None:
         spectra = self._rated_spectra()

@@ -16,14 +16,14 @@ from annotation.inspections.models import Candidate, CatalogEntry
 from annotation.rating.models import RatingCampaign
 from annotation.spectra.labels import LabelState
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # makes and loads SpecVI-mini: ~40 s
 
 
 @pytest.fixture
 def demo(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.TRAINING_OUTPUT_ROOT = tmp_path / "training"
-    call_command("demo_setup", "--scale", "0.2", stdout=io.StringIO())
+    call_command("demo_setup", "--scale", "0.1", stdout=io.StringIO())  # as the e2e test
     users = get_user_model().objects
     return users.get(username="payne"), users.get(username="leavitt")
 
