@@ -289,7 +289,9 @@ class InspectionRunResendApi(APIView):
             if missing := [pk for pk in ids if pk not in readable]:
                 raise Http404(f"no candidate {missing[0]} in this run")
         else:
-            ids = sorted(selectors.interrupted_candidate_ids(rows=visible))
+            ids = sorted(selectors.interrupted_candidate_ids(rows=visible))[
+                : interruptions.MAX_RESEND
+            ]
         try:
             resent = interruptions.candidates_resend_interrupted(
                 run=run, candidate_ids=ids, actor=_expert(request)

@@ -167,7 +167,7 @@ def run_resend(request: HttpRequest, run_id: int) -> HttpResponse:
             messages.error(request, f"no candidate {missing[0]} in this run")
             return redirect("run_detail", run_id=run.pk)
     else:
-        ids = sorted(selectors.interrupted_candidate_ids(rows=visible))
+        ids = sorted(selectors.interrupted_candidate_ids(rows=visible))[: interruptions.MAX_RESEND]
     try:
         resent = interruptions.candidates_resend_interrupted(
             run=run,
