@@ -92,17 +92,8 @@ def _item_source_ids(sources: list[str], kind: str) -> set[int]:
     return ids
 
 
-def blinding_for(user: Any) -> Blinding:
-    if user is None or not user.is_authenticated:
-        return Blinding(confined=True)
-    roles = user_roles(user)
-    if Role.RATER in roles and not roles & TRAJECTORY_READER_ROLES:
-        return Blinding(confined=True)
-    rows = list(
-        CampaignItem.objects.filter(campaign__closed=False, campaign__raters=user).values_list(
-            "source", "spectrum__content_hash"
-        )
-    )
+def _items_blinding(rows: list[tuple[str, str | None]]) -> Blinding:
+    """What open campaign items, as (source, content hash) rows, hide from their raters."""
     if not rows:
         return Blinding()
     sources = [source for source, _ in rows]
@@ -113,6 +104,69 @@ def blinding_for(user: Any) -> Blinding:
         content_hashes=frozenset(content_hash for _, content_hash in rows if content_hash),
         curation_ids=frozenset(_item_source_ids(sources, "curation")),
     )
+
+
+def _rated_open_items(user: Any) -> QuerySet[CampaignItem]:
+    return CampaignItem.objects.filter(campaign__closed=False, campaign__raters=user)
+
+
+def blinding_for(user: Any) -> Blinding:
+    if user is None or not user.is_authenticated:
+        return Blinding(confined=True)
+    roles = user_roles(user)
+    if Role.RATER in roles and not roles & TRAJECTORY_READER_ROLES:
+        return Blinding(confined=True)
+    return _items_blinding(
+        list(_rated_open_items(user).values_list("source", "spectrum__content_hash"))
+    )
+
+
+@dataclass(frozen=True)
+class HiddenByCampaign:
+    """The candidates one open campaign the user rates hides from them."""
+
+    campaign_id: int
+    name: str
+    count: int
+
+
+@dataclass(frozen=True)
+class HiddenCandidates:
+    """How many of some candidates the blinding rule hides from a user, and why: the open
+    campaigns they rate that hide them (a candidate two campaigns hide counts once in
+    ``count``, and once in each campaign's)."""
+
+    count: int = 0
+    campaigns: tuple[HiddenByCampaign, ...] = ()
+
+
+def candidates_hidden_from(*, user: Any, rows: QuerySet[Candidate]) -> HiddenCandidates:
+    """Of ``rows``, those ``candidates_visible_to`` leaves out for ``user``, counted, by the
+    open campaigns they rate (the vetting queue says why it is short). A confined rater is
+    told nothing: they read no candidate at all, hidden or not."""
+    blinding = blinding_for(user)
+    hidden = None if blinding.confined else blinding.hidden_candidates()
+    if hidden is None:
+        return HiddenCandidates()
+    count = rows.filter(hidden).count()
+    if not count:
+        return HiddenCandidates()
+    by_campaign: dict[int, list[tuple[str, str | None]]] = {}
+    names: dict[int, str] = {}
+    for campaign_id, name, source, content_hash in (
+        _rated_open_items(user)
+        .order_by("campaign_id", "pk")
+        .values_list("campaign_id", "campaign__name", "source", "spectrum__content_hash")
+    ):
+        by_campaign.setdefault(campaign_id, []).append((source, content_hash))
+        names[campaign_id] = name
+    campaigns = []
+    for campaign_id, items in by_campaign.items():
+        campaign_hides = _items_blinding(items).hidden_candidates()
+        n = rows.filter(campaign_hides).count() if campaign_hides is not None else 0
+        if n:
+            campaigns.append(HiddenByCampaign(campaign_id, names[campaign_id], n))
+    return HiddenCandidates(count=count, campaigns=tuple(campaigns))
 
 
 def runs_visible_to(*, user: Any) -> QuerySet[InspectionRun]:

@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from annotation.catalog.queue import vetter_queue
+from annotation.catalog.queue import hidden_summary, vetter_queue, vetter_queue_hidden
 from annotation.core import permissions
 from annotation.core.http import _expert
 from annotation.core.models import Job, JobState
@@ -48,6 +48,7 @@ def pending_work(user: Any) -> list[dict[str, Any]]:
                 "text": "candidates waiting for your vetting",
                 "count": vetter_queue(user).count(),
                 "url": reverse("vetting_queue"),
+                "hidden": hidden_summary(vetter_queue_hidden(user)),
             }
         )
     if permissions.RATE.allows(user):

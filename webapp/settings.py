@@ -369,6 +369,10 @@ JOB_MAX_ATTEMPTS = envint("JOB_MAX_ATTEMPTS", 4)
 JOB_RETRY_BACKOFF = envint("JOB_RETRY_BACKOFF", 30)
 # How long a second delivery of a job that a live worker still runs waits before looking again.
 JOB_LEASE_RETRY_DELAY = envint("JOB_LEASE_RETRY_DELAY", 60)
+# SQLite only (it has no leases to tell a live worker from a dead one): a running candidate
+# nothing was heard from (its claim, a live step, a rollout) for this long shows as interrupted,
+# and staff may resend it. On PostgreSQL a candidate is interrupted as soon as its lease is gone.
+CANDIDATE_INTERRUPTED_AFTER = envint("CANDIDATE_INTERRUPTED_AFTER", 15 * 60)
 # A run with more candidates than this sends their Celery messages from a background job
 # ("enqueue_candidates") instead of at the end of the request that created it: 170,000 messages
 # take minutes to send, longer than a web worker's request timeout.

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from annotation import blinding as selectors
 from annotation.catalog import gold, trajectories
 from annotation.catalog import selectors as catalog
-from annotation.catalog.queue import vetter_queue
+from annotation.catalog.queue import hidden_summary, vetter_queue, vetter_queue_hidden
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
@@ -326,12 +326,31 @@ class VettingCandidateOutputSerializer(serializers.ModelSerializer):
         return _trajectory_data(candidate)
 
 
+class HiddenCampaignOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="the rating campaign")
+    name = serializers.CharField()
+    count = serializers.IntegerField(help_text="queue candidates this campaign hides from you")
+    url = serializers.CharField(help_text="the campaign's page")
+
+
+class HiddenOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField(
+        help_text="candidates that would wait for you but for blinding (each counted once)"
+    )
+    campaigns = HiddenCampaignOutputSerializer(
+        many=True, help_text="the open campaigns you rate that hide them; they come back on close"
+    )
+
+
 class VettingNextApi(APIView):
     role_rule = permissions.VET
 
     class OutputSerializer(serializers.Serializer):
         remaining = serializers.IntegerField(help_text="candidates waiting for this expert")
         candidate = VettingCandidateOutputSerializer(allow_null=True)
+        hidden = HiddenOutputSerializer(
+            help_text="queue candidates hidden from you while you rate an open campaign"
+        )
 
     @extend_schema(
         operation_id="vetting_next_retrieve",
@@ -347,7 +366,11 @@ class VettingNextApi(APIView):
         candidate = active_queue.next_candidate(
             user=request.user, queue=queue, gold=gold, skipped=[]
         )
-        output = {"remaining": queue.count(), "candidate": candidate}
+        output = {
+            "remaining": queue.count(),
+            "candidate": candidate,
+            "hidden": hidden_summary(vetter_queue_hidden(request.user)),
+        }
         return Response(self.OutputSerializer(output).data)
 
 

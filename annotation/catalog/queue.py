@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
+from django.urls import reverse
 
 from annotation import blinding
 from annotation.catalog import selectors
@@ -47,14 +48,42 @@ def queue_for_user(queue: QuerySet[Candidate], user: Any) -> QuerySet[Candidate]
     )
 
 
+def _vetter_queue_unblinded(user: Any) -> QuerySet[Candidate]:
+    """The catalog's queue less what staff took out or gave another expert, with the open
+    audit samples' candidates: what would wait for ``user`` but for the blinding rule."""
+    return active_queue.active_queue(
+        user=user, base=queue_for_user(selectors.vetting_queue(user), user)
+    )
+
+
 def vetter_queue(user: Any) -> QuerySet[Candidate]:
     """What waits for ``user`` on ``/vetting/`` (and is counted on the home page): the catalog's
     queue less what staff took out or gave another expert, with the open audit samples'
     candidates, less what the blinding rule hides from them."""
-    queue = active_queue.active_queue(
-        user=user, base=queue_for_user(selectors.vetting_queue(user), user)
-    )
-    return blinding.candidates_visible_to(user=user, rows=queue)
+    return blinding.candidates_visible_to(user=user, rows=_vetter_queue_unblinded(user))
+
+
+def vetter_queue_hidden(user: Any) -> blinding.HiddenCandidates:
+    """What the blinding rule keeps out of ``user``'s vetting queue, and which of the open
+    campaigns they rate keeps it out (shown wherever the queue is, so a short or empty queue
+    says why)."""
+    return blinding.candidates_hidden_from(user=user, rows=_vetter_queue_unblinded(user))
+
+
+def hidden_summary(hidden: blinding.HiddenCandidates) -> dict[str, Any]:
+    """``hidden`` as the pages and APIs show it: the count and each campaign with its link."""
+    return {
+        "count": hidden.count,
+        "campaigns": [
+            {
+                "id": row.campaign_id,
+                "name": row.name,
+                "count": row.count,
+                "url": reverse("rating_campaign", args=[row.campaign_id]),
+            }
+            for row in hidden.campaigns
+        ],
+    }
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,11 @@ from annotation.catalog.queue import (
     EXPERT_FILTER_PARAMS,
     QueueFilters,
     expert_filters_from_query,
+    hidden_summary,
     metadata_rows,
     quality_context,
     vetter_queue,
+    vetter_queue_hidden,
 )
 from annotation.core import errors as core_errors
 from annotation.core import permissions
@@ -434,6 +436,7 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
         "tasks": list(Task.objects.order_by("code").values_list("code", flat=True)),
         "datasets": sorted(queue.order_by().values_list("spectrum__dataset", flat=True).distinct()),
         "choices": ExpertDecisionValue.choices,
+        "hidden": hidden_summary(vetter_queue_hidden(request.user)),
         **quality_context(),
     }
     if candidate is not None:

@@ -6,12 +6,14 @@ advisory lock: the server drops it when the holder's connection ends, so the lea
 worker ends with the worker and a redelivered task takes over at once, with no heartbeat and no
 stale "running" flag to expire. It needs a direct or session-pooled connection (not pgbouncer's
 transaction pooling). On SQLite (one machine, the embedded default) the lease is always granted.
+``leases_held`` reads which leases are held: a "running" candidate whose lease nobody holds was
+left by a worker that died (annotation.inspections.interrupted).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from django.db import DatabaseError, connection
@@ -70,3 +72,24 @@ def leases(kind: str, pks: list[int]) -> Iterator[set[int]]:
                     )
             except DatabaseError:
                 pass
+
+
+def leases_held(kind: str, pks: Iterable[int]) -> set[int] | None:
+    """The pks whose lease on (kind, pk) some session holds now, any worker's or this one's
+    (a read of ``pg_locks``: a bigint advisory key shows as its high half in ``classid``, its
+    low half in ``objid``, ``objsubid`` 1). None where the database has no leases (SQLite):
+    there, nothing tells a live worker from a dead one."""
+    if connection.vendor != "postgresql":
+        return None
+    keys = {lease_key(kind, pk): pk for pk in dict.fromkeys(pks)}
+    if not keys:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key FROM (SELECT (classid::bigint << 32) | objid::bigint AS key FROM pg_locks "
+            "WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())) AS held "
+            "WHERE key = ANY(%s::bigint[])",
+            [list(keys)],
+        )
+        return {keys[row[0]] for row in cursor.fetchall()}

@@ -86,6 +86,7 @@ DATASET_EXPORT = rule(ML, action="export SFT datasets")
 INSPECTION_READ = rule(EXPERT, ML, STAFF, action="follow inspection runs")
 INSPECT = rule(ML, action="start inspection runs")
 INSPECTION_CONTROL = rule(ML, STAFF, action="cancel or retry inspection runs")
+INSPECTION_RESEND = rule(STAFF, action="resend interrupted inspection candidates")
 TOOL_IMAGE = rule(EXPERT, ML, STAFF, RATER, action="see the agent's tool images")
 
 # --- catalog vetting -----------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
@@ -17,10 +18,10 @@ from annotation.core.apis import error_response
 from annotation.core.endpoints import public_policy_spec
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
-from annotation.core.serializers import BAD_REQUEST, CONFLICT
+from annotation.core.serializers import BAD_REQUEST, CONFLICT, NOT_FOUND
+from annotation.inspections import interruptions, reproduction, selectors, services
 from annotation.inspections import permissions as inspection_permissions
-from annotation.inspections import reproduction, selectors, services
-from annotation.inspections.models import Candidate, InspectionRun
+from annotation.inspections.models import Candidate, CandidateState, InspectionRun
 from annotation.spectra.models import Task
 
 
@@ -67,8 +68,15 @@ class RunOutputSerializer(serializers.ModelSerializer):
         return self._shown(run.sampling)
 
 
+SHOWN_STATES = [*CandidateState.values, "interrupted"]
+
+
 class CandidateOutputSerializer(serializers.ModelSerializer):
+    """A candidate; ``state`` is "interrupted" for a running one no live worker runs (a killed
+    worker left it; staff may resend it at once), given by the context's ``interrupted`` ids."""
+
     object_id = serializers.CharField(source="spectrum.object_id")
+    state = serializers.SerializerMethodField()
 
     class Meta:
         model = Candidate
@@ -87,6 +95,18 @@ class CandidateOutputSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
         ]
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=SHOWN_STATES,
+            help_text="interrupted: running, but no live worker runs it (a worker was killed); "
+            "staff resend it with POST /api/inspections/{run_id}/resend/",
+        )
+    )
+    def get_state(self, candidate: Candidate) -> str:
+        if candidate.pk in self.context.get("interrupted", ()):
+            return "interrupted"
+        return candidate.state
 
 
 class RunDetailOutputSerializer(RunOutputSerializer):
@@ -209,7 +229,14 @@ class InspectionRunDetailApi(APIView):
         page = paginator.paginate_queryset(
             candidates.select_related("spectrum").order_by("id"), request, view=self
         )
-        data["candidates"] = CandidateOutputSerializer(page, many=True).data
+        interrupted = (
+            selectors.interrupted_candidate_ids(rows=candidates)
+            if data["progress"]["interrupted"]
+            else set()
+        )
+        data["candidates"] = CandidateOutputSerializer(
+            page, many=True, context={"interrupted": interrupted}
+        ).data
         assert paginator.page is not None  # set by paginate_queryset (PAGE_SIZE is set)
         data["candidates_count"] = paginator.page.paginator.count
         return Response(data)
@@ -228,13 +255,64 @@ class InspectionRunCancelApi(APIView):
         return Response({"cancelled": cancelled})
 
 
+class InspectionRunResendApi(APIView):
+    role_rule = permissions.INSPECTION_RESEND
+
+    class InputSerializer(serializers.Serializer):
+        candidates = serializers.ListField(
+            child=IdField(),
+            required=False,
+            max_length=interruptions.MAX_RESEND,
+            help_text="the interrupted candidates to send again (default: every one you may read)",
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        resent = serializers.ListField(
+            child=serializers.IntegerField(), help_text="the candidates sent again (now pending)"
+        )
+
+    @extend_schema(
+        operation_id="inspection_run_resend",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 400: BAD_REQUEST, 404: NOT_FOUND, 409: CONFLICT},
+        description='Staff: send the run\'s interrupted candidates (state "interrupted": a '
+        "killed worker left them running) again now, without waiting for the broker's "
+        "visibility timeout; each is audit-logged and ends with one verdict. 409 when one of "
+        "those named is not interrupted (a live worker runs it, or it is not running).",
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = _get_run_for_user(request, run_id)
+        params = self.InputSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        visible = blinding.candidates_visible_to(user=request.user).filter(run=run)
+        if "candidates" in params.validated_data:
+            ids = sorted(set(params.validated_data["candidates"]))
+            readable = set(visible.filter(pk__in=ids).values_list("pk", flat=True))
+            if missing := [pk for pk in ids if pk not in readable]:
+                raise Http404(f"no candidate {missing[0]} in this run")
+        else:
+            ids = sorted(selectors.interrupted_candidate_ids(rows=visible))[
+                : interruptions.MAX_RESEND
+            ]
+        try:
+            resent = interruptions.candidates_resend_interrupted(
+                run=run, candidate_ids=ids, actor=_expert(request)
+            )
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        return Response({"resent": resent})
+
+
 class CandidateDetailApi(APIView):
     role_rule = permissions.INSPECTION_READ
 
     @extend_schema(responses=CandidateDetailOutputSerializer)
     def get(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
-        data = dict(CandidateOutputSerializer(candidate).data)
+        interrupted = selectors.interrupted_candidate_ids(
+            rows=Candidate.objects.filter(pk=candidate.pk)
+        )
+        data = dict(CandidateOutputSerializer(candidate, context={"interrupted": interrupted}).data)
         data["rollouts"] = [
             {
                 "index": r.index,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Max, Min, QuerySet
+from django.utils import timezone
 
 from annotation.blinding import candidates_visible_to, catalog_entries_visible_to
+from annotation.core.leases import leases_held
 from annotation.core.selectors import ETA_MIN_ITEMS, eta_seconds, eta_text
 from annotation.inspections.models import (
     Candidate,
@@ -17,6 +20,7 @@ from annotation.inspections.models import (
     InspectionRun,
     LiveStep,
     ModelPromotion,
+    Rollout,
 )
 
 # --- vetting decisions ---------------------------------------------------------------------------
@@ -46,6 +50,42 @@ def _run_candidates(run: InspectionRun, user: Any) -> QuerySet[Candidate]:
     return rows if user is None else candidates_visible_to(user=user, rows=rows)
 
 
+def interrupted_candidate_ids(
+    *, rows: QuerySet[Candidate], now: datetime | None = None
+) -> set[int]:
+    """Of ``rows``, the running candidates no live worker runs: a worker killed mid-run left
+    them "running", and the broker would hand them out again only after its visibility timeout
+    (an hour on Redis; never on the filesystem broker). On PostgreSQL a worker holds a
+    candidate's lease for as long as it runs it (``core.leases``), and the server drops the
+    lease with a dead worker's connection: a running candidate whose lease nobody holds is
+    interrupted, at once. SQLite has no leases: there a running candidate is taken for
+    interrupted once nothing was heard from it (its claim, a live step, a rollout) for
+    ``CANDIDATE_INTERRUPTED_AFTER`` seconds."""
+    running = list(
+        rows.filter(state=CandidateState.RUNNING).order_by().values_list("pk", "started_at")
+    )
+    if not running:
+        return set()
+    held = leases_held("candidate", [pk for pk, _ in running])
+    if held is not None:
+        return {pk for pk, _ in running if pk not in held}
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.CANDIDATE_INTERRUPTED_AFTER)
+    ids = [pk for pk, _ in running]
+    heard = {pk: started for pk, started in running if started is not None}
+    for model in (LiveStep, Rollout):
+        last = (
+            model.objects.filter(candidate_id__in=ids)
+            .order_by()
+            .values("candidate_id")
+            .annotate(last=Max("created_at"))
+            .values_list("candidate_id", "last")
+        )
+        for pk, at in last:
+            heard[pk] = max(at, heard.get(pk, at))
+    # a candidate never claimed (no start) was not left by a worker: not interrupted
+    return {pk for pk, at in heard.items() if at < cutoff}
+
+
 def run_progress(
     *, run: InspectionRun, user: Any = None, now: datetime | None = None
 ) -> dict[str, Any]:
@@ -56,6 +96,11 @@ def run_progress(
         candidates.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n")
     )
     total = sum(counts.values())
+    interrupted = (
+        len(interrupted_candidate_ids(rows=candidates, now=now))
+        if counts.get(CandidateState.RUNNING)
+        else 0
+    )
     done = counts.get(CandidateState.DONE, 0)
     failed = counts.get(CandidateState.FAILED, 0)
     cancelled = counts.get(CandidateState.CANCELLED, 0)
@@ -79,7 +124,8 @@ def run_progress(
         "done": done,
         "failed": failed,
         "cancelled": cancelled,
-        "running": counts.get(CandidateState.RUNNING, 0),
+        "running": counts.get(CandidateState.RUNNING, 0) - interrupted,
+        "interrupted": interrupted,
         "pending": counts.get(CandidateState.PENDING, 0),
         "remaining": remaining,
         "finished": total == done + failed + cancelled,

@@ -11,6 +11,7 @@ urlpatterns = [
     path("inspections/new/", views.run_create, name="run_create"),
     path("inspections/<int:run_id>/", views.run_detail, name="run_detail"),
     path("inspections/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("inspections/<int:run_id>/resend/", views.run_resend, name="run_resend"),
     path(
         "inspections/candidates/<int:candidate_id>/",
         views.candidate_live,
@@ -49,6 +50,11 @@ urlpatterns = [
         "api/inspections/<int:run_id>/cancel/",
         apis.InspectionRunCancelApi.as_view(),
         name="api_run_cancel",
+    ),
+    path(
+        "api/inspections/<int:run_id>/resend/",
+        apis.InspectionRunResendApi.as_view(),
+        name="api_run_resend",
     ),
     path(
         "api/inspections/candidates/<int:candidate_id>/",

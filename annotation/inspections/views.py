@@ -17,7 +17,14 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
-from annotation.inspections import evaluations, reproduction, run_policies, selectors, services
+from annotation.inspections import (
+    evaluations,
+    interruptions,
+    reproduction,
+    run_policies,
+    selectors,
+    services,
+)
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections.forms import EvaluationForm, InspectionRunForm
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
@@ -90,7 +97,13 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     progress = selectors.run_progress(run=run, user=request.user)
     if request.htmx and request.GET.get("part") == "progress":
         response = render(
-            request, "inspections/run_detail.html#progress", {"run": run, "progress": progress}
+            request,
+            "inspections/run_detail.html#progress",
+            {
+                "run": run,
+                "progress": progress,
+                "can_resend": permissions.INSPECTION_RESEND.allows(request.user),
+            },
         )
         if progress["finished"]:
             # One last full refresh brings the metrics and the final table.
@@ -98,12 +111,19 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
             response["HX-Refresh"] = "true"
         return response
     candidates = blinding.candidates_visible_to(user=request.user).filter(run=run)
+    interrupted = (
+        selectors.interrupted_candidate_ids(rows=candidates) if progress["interrupted"] else set()
+    )
     candidates = candidates.select_related("spectrum").order_by("id")
     state = request.GET.get("state", "")
     if state == "expert":
         candidates = candidates.filter(needs_expert=True)
+    elif state == "interrupted":
+        candidates = candidates.filter(pk__in=interrupted)
     elif state:
         candidates = candidates.filter(state=state)
+        if state == CandidateState.RUNNING:
+            candidates = candidates.exclude(pk__in=interrupted)
     page = Paginator(candidates, PAGE_SIZE).get_page(request.GET.get("page"))
     metrics = selectors.run_metrics(run=run, user=request.user) if progress["done"] else None
     checkpoint = training_runs_selectors.checkpoint_for_policy_spec(run.policy_spec)
@@ -122,9 +142,46 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
             if checkpoint
             else None,
             "can_control": _can_control(request, run),
+            "can_resend": permissions.INSPECTION_RESEND.allows(request.user),
+            "interrupted": interrupted,
             "reproducibility": selectors.run_reproducibility(run=run, user=request.user),
         },
     )
+
+
+@require_role(permissions.INSPECTION_RESEND)
+@require_POST
+def run_resend(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Staff: send the run's interrupted candidates again now (the ``candidate`` fields name
+    some of them; none: every interrupted candidate the user may read)."""
+    run = _get_run_for_user(request, run_id)
+    visible = blinding.candidates_visible_to(user=request.user).filter(run=run)
+    raw = request.POST.getlist("candidate")
+    if raw:
+        if not all(value.isdigit() for value in raw):
+            messages.error(request, "candidate must be candidate ids")
+            return redirect("run_detail", run_id=run.pk)
+        ids = sorted({int(v) for v in raw})
+        missing = sorted(set(ids) - set(visible.filter(pk__in=ids).values_list("pk", flat=True)))
+        if missing:  # not of this run, or hidden from this user: the same answer
+            messages.error(request, f"no candidate {missing[0]} in this run")
+            return redirect("run_detail", run_id=run.pk)
+    else:
+        ids = sorted(selectors.interrupted_candidate_ids(rows=visible))[: interruptions.MAX_RESEND]
+    try:
+        resent = interruptions.candidates_resend_interrupted(
+            run=run,
+            candidate_ids=ids,
+            actor=request.user,  # type: ignore[arg-type]
+        )
+    except core_errors.WorkflowError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(
+            request,
+            f"Sent again: {len(resent)} interrupted candidate{'s' if len(resent) != 1 else ''}.",
+        )
+    return redirect("run_detail", run_id=run.pk)
 
 
 @require_role(permissions.INSPECTION_CONTROL)

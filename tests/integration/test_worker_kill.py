@@ -116,3 +116,67 @@ def test_it_finishes_a_killed_draft_job_once(cv, broker, start_worker, chat_scri
     assert TrajectoryVersion.objects.filter(curation__draft_job=job).count() == 3
     redrafted = TrajectoryVersion.objects.get(curation__spectrum=spectra[1])
     assert [step["think"] for step in redrafted.data["steps"]] == ["request 5", "request 6"]
+
+
+def test_it_shows_a_killed_workers_candidate_as_interrupted_and_staff_resend_it_once(
+    cv, broker, start_worker, chat_script, staff
+):
+    """Killed mid-candidate, its lease gone with its connection: the candidate shows as
+    interrupted at once, not after the visibility timeout; staff resend it, it finishes, and
+    the broker's own redelivery later finds it done and runs nothing."""
+    from django.urls import reverse
+    from rest_framework.test import APIClient
+
+    from annotation.core.models import AuditLog
+    from annotation.inspections import selectors
+
+    chat_script.hold = 4
+    run = InspectionRun.objects.create(
+        task=cv,
+        policy_spec={"kind": "openai", "endpoint": "script", "model": "scripted"},
+        endpoint=make_endpoint(name="script", base_url=chat_script.base_url, model="scripted"),
+        rollouts=2,
+        max_tool_calls=1,
+    )
+    candidate = Candidate.objects.create(run=run, spectrum=make_spectrum())
+    broker.enqueue("annotation.inspections.tasks.run_candidate", candidate.pk)
+    first = start_worker("first")
+    wait_until(chat_script.held.is_set, workers=[first], what="the held model request")
+    api = APIClient()
+    api.force_authenticate(staff)
+    url = reverse("api_candidate_detail", args=[candidate.pk])
+    assert api.get(url).json()["state"] == "running"  # a live worker holds it
+
+    first.kill()
+    chat_script.release.set()
+    wait_until(
+        lambda: api.get(url).json()["state"] == "interrupted",
+        workers=[first],
+        what="the candidate to show as interrupted",
+    )
+    # resent now (the test process runs the resent message in-process, as the eager default)
+    response = api.post(reverse("api_run_resend", args=[run.pk]), {}, format="json")
+    assert (response.status_code, response.json()) == (200, {"resent": [candidate.pk]})
+    candidate.refresh_from_db()
+    assert (candidate.state, candidate.verdict, candidate.attempts) == ("done", "YES", 2)
+    assert chat_script.requests == 6  # rollout 0 was not run again
+
+    # the killed worker's message comes back (visibility timeout 3 s): nothing runs twice
+    second = start_worker("second")
+    wait_until(
+        lambda: "not runnable" in second.log_tail(),
+        workers=[first, second],
+        what="the redelivered message to be skipped",
+    )
+    candidate.refresh_from_db()
+    assert (candidate.state, candidate.verdict, candidate.attempts) == ("done", "YES", 2)
+    assert chat_script.requests == 6
+    assert [r.index for r in Rollout.objects.filter(candidate=candidate).order_by("index")] == [
+        0,
+        1,
+    ]
+    assert CatalogEntry.objects.filter(candidate=candidate).count() == 1
+    assert selectors.interrupted_candidate_ids(rows=run.candidates.all()) == set()
+    assert (
+        AuditLog.objects.filter(action="candidate_resent", object_pk=str(candidate.pk)).count() == 1
+    )

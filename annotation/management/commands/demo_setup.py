@@ -21,7 +21,7 @@ from annotation.curation import selectors as curation_selectors
 from annotation.curation import services as curation_services
 from annotation.curation.models import Curation
 from annotation.inspections import services as inspections_services
-from annotation.inspections.models import InspectionRun, Rollout
+from annotation.inspections.models import Candidate, InspectionRun, Rollout
 from annotation.rating import services as rating_services
 from annotation.rating.models import CampaignItem, RatingAssignment, RatingCampaign
 from annotation.spectra import selectors as spectra_selectors
@@ -193,42 +193,77 @@ class Command(BaseCommand):
         curation_datasets.dataset_export_create(actor=cannon)
         self.stdout.write(f"{len(curations)} curation drafts (CV) at several stages")
 
-    def _inspection_runs(self, experts: dict[str, Any]) -> None:
-        cv = Task.objects.get(code="CV")
-        ids = list(
-            Spectrum.objects.filter(dataset="specvi-mini", task=cv, split="test").values_list(
-                "pk", flat=True
-            )
-        )
+    def _run(
+        self, experts: dict[str, Any], *, name: str, ids: list[int], calls: int, threshold: float
+    ) -> InspectionRun:
+        """A rule-based CV run over ``ids``, run here and now."""
         from annotation.inspections import jobs as inspections_jobs
 
+        run = inspections_services.inspection_run_create(
+            task=Task.objects.get(code="CV"),
+            spectrum_ids=ids,
+            policy_spec={"kind": "rule-based"},
+            created_by=experts["cannon"],
+            name=name,
+            max_tool_calls=calls,
+            confidence_threshold=threshold,
+        )
+        for candidate_id in run.candidates.values_list("pk", flat=True):
+            if inspections_services.candidate_claim(candidate_id=candidate_id):
+                inspections_jobs.run_candidate(candidate_id)
+        self.stdout.write(f"inspection run {run}: {len(ids)} candidates")
+        return run
+
+    def _inspection_runs(self, experts: dict[str, Any]) -> None:
+        """The runs whose uncertain candidates wait for the experts' vetting."""
+        ids = list(
+            Spectrum.objects.filter(
+                dataset="specvi-mini", task__code="CV", split="test"
+            ).values_list("pk", flat=True)
+        )
         for name, calls in (("8 tool calls", 8), ("2 tool calls", 2)):
-            run = inspections_services.inspection_run_create(
-                task=cv,
-                spectrum_ids=ids,
-                policy_spec={"kind": "rule-based"},
-                created_by=experts["cannon"],
-                name=f"Demo: rule-based, {name}",
-                max_tool_calls=calls,
-                confidence_threshold=0.9,
+            self._run(
+                experts, name=f"Demo: rule-based, {name}", ids=ids, calls=calls, threshold=0.9
             )
-            for candidate_id in run.candidates.values_list("pk", flat=True):
-                if inspections_services.candidate_claim(candidate_id=candidate_id):
-                    inspections_jobs.run_candidate(candidate_id)
-            self.stdout.write(f"inspection run {run}: {len(ids)} candidates")
+
+    def _rated_spectra(self, most: int = 8) -> list[int]:
+        """The spectra the rating campaign shows: up to ``most`` test spectra no candidate sent
+        to experts (in a tiny demo with too few, at most half of them, those first).
+
+        While the campaign is open, blinding hides from its raters (payne and leavitt, both
+        experts) every candidate of the spectra it shows and of the runs that wrote its items;
+        rated apart, on spectra nobody needs to vet, those two can vet everything else."""
+        routed = set(
+            Candidate.objects.filter(needs_expert=True).values_list("spectrum_id", flat=True)
+        )
+        rows = Spectrum.objects.filter(dataset="specvi-mini", task__code="CV", split="test")
+        ids = sorted(rows.values_list("pk", flat=True), key=lambda pk: (pk in routed, pk))
+        unrouted = sum(1 for pk in ids if pk not in routed)
+        return sorted(ids[: min(most, max(unrouted, 1), max(len(ids) // 2, 1))])
 
     def _campaign(self, experts: dict[str, Any]) -> None:
-        runs = list(InspectionRun.objects.order_by("id")[:2])
+        spectra = self._rated_spectra()
+        # Runs of their own, which send nobody anything to vet (threshold 0): the campaign hides
+        # the runs its items come from, and the vetting queue's runs must stay readable.
+        runs = [
+            self._run(
+                experts,
+                name=f"Demo rating: rule-based, {calls} tool calls",
+                ids=spectra,
+                calls=calls,
+                threshold=0.0,
+            )
+            for calls in (8, 2)
+        ]
         rollouts = list(
             Rollout.objects.filter(candidate__run=runs[0], index=0)
             .select_related("candidate__run__task", "candidate__spectrum")
-            .order_by("candidate__spectrum_id")[:8]
+            .order_by("candidate__spectrum_id")
         )
-        spectra = [r.candidate.spectrum_id for r in rollouts]
         others = list(
-            Rollout.objects.filter(
-                candidate__run=runs[1], index=0, candidate__spectrum_id__in=spectra
-            ).select_related("candidate__run__task", "candidate__spectrum")
+            Rollout.objects.filter(candidate__run=runs[1], index=0).select_related(
+                "candidate__run__task", "candidate__spectrum"
+            )
         )
         campaign = rating_services.campaign_create(
             name="Demo: rule-based reasoning quality",

@@ -198,7 +198,11 @@ def test_it_gives_the_next_candidate_through_the_api(api_client, run_candidates)
 
 def test_it_gives_no_candidate_when_the_api_queue_is_empty(api_client, db):
     response = api_client.get(reverse("api_vetting_next"))
-    assert response.data == {"remaining": 0, "candidate": None}
+    assert response.data == {
+        "remaining": 0,
+        "candidate": None,
+        "hidden": {"count": 0, "campaigns": []},
+    }
 
 
 def test_it_records_then_updates_a_decision_through_the_api(api_client, run_candidates):

@@ -283,6 +283,8 @@ MATRIX: dict[str, set[str]] = {
     "candidate_retry": {M, S},
     "api_run_cancel": {M, S},
     "api_candidate_retry": {M, S},
+    "run_resend": {S},
+    "api_run_resend": {S},
     # Reproduce: whoever follows runs, for the rule-based inspector (the matrix's runs are)
     "candidate_reproduce": {E, M, S},
     "api_candidate_reproduce": {E, M, S},
