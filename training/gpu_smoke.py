@@ -29,6 +29,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from training.memory import MemoryPlanError
+
 CONFIGS = Path(__file__).resolve().parent / "configs"
 SEED = 7
 # preprocessor_config.json of Qwen2.5-VL-3B/7B-Instruct: a tool image keeps its own size.
@@ -76,6 +78,30 @@ SIZES: dict[str, dict[str, Any]] = {
             "max_position_embeddings": 128000,
         },
         "vision": {**_VISION_BASE, "out_hidden_size": 3584},
+    },
+    # Qwen2.5-0.5B's language model (hidden 896, 24 layers, real vocabulary, tied head) with a
+    # small vision tower: the model of ``training.gpu_check`` (0.51 B parameters).
+    "0.5b": {
+        "text": {
+            "hidden_size": 896,
+            "intermediate_size": 4864,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 14,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            "rope_parameters": _ROPE,
+            "max_position_embeddings": 32768,
+        },
+        "vision": {
+            **_VISION_BASE,
+            "depth": 4,
+            "hidden_size": 512,
+            "intermediate_size": 1536,
+            "num_heads": 8,
+            "fullatt_block_indexes": [1, 3],
+            "out_hidden_size": 896,
+        },
     },
     "tiny": {"text": {}, "vision": {}},  # training.tiny_model as it is
 }
@@ -214,6 +240,8 @@ def _measure(stage: Callable[[], int | None]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         tokens = stage()
+    except MemoryPlanError as refusal:  # not a failure: the plan said it would not fit
+        return refused(refusal)
     except Exception as error:  # a smoke report names what failed and goes on
         return {"ok": False, "error": f"{type(error).__name__}: {error}"}
     seconds = time.perf_counter() - started
@@ -223,6 +251,19 @@ def _measure(stage: Callable[[], int | None]) -> dict[str, Any]:
         "tokens": tokens,
         "tokens_per_s": round(tokens / seconds, 1) if tokens else None,
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
+    }
+
+
+def refused(refusal: MemoryPlanError) -> dict[str, Any]:
+    """The report row of a stage whose memory plan was refused before the model loaded: the
+    reason and the arithmetic (``training.memory.MemoryEstimate``), not a failure."""
+    estimate = refusal.estimate
+    return {
+        "ok": False,
+        "refused": True,
+        "reason": str(refusal),
+        "arithmetic": estimate.summary() if estimate is not None else None,
+        "memory": estimate.as_dict() if estimate is not None else None,
     }
 
 
@@ -477,6 +518,12 @@ def format_report(report: dict[str, Any]) -> str:
         for stage, row in stages.items():
             if stage == "build":
                 lines.append(f"{size:<5} {'build':<14} yes  {row['seconds']:7.1f}")
+                continue
+            if row.get("refused"):
+                lines.append(
+                    f"{size:<5} {stage:<14} refused by the memory plan before loading: "
+                    f"{row['arithmetic'] or row['reason']}"
+                )
                 continue
             if not row["ok"]:
                 lines.append(f"{size:<5} {stage:<14} no   {row['error'][:100]}")
