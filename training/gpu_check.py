@@ -60,6 +60,12 @@ from typing import Any
 CONFIGS = Path(__file__).resolve().parent / "configs"
 PASS, FAIL, NOTE = "PASS", "FAIL", "NOTE"
 GRPO_METRICS = ("reward", "tool_calls_mean", "turns_mean", "format_ok_rate")
+PRECISION_VERDICTS = (
+    "precision_fp32_master_moves_weights",
+    "precision_pure_bf16_rounds_updates_away",
+)
+WARMUP_VERDICT = "warmup_greedy_inspection_calls_the_tool"
+GRPO_VERDICTS = ("grpo_steps_log_reward_and_tool_metrics", "grpo_rollouts_call_the_tool")
 REFUSAL = (
     "training.gpu_check needs a CUDA GPU: it builds a 0.51 B-parameter model and trains it in "
     "bf16 autocast, which would take hours on a CPU. Run it on a GPU host, or add --tiny to run "
@@ -368,7 +374,6 @@ def sft_args(check: Check, model: Path, name: str, *extra: str) -> tuple[Any, ..
 
 def stage_precision(check: Check, model: Path) -> None:
     """fp32 master weights against pure bf16, a few SFT steps at lr 1e-6 (section 1)."""
-    names = ("precision_fp32_master_moves_weights", "precision_pure_bf16_rounds_updates_away")
     figures: dict[str, Any] = {}
     check.figures["precision"] = figures
     try:
@@ -377,12 +382,16 @@ def stage_precision(check: Check, model: Path) -> None:
             figures[mode] = precision_run(check, model, pure_bf16=mode == "pure_bf16")
             check.save()
     except Exception as error:
-        check.fail(names, error)
+        check.fail(PRECISION_VERDICTS, error)
         return
-    fp32, bf16 = figures["fp32_master"], figures["pure_bf16"]
+    judge_precision(check, figures["fp32_master"], figures["pure_bf16"])
+
+
+def judge_precision(check: Check, fp32: dict[str, Any], bf16: dict[str, Any]) -> None:
+    """fp32 master weights move most weights and every norm; pure bf16 almost none."""
     preset = check.preset
     check.judge(
-        names[0],
+        PRECISION_VERDICTS[0],
         fp32["weights_dtype"] == "torch.float32"
         and fp32["moved_share"] >= preset.moved_fp32_min
         and fp32["norms_moved"] == fp32["norms"] > 0,
@@ -391,7 +400,7 @@ def stage_precision(check: Check, model: Path) -> None:
         f"tensors; weights {fp32['weights_dtype']}, compute {fp32['compute']}",
     )
     check.judge(
-        names[1],
+        PRECISION_VERDICTS[1],
         bf16["weights_dtype"] == "torch.bfloat16" and bf16["moved_share"] <= preset.moved_bf16_max,
         f"{bf16['moved_share']:.2%} moved (<= {preset.moved_bf16_max:.0%} required), "
         f"{bf16['norms_moved']}/{bf16['norms']} norm tensors; the same steps with the weights "
@@ -479,7 +488,7 @@ def stage_warmup(check: Check, model: Path) -> Path | None:
     preset = check.preset
     figures: dict[str, Any] = {}
     check.figures["warmup"] = figures
-    name = "warmup_greedy_inspection_calls_the_tool"
+    name = WARMUP_VERDICT
     check.log(
         f"warm-up: SFT on {preset.warmup_rows} tool-call demonstrations, lr {preset.warmup_lr}, "
         f"until loss <= {preset.warmup_target_loss} (at most {preset.warmup_max_steps} steps)"
@@ -578,7 +587,6 @@ def stage_grpo(check: Check, model: Path) -> None:
     preset = check.preset
     figures: dict[str, Any] = {"from": model.name}
     check.figures["grpo"] = figures
-    names = ("grpo_steps_log_reward_and_tool_metrics", "grpo_rollouts_call_the_tool")
     batch = preset.grpo_generations * preset.grpo_prompts
     check.log(
         f"GRPO: {preset.grpo_steps} steps of {preset.grpo_prompts} prompt(s) x "
@@ -630,14 +638,20 @@ def stage_grpo(check: Check, model: Path) -> None:
             ]
             del run
     except Exception as error:
-        check.fail(names, error)
+        check.fail(GRPO_VERDICTS, error)
         return
-    steps = figures["steps"]
+    judge_grpo(check, figures["steps"])
+
+
+def judge_grpo(check: Check, steps: list[dict[str, Any]]) -> None:
+    """Every step logged a finite reward and the tool metrics; the rollouts called the tool
+    (``tool_calls_mean`` > 0) at every step."""
+    preset = check.preset
     missing = sorted({key for step in steps for key in GRPO_METRICS if key not in step})
     rewards = [step.get("reward") for step in steps]
     finite = all(isinstance(value, float | int) and math.isfinite(value) for value in rewards)
     check.judge(
-        names[0],
+        GRPO_VERDICTS[0],
         len(steps) == preset.grpo_steps and finite and not missing,
         f"{len(steps)}/{preset.grpo_steps} steps, reward {_series(steps, 'reward')}, "
         f"turns_mean {_series(steps, 'turns_mean')}, format_ok_rate "
@@ -647,7 +661,7 @@ def stage_grpo(check: Check, model: Path) -> None:
     )
     calls = [step.get("tool_calls_mean") for step in steps]
     check.judge(
-        names[1],
+        GRPO_VERDICTS[1],
         bool(calls) and all(isinstance(value, float | int) and value > 0 for value in calls),
         f"tool_calls_mean {_series(steps, 'tool_calls_mean')} per rollout (> 0 at every step "
         f"required), tool_failure_rate {_series(steps, 'tool_failure_rate')}",
@@ -755,6 +769,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(check.verdicts) - len(failed)} of {len(check.verdicts)} verdicts passed or noted, "
         f"{len(failed)} failed; figures in {options.out}"
     )
+    print("verdicts:")
     for verdict in check.verdicts:
         print(verdict.line(), flush=True)
     return 1 if failed else 0
