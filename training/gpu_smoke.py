@@ -12,9 +12,11 @@ memory per stage (JSON in ``OUT/gpu_smoke.json``):
 python -m training.gpu_smoke --sizes 3b 7b --steps 3 --out /tmp/gpu-smoke
 ```
 
-One H100/H200 holds the 7B full fine-tuning steps only with small batches; the defaults here use
-batch 1 x 4 accumulation for SFT and 8 rollouts for GRPO. ``--sizes tiny --cpu`` runs the same plan on
-the tiny model on any machine.
+The defaults use batch 1 x 4 accumulation for SFT and 8 rollouts for GRPO. Full fine-tuning keeps
+fp32 master weights (``training/precision.py``), so on one H200 the 3B stages fit and the 7B ones
+are at or past the card's memory: a stage whose memory plan (``training/memory.py``) does not fit
+is reported as refused, with the arithmetic, not as a failure. ``--sizes tiny --cpu`` runs the
+same plan on the tiny model on any machine; ``training.gpu_check`` is the check with verdicts.
 """
 
 from __future__ import annotations
