@@ -10,8 +10,14 @@
 #   # then on the device machine, carrying .whl (device tool: carry [".whl"]):
 #   bash training/gpu_check.sh      # installs .whl/ into /tmp/site, runs both checks
 #
-# Exit status: gpu_check's (0 all verdicts passed, 1 a verdict failed), 3 when the packages
-# cannot be imported, gpu_smoke's failure otherwise.
+# Exit status: gpu_check's (0 all verdicts passed, 1 a verdict failed, 124 stopped at its time
+# limit), 3 when the packages cannot be imported, gpu_smoke's failure otherwise.
+#
+# Both commands are time-boxed so the whole script ends inside one 600 s device call and still
+# prints its summary: gpu_check gets CHECK_SECONDS (default 390), gpu_smoke what is left of
+# TOTAL_SECONDS (default 570). Each writes its JSON after every stage, so a stopped one keeps
+# what it measured. `bash training/gpu_check.sh check` or `... smoke` runs one of them;
+# CHECK_ARGS and SMOKE_ARGS change their arguments (e.g. CHECK_ARGS=--tiny on any machine).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -39,6 +45,8 @@ EOF
     exit 0
 fi
 
+what=${1:-all}
+started=$(date +%s)
 OUT=${OUT:-/tmp/gpu-check-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false TQDM_DISABLE=1
@@ -65,21 +73,36 @@ print("CUDA:", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch
 import training.grpo, training.sft  # noqa: E401,F401  (every import the checks need)
 EOF
 
-stamp "python -m training.gpu_check"
-python3 -m training.gpu_check --out "$OUT/gpu_check.json" --work /tmp/gpu-check \
-    > "$OUT/gpu_check.log" 2>&1
-check=$?
-grep -E '^\[|^(PASS|FAIL|NOTE) ' "$OUT/gpu_check.log" | tail -n 40
-[ $check -le 1 ] || tail -n 30 "$OUT/gpu_check.log"
-rm -rf /tmp/gpu-check
+check=0
+smoke=0
+if [ "$what" != smoke ]; then
+    stamp "python -m training.gpu_check (at most ${CHECK_SECONDS:-390} s)"
+    # shellcheck disable=SC2086
+    timeout "${CHECK_SECONDS:-390}" python3 -m training.gpu_check ${CHECK_ARGS:-} \
+        --out "$OUT/gpu_check.json" --work /tmp/gpu-check > "$OUT/gpu_check.log" 2>&1
+    check=$?
+    sed '/^verdicts:$/q' "$OUT/gpu_check.log" | grep -E '^\[|^(PASS|FAIL|NOTE) ' | tail -n 40
+    [ $check -le 1 ] || tail -n 30 "$OUT/gpu_check.log"
+    rm -rf /tmp/gpu-check
+fi
+if [ "$what" != check ]; then
+    left=$(( ${TOTAL_SECONDS:-570} - $(date +%s) + started ))
+    [ "$what" = smoke ] && left=${TOTAL_SECONDS:-570}
+    if [ $left -lt 60 ]; then
+        stamp "no time left for gpu_smoke (${left} s)"
+        smoke=124
+    else
+        smoke_args=${SMOKE_ARGS:---sizes 3b --steps 2 --tool-turns 2}
+        stamp "python -m training.gpu_smoke $smoke_args (at most $left s)"
+        # shellcheck disable=SC2086
+        timeout "$left" python3 -m training.gpu_smoke $smoke_args --out /tmp/gpu-smoke \
+            --report "$OUT/gpu_smoke.json" > "$OUT/gpu_smoke.log" 2>&1
+        smoke=$?
+        tail -n 8 "$OUT/gpu_smoke.log"
+    fi
+fi
 
-stamp "python -m training.gpu_smoke --sizes 3b --steps 2 --tool-turns 2"
-python3 -m training.gpu_smoke --sizes 3b --steps 2 --tool-turns 2 --out /tmp/gpu-smoke \
-    --report "$OUT/gpu_smoke.json" > "$OUT/gpu_smoke.log" 2>&1
-smoke=$?
-tail -n 8 "$OUT/gpu_smoke.log"
-
-stamp "gpu_check exit $check, gpu_smoke exit $smoke"
-sed -n '/^verdicts:$/,$p' "$OUT/gpu_check.log"
+stamp "gpu_check exit $check, gpu_smoke exit $smoke, $(( $(date +%s) - started )) s"
+[ -f "$OUT/gpu_check.log" ] && sed -n '/^verdicts:$/,$p' "$OUT/gpu_check.log"
 [ $check -ne 0 ] && exit $check
 exit $smoke

@@ -168,6 +168,8 @@ def count_parameters(
             if not (frozen and frozen.fullmatch(name))
         )
     text = config.get_text_config()
+    # LoRA: every adapter is a linear layer; full fine-tuning: the trainable linear layers
+    cast = trainable if lora_targets else _linear_parameters(model, freeze_pattern)
     return ParameterCount(
         total,
         trainable,
@@ -176,8 +178,7 @@ def count_parameters(
         int(text.intermediate_size),
         int(text.num_hidden_layers),
         int(text.vocab_size),
-        # LoRA: every adapter is a linear layer; full fine-tuning: the trainable linear layers
-        autocast_parameters=trainable if lora_targets else _linear_parameters(model, freeze_pattern),
+        autocast_parameters=cast,
         vision_parameters=sum(
             parameter.numel() for name, parameter in model.named_parameters() if "visual" in name
         ),
