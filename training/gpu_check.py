@@ -332,44 +332,28 @@ def stage_build(check: Check) -> Path | None:
 
 
 def common_args(check: Check, output_dir: Path) -> list[str]:
-    device = (
-        []
-        if check.cuda
-        else ["--use_cpu", "true", "--bf16", "false", "--gradient_checkpointing", "false"]
-    )
+    """What every stage's run shares: no saving, no reporting, no validation pass, the seed,
+    and on the CPU its settings."""
+    device = ["--use_cpu", "true", "--bf16", "false", "--gradient_checkpointing", "false"]
     return [
-        "--output_dir",
-        str(output_dir),
-        "--save_strategy",
-        "no",
-        "--report_to",
-        "none",
-        "--logging_steps",
-        "1",
-        "--validation_every_steps",
-        "1000000",
-        "--seed",
-        "0",
-        *device,
-    ]
+        "--output_dir", str(output_dir), "--save_strategy", "no", "--report_to", "none",
+        "--logging_steps", "1", "--validation_every_steps", "1000000", "--seed", "0",
+        *([] if check.cuda else device),
+    ]  # fmt: skip
 
 
 def sft_args(check: Check, model: Path, name: str, *extra: str) -> tuple[Any, ...]:
+    """An SFT run's arguments: the recipe's config (``sft_gpu.yaml`` on a GPU) and ``extra``."""
     from training.sft import parse_args
 
     config = "sft_gpu.yaml" if check.cuda else "sft_cpu_tiny.yaml"
     return parse_args(
         [
-            "--config",
-            str(CONFIGS / config),
-            "--model_name_or_path",
-            str(model),
-            *common_args(check, check.work / name),
-            "--gradient_accumulation_steps",
-            "1",
+            "--config", str(CONFIGS / config), "--model_name_or_path", str(model),
+            *common_args(check, check.work / name), "--gradient_accumulation_steps", "1",
             *extra,
         ]
-    )
+    )  # fmt: skip
 
 
 def stage_precision(check: Check, model: Path) -> None:
@@ -417,22 +401,14 @@ def precision_run(check: Check, model: Path, *, pure_bf16: bool) -> dict[str, An
     preset = check.preset
     name = "precision-bf16" if pure_bf16 else "precision-fp32"
     args = sft_args(
-        check,
-        model,
-        name,
-        "--max_steps",
-        str(preset.precision_steps),
-        "--learning_rate",
-        str(preset.precision_lr),
-        "--lr_scheduler_type",
-        "constant",
-        "--warmup_steps",
-        "0",
-        "--per_device_train_batch_size",
-        str(preset.precision_rows),
-        "--bf16",
-        "true",  # the GPU recipe's compute on the CPU too (as tests/training/test_precision.py)
-    )
+        check, model, name,
+        "--max_steps", str(preset.precision_steps),
+        "--learning_rate", str(preset.precision_lr),
+        "--lr_scheduler_type", "constant", "--warmup_steps", "0",
+        "--per_device_train_batch_size", str(preset.precision_rows),
+        # the GPU recipe's compute on the CPU too (as tests/training/test_precision.py does)
+        "--bf16", "true",
+    )  # fmt: skip
     rows = smoke_trajectories(["CV"], samples_per_task=max(2, preset.precision_rows))
     figures: dict[str, Any] = {}
     with measured(check, figures):
@@ -495,23 +471,15 @@ def stage_warmup(check: Check, model: Path) -> Path | None:
     )
     try:
         args = sft_args(
-            check,
-            model,
-            "warmup",
-            "--max_steps",
-            str(preset.warmup_max_steps),
-            "--learning_rate",
-            str(preset.warmup_lr),
-            "--lr_scheduler_type",
-            "constant_with_warmup",
-            "--warmup_steps",
-            str(preset.warmup_lr_warmup_steps),
-            "--per_device_train_batch_size",
-            str(preset.warmup_batch),
+            check, model, "warmup",
+            "--max_steps", str(preset.warmup_max_steps),
+            "--learning_rate", str(preset.warmup_lr),
+            "--lr_scheduler_type", "constant_with_warmup",
+            "--warmup_steps", str(preset.warmup_lr_warmup_steps),
+            "--per_device_train_batch_size", str(preset.warmup_batch),
             # speed over memory here: the precision stage measured the recipe's settings
-            "--gradient_checkpointing",
-            "false",
-        )
+            "--gradient_checkpointing", "false",
+        )  # fmt: skip
         rows = smoke_trajectories(["CV"], samples_per_task=preset.warmup_rows)
         with measured(check, figures):
             run = build_sft_run(*args, trajectories=rows)
@@ -580,51 +548,48 @@ def greedy_inspection(check: Check, model: Any, processor: Any) -> dict[str, Any
     }
 
 
+def grpo_args(check: Check, model: Path, *extra: str) -> tuple[Any, ...]:
+    """The GRPO run's arguments: the recipe's config (``grpo_gpu.yaml`` on a GPU) with HF
+    generate, the preset's steps, rollouts, completion length and tool rounds, no KL term, and
+    ``extra``."""
+    from training.grpo import parse_args
+
+    preset = check.preset
+    batch = preset.grpo_generations * preset.grpo_prompts
+    config = "grpo_gpu.yaml" if check.cuda else "grpo_cpu_tiny.yaml"
+    return parse_args(
+        [
+            "--config", str(CONFIGS / config), "--model_name_or_path", str(model),
+            *common_args(check, check.work / "grpo"),
+            "--use_vllm", "false", "--beta", "0.0",
+            "--specvi_mini_tasks", "CV",
+            "--specvi_mini_positives", str(preset.grpo_prompts),
+            "--specvi_mini_negatives", str(preset.grpo_prompts),
+            "--max_steps", str(preset.grpo_steps),
+            "--per_device_train_batch_size", str(batch),
+            "--gradient_accumulation_steps", "1",
+            "--num_generations", str(preset.grpo_generations),
+            "--max_completion_length", str(preset.max_completion_length),
+            "--max_tool_calling_iterations", str(preset.max_tool_calls),
+            *extra,
+        ]
+    )  # fmt: skip
+
+
 def stage_grpo(check: Check, model: Path) -> None:
     """GRPO with the environment's real tool calls for a few steps (section 3)."""
-    from training.grpo import build_grpo_run, parse_args
+    from training.grpo import build_grpo_run
 
     preset = check.preset
     figures: dict[str, Any] = {"from": model.name}
     check.figures["grpo"] = figures
-    batch = preset.grpo_generations * preset.grpo_prompts
     check.log(
         f"GRPO: {preset.grpo_steps} steps of {preset.grpo_prompts} prompt(s) x "
         f"{preset.grpo_generations} rollouts, max_completion_length "
         f"{preset.max_completion_length}, {preset.max_tool_calls} tool round(s)"
     )
     try:
-        args = parse_args(
-            [
-                "--config",
-                str(CONFIGS / ("grpo_gpu.yaml" if check.cuda else "grpo_cpu_tiny.yaml")),
-                "--model_name_or_path",
-                str(model),
-                *common_args(check, check.work / "grpo"),
-                "--use_vllm",
-                "false",
-                "--specvi_mini_tasks",
-                "CV",
-                "--specvi_mini_positives",
-                str(max(1, batch // preset.grpo_generations)),
-                "--specvi_mini_negatives",
-                str(max(1, batch // preset.grpo_generations)),
-                "--max_steps",
-                str(preset.grpo_steps),
-                "--per_device_train_batch_size",
-                str(batch),
-                "--gradient_accumulation_steps",
-                "1",
-                "--num_generations",
-                str(preset.grpo_generations),
-                "--max_completion_length",
-                str(preset.max_completion_length),
-                "--max_tool_calling_iterations",
-                str(preset.max_tool_calls),
-                "--beta",
-                "0.0",
-            ]
-        )
+        args = grpo_args(check, model)
         with measured(check, figures):
             run = build_grpo_run(*args)
             figures["memory_estimate_gib"] = round(run.memory.total_gib, 2) if run.memory else None

@@ -21,9 +21,11 @@ from training.gpu_check import (
     PRESETS,
     WARMUP_VERDICT,
     Check,
+    grpo_args,
     judge_grpo,
     judge_precision,
     main,
+    sft_args,
 )
 
 ALL_VERDICTS = [
@@ -155,3 +157,23 @@ def test_it_fails_a_raising_stage_and_goes_on_to_the_next(tmp_path, monkeypatch,
     assert f"FAIL {PRECISION_VERDICTS[0]}: stage raised RuntimeError: CUDA out of memory" in printed
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["passed"] is False and len(saved["verdicts"]) == len(check.verdicts)
+
+
+def test_it_gives_the_gpu_runs_the_recipes_configs_with_the_checks_settings(tmp_path):
+    """The arguments of the GPU runs, parsed here since only a GPU host trains with them: the
+    GPU configs, HF generate, 1,024 completion tokens for a tool call, 2 tool rounds."""
+    check = gpu_check_state(tmp_path)
+    model = tmp_path / "model"
+    cpu = ("--use_cpu", "true")  # only so that bf16 parses here, where there is no GPU
+    sft = sft_args(check, model, "precision", "--max_steps", "3", "--learning_rate", "1e-6", *cpu)[
+        3
+    ]
+    assert (sft.bf16, sft.gradient_checkpointing) == (True, True)
+    assert (sft.max_steps, sft.learning_rate, sft.assistant_only_loss) == (3, 1e-6, True)
+    assert sft.output_dir == str(tmp_path / "precision") and sft.save_strategy == "no"
+    model_args, data_args, run_args, grpo = grpo_args(check, model, *cpu)
+    assert model_args.freeze_vision_tower and model_args.model_name_or_path == str(model)
+    assert (grpo.use_vllm, grpo.beta, grpo.bf16, grpo.loss_type) == (False, 0.0, True, "dapo")
+    assert (grpo.num_generations, grpo.per_device_train_batch_size, grpo.max_steps) == (8, 16, 3)
+    assert (grpo.max_completion_length, grpo.max_tool_calling_iterations) == (1024, 2)
+    assert data_args.specvi_mini_tasks == ["CV"] and run_args.validation_every_steps > 1000
