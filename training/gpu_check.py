@@ -13,9 +13,9 @@ released checkpoints. Then, through the project's own ``training.sft`` and ``tra
    nearly every weight: norms sit at 1.0, weights near 0.02).
 2. **warm-up**: a random model rarely writes a valid tool call, so SFT first teaches the format
    on the scripted two-turn demonstrations of ``training.data.smoke_trajectories`` (zoom into
-   H-alpha, the plot comes back, answer), until the loss is below a target or for at most N
-   steps. The verdict is a greedy inspection through ``agent.rollout.inspect`` that calls the
-   tool.
+   H-alpha, the plot comes back, answer) at lr 3e-4 until the loss is at most 0.01 (at most
+   150 steps or 120 s). The verdict is a greedy inspection through ``agent.rollout.inspect``
+   that calls the tool.
 3. **GRPO** from the warm-up checkpoint with the environment and real tool calls (HF
    ``generate``, ``max_completion_length`` 1024, 2 tool rounds, 8 rollouts of 2 prompts a
    step): every step must run with a finite reward and log ``reward``, ``tool_calls_mean``,
@@ -32,12 +32,14 @@ after every stage so a run stopped at a time limit keeps what it measured. Exit 
 every verdict passes, 1 when one fails, 2 when refused (no GPU and no ``--tiny``).
 
 ```bash
-python -m training.gpu_check --out $OUT/gpu_check.json          # one H200: about 5 minutes
+python -m training.gpu_check --out $OUT/gpu_check.json          # one H200: planned at ~5 min
 python -m training.gpu_check --tiny --out /tmp/gpu_check.json   # any machine, the tiny model
 ```
 
 ``--tiny`` runs the same stages on the 2-layer tiny model with a handful of steps and short
-completions (the test suite runs it on the CPU). There the two tool-call verdicts are printed as
+completions (the test suite runs it on the CPU; about 35 s of CPU time).
+``training/gpu_check.sh`` runs this and ``training.gpu_smoke`` at 3B on a device host without
+network, carrying the packages its image lacks. There the two tool-call verdicts are printed as
 ``NOTE`` lines, reported but not judged: a 2-layer hidden-32 model does not learn the call format
 in a CPU minute, so judging them would only measure that.
 """

@@ -76,13 +76,14 @@ EOF
 check=0
 smoke=0
 if [ "$what" != smoke ]; then
+    rm -rf /tmp/gpu-check
     stamp "python -m training.gpu_check (at most ${CHECK_SECONDS:-390} s)"
     # shellcheck disable=SC2086
     timeout "${CHECK_SECONDS:-390}" python3 -m training.gpu_check ${CHECK_ARGS:-} \
         --out "$OUT/gpu_check.json" --work /tmp/gpu-check > "$OUT/gpu_check.log" 2>&1
     check=$?
     sed '/^verdicts:$/q' "$OUT/gpu_check.log" | grep -E '^\[|^(PASS|FAIL|NOTE) ' | tail -n 40
-    [ $check -le 1 ] || tail -n 30 "$OUT/gpu_check.log"
+    grep -q '^verdicts:$' "$OUT/gpu_check.log" || tail -n 30 "$OUT/gpu_check.log"
     rm -rf /tmp/gpu-check
 fi
 if [ "$what" != check ]; then
@@ -99,6 +100,7 @@ if [ "$what" != check ]; then
             --report "$OUT/gpu_smoke.json" > "$OUT/gpu_smoke.log" 2>&1
         smoke=$?
         tail -n 8 "$OUT/gpu_smoke.log"
+        rm -rf /tmp/gpu-smoke
     fi
 fi
 
