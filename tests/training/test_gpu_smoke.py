@@ -20,7 +20,10 @@ def test_it_defaults_to_both_paper_sizes():
     assert (options.sizes, options.steps) == (["3b", "7b"], 3)
 
 
-@pytest.mark.parametrize(("size", "low", "high"), [("3b", 3.7e9, 3.85e9), ("7b", 8.2e9, 8.35e9)])
+@pytest.mark.parametrize(
+    ("size", "low", "high"),
+    [("0.5b", 0.51e9, 0.52e9), ("3b", 3.7e9, 3.85e9), ("7b", 8.2e9, 8.35e9)],
+)
 def test_it_builds_the_architecture_of_each_size(tiny_config, size, low, high):
     config = model_config(size, tiny_config)
     assert low < parameter_count(config) < high
