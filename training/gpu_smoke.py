@@ -92,7 +92,8 @@ SIZES: dict[str, dict[str, Any]] = {
             "num_key_value_heads": 2,
             "vocab_size": 151936,
             "tie_word_embeddings": True,
-            "rope_parameters": _ROPE,
+            # head_dim 64: the rotary sections of Qwen2.5-VL's [16, 24, 24] (head_dim 128) halved
+            "rope_parameters": {**_ROPE, "mrope_section": [8, 12, 12]},
             "max_position_embeddings": 32768,
         },
         "vision": {
