@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -147,6 +148,10 @@ class InMemoryPolicy(TransformersPolicy):
         self.processor = processor
         self.model = model
         self.synced_gpus = synced_gpus
+        # What TransformersPolicy.generate reads: one generation at a time, no cache reuse.
+        self._generating = threading.Lock()
+        self.reuse_cache = False
+        self._prefix = None
         tokenizer = processor.tokenizer
         vocabulary = tokenizer.get_vocab()
         self._end_of_turn_ids = [

@@ -12,9 +12,11 @@ memory per stage (JSON in ``OUT/gpu_smoke.json``):
 python -m training.gpu_smoke --sizes 3b 7b --steps 3 --out /tmp/gpu-smoke
 ```
 
-One H100/H200 holds the 7B full fine-tuning steps only with small batches; the defaults here use
-batch 1 x 4 accumulation for SFT and 8 rollouts for GRPO. ``--sizes tiny --cpu`` runs the same plan on
-the tiny model on any machine.
+The defaults use batch 1 x 4 accumulation for SFT and 8 rollouts for GRPO. Full fine-tuning keeps
+fp32 master weights (``training/precision.py``), so on one H200 the 3B stages fit and the 7B ones
+are at or past the card's memory: a stage whose memory plan (``training/memory.py``) does not fit
+is reported as refused, with the arithmetic, not as a failure. ``--sizes tiny --cpu`` runs the
+same plan on the tiny model on any machine; ``training.gpu_check`` is the check with verdicts.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from training.memory import MemoryPlanError
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 SEED = 7
@@ -76,6 +80,31 @@ SIZES: dict[str, dict[str, Any]] = {
             "max_position_embeddings": 128000,
         },
         "vision": {**_VISION_BASE, "out_hidden_size": 3584},
+    },
+    # Qwen2.5-0.5B's language model (hidden 896, 24 layers, real vocabulary, tied head) with a
+    # small vision tower: the model of ``training.gpu_check`` (0.51 B parameters).
+    "0.5b": {
+        "text": {
+            "hidden_size": 896,
+            "intermediate_size": 4864,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 14,
+            "num_key_value_heads": 2,
+            "vocab_size": 151936,
+            "tie_word_embeddings": True,
+            # head_dim 64: the rotary sections of Qwen2.5-VL's [16, 24, 24] (head_dim 128) halved
+            "rope_parameters": {**_ROPE, "mrope_section": [8, 12, 12]},
+            "max_position_embeddings": 32768,
+        },
+        "vision": {
+            **_VISION_BASE,
+            "depth": 4,
+            "hidden_size": 512,
+            "intermediate_size": 1536,
+            "num_heads": 8,
+            "fullatt_block_indexes": [1, 3],
+            "out_hidden_size": 896,
+        },
     },
     "tiny": {"text": {}, "vision": {}},  # training.tiny_model as it is
 }
@@ -214,6 +243,8 @@ def _measure(stage: Callable[[], int | None]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         tokens = stage()
+    except MemoryPlanError as refusal:  # not a failure: the plan said it would not fit
+        return refused(refusal)
     except Exception as error:  # a smoke report names what failed and goes on
         return {"ok": False, "error": f"{type(error).__name__}: {error}"}
     seconds = time.perf_counter() - started
@@ -223,6 +254,19 @@ def _measure(stage: Callable[[], int | None]) -> dict[str, Any]:
         "tokens": tokens,
         "tokens_per_s": round(tokens / seconds, 1) if tokens else None,
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
+    }
+
+
+def refused(refusal: MemoryPlanError) -> dict[str, Any]:
+    """The report row of a stage whose memory plan was refused before the model loaded: the
+    reason and the arithmetic (``training.memory.MemoryEstimate``), not a failure."""
+    estimate = refusal.estimate
+    return {
+        "ok": False,
+        "refused": True,
+        "reason": str(refusal),
+        "arithmetic": estimate.summary() if estimate is not None else None,
+        "memory": estimate.as_dict() if estimate is not None else None,
     }
 
 
@@ -477,6 +521,12 @@ def format_report(report: dict[str, Any]) -> str:
         for stage, row in stages.items():
             if stage == "build":
                 lines.append(f"{size:<5} {'build':<14} yes  {row['seconds']:7.1f}")
+                continue
+            if row.get("refused"):
+                lines.append(
+                    f"{size:<5} {stage:<14} refused by the memory plan before loading: "
+                    f"{row['arithmetic'] or row['reason']}"
+                )
                 continue
             if not row["ok"]:
                 lines.append(f"{size:<5} {stage:<14} no   {row['error'][:100]}")

@@ -4,7 +4,15 @@ Per GPU, in GiB (2**30 bytes), from the checkpoint's ``config.json`` (parameters
 meta device, nothing allocated) and the run's settings:
 
 - weights: parameters x bytes of the load dtype (fp32 master weights: 4 B; LoRA: the frozen
-  base in its dtype plus fp32 adapters);
+  base in its dtype plus fp32 adapters). The frozen vision tower is loaded in that dtype too, so
+  with fp32 master weights it sits in fp32 (2.5 GiB for 7B): reported as ``vision_tower_gib``,
+  a part of ``weights_gib``;
+- autocast copies: with fp32 weights and bf16/fp16 autocast, ``torch.autocast`` casts every
+  trainable weight a linear layer uses to 2 B and keeps the copy (its weight cache, and autograd
+  saves it for the backward pass) until the step's forward and backward are done: trainable
+  parameters of linear layers x 2 B (14.2 GiB for a 7B with the vision tower frozen). Frozen
+  weights are cast per operation and freed at once, so they add nothing. None under pure
+  bf16/fp16 weights or ZeRO-3/FSDP (their gathered weights are already bf16);
 - gradients and AdamW states: trainable parameters x (4 + 8) B in fp32 (x (2 + 4) B in bf16);
   under ZeRO-3/FSDP all of it is 16 B per parameter divided by the number of processes
   (bf16 weights and gradients, fp32 master copy and two AdamW states);
@@ -39,7 +47,12 @@ GRPO_PROMPT_TOKENS = 5400
 
 
 class MemoryPlanError(ValueError):
-    """A run whose training state does not fit the GPU it would run on."""
+    """A run whose training state does not fit the GPU it would run on; ``estimate`` holds the
+    figures the refusal was worked out from."""
+
+    def __init__(self, message: str, estimate: MemoryEstimate | None = None) -> None:
+        super().__init__(message)
+        self.estimate = estimate
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,10 @@ class ParameterCount:
     intermediate_size: int
     num_layers: int
     vocab_size: int
+    # Trainable parameters autocast keeps a 2-B copy of (linear layers' weights and biases).
+    autocast_parameters: int = 0
+    # Parameters of the vision tower (``visual.*``), trainable or not.
+    vision_parameters: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +77,7 @@ class MemoryEstimate:
     weights_gib: float
     gradients_gib: float
     optimizer_gib: float
+    autocast_gib: float
     reference_gib: float
     vllm_gib: float
     logits_gib: float
@@ -69,6 +87,7 @@ class MemoryEstimate:
     processes: int
     sharded: bool
     device_gib: float | None
+    vision_tower_gib: float = 0.0  # part of weights_gib: the vision tower in the load dtype
 
     @property
     def total_gib(self) -> float:
@@ -76,6 +95,7 @@ class MemoryEstimate:
             self.weights_gib
             + self.gradients_gib
             + self.optimizer_gib
+            + self.autocast_gib
             + self.reference_gib
             + self.vllm_gib
             + self.logits_gib
@@ -86,11 +106,16 @@ class MemoryEstimate:
         return {**asdict(self), "total_gib": round(self.total_gib, 2)}
 
     def summary(self) -> str:
+        weights = f"weights {self.weights_gib:.1f}"
+        if self.vision_tower_gib:
+            weights += f" (vision tower {self.vision_tower_gib:.1f} of it)"
         parts = [
-            f"weights {self.weights_gib:.1f}",
+            weights,
             f"gradients {self.gradients_gib:.1f}",
             f"AdamW states {self.optimizer_gib:.1f}",
         ]
+        if self.autocast_gib:
+            parts.append(f"autocast bf16 copies {self.autocast_gib:.1f}")
         if self.reference_gib:
             parts.append(f"reference model {self.reference_gib:.1f}")
         if self.vllm_gib:
@@ -143,6 +168,8 @@ def count_parameters(
             if not (frozen and frozen.fullmatch(name))
         )
     text = config.get_text_config()
+    # LoRA: every adapter is a linear layer; full fine-tuning: the trainable linear layers
+    cast = trainable if lora_targets else _linear_parameters(model, freeze_pattern)
     return ParameterCount(
         total,
         trainable,
@@ -151,7 +178,28 @@ def count_parameters(
         int(text.intermediate_size),
         int(text.num_hidden_layers),
         int(text.vocab_size),
+        autocast_parameters=cast,
+        vision_parameters=sum(
+            parameter.numel() for name, parameter in model.named_parameters() if "visual" in name
+        ),
     )
+
+
+def _linear_parameters(model: Any, freeze_pattern: str | None) -> int:
+    """Weights and biases of the linear layers outside ``freeze_pattern``, each counted once (a
+    tied LM head's weight is the embedding's, which the head's matrix product casts)."""
+    import torch
+
+    frozen = re.compile(freeze_pattern) if freeze_pattern else None
+    names = {id(parameter): name for name, parameter in model.named_parameters()}
+    seen: dict[int, int] = {}
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            for parameter in module.parameters(recurse=False):
+                name = names.get(id(parameter), "")
+                if not (frozen and frozen.fullmatch(name)):
+                    seen[id(parameter)] = parameter.numel()
+    return sum(seen.values())
 
 
 def estimate_memory(
@@ -166,21 +214,29 @@ def estimate_memory(
     reference_model: bool = False,
     vllm_share: float = 0.0,
     device_gib: float | None = None,
+    autocast: bool = False,
 ) -> MemoryEstimate:
-    """Per-GPU memory of a run (see the module docstring for each term)."""
+    """Per-GPU memory of a run (see the module docstring for each term); ``autocast``: the
+    run computes in bf16/fp16 autocast (``bf16: true``)."""
     weight_bytes = DTYPE_BYTES.get(load_dtype, 4)
+    casts = 0.0
     if sharded:
         weights = count.total * 2 / processes
+        vision = count.vision_parameters * 2 / processes
         gradients = count.trainable * 2 / processes
         optimizer = count.trainable * 12 / processes
     elif count.lora:
         weights = count.total * weight_bytes + count.trainable * 4
+        vision = count.vision_parameters * weight_bytes
         gradients = count.trainable * 4
         optimizer = count.trainable * 8
+        casts = count.autocast_parameters * 2 if autocast else 0  # the fp32 adapters
     else:
         weights = count.total * weight_bytes
+        vision = count.vision_parameters * weight_bytes
         gradients = count.trainable * weight_bytes
         optimizer = count.trainable * 2 * weight_bytes
+        casts = count.autocast_parameters * 2 if autocast and weight_bytes > 2 else 0
     reference = weights if reference_model and not count.lora else 0.0
     tokens = batch_size * sequence_tokens
     logits = min(tokens, FUSED_HEAD_TOKENS) * min(count.vocab_size, FUSED_HEAD_VOCAB) * 4
@@ -197,6 +253,7 @@ def estimate_memory(
         weights_gib=weights / GIB,
         gradients_gib=gradients / GIB,
         optimizer_gib=optimizer / GIB,
+        autocast_gib=casts / GIB,
         reference_gib=reference / GIB,
         vllm_gib=vllm / GIB,
         logits_gib=2 * logits / GIB,  # the forward tile and the backward's recomputed tile
@@ -206,6 +263,7 @@ def estimate_memory(
         processes=processes,
         sharded=sharded,
         device_gib=device_gib,
+        vision_tower_gib=vision / GIB,
     )
 
 
@@ -215,7 +273,10 @@ def check_fits(estimate: MemoryEstimate, *, use_vllm: bool = False) -> None:
         return
     state_per_parameter = 16  # bytes: ZeRO-3's weights, gradients, master copy, AdamW states
     other = estimate.total_gib - (
-        estimate.weights_gib + estimate.gradients_gib + estimate.optimizer_gib
+        estimate.weights_gib
+        + estimate.gradients_gib
+        + estimate.optimizer_gib
+        + estimate.autocast_gib  # ZeRO-3's gathered weights are bf16 already
     )
     room = estimate.device_gib - other
     suggestions = []
@@ -245,7 +306,8 @@ def check_fits(estimate: MemoryEstimate, *, use_vllm: bool = False) -> None:
         + estimate.summary()
         + ". Options: "
         + "; ".join(suggestions)
-        + ". Set gpu_memory_gib to plan for another card, or check_memory: false to try anyway."
+        + ". Set gpu_memory_gib to plan for another card, or check_memory: false to try anyway.",
+        estimate,
     )
 
 

@@ -96,6 +96,7 @@ def plan_run(
         reference_model=reference,
         vllm_share=vllm_share,
         device_gib=run_args.gpu_memory_gib or (device_memory_gib() if on_gpu else None),
+        autocast=precision.compute != "fp32",
     )
     logger.info("%s precision: %s; memory: %s", stage, precision.reason, estimate.summary())
     if run_args.check_memory:

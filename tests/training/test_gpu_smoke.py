@@ -20,7 +20,10 @@ def test_it_defaults_to_both_paper_sizes():
     assert (options.sizes, options.steps) == (["3b", "7b"], 3)
 
 
-@pytest.mark.parametrize(("size", "low", "high"), [("3b", 3.7e9, 3.85e9), ("7b", 8.2e9, 8.35e9)])
+@pytest.mark.parametrize(
+    ("size", "low", "high"),
+    [("0.5b", 0.51e9, 0.52e9), ("3b", 3.7e9, 3.85e9), ("7b", 8.2e9, 8.35e9)],
+)
 def test_it_builds_the_architecture_of_each_size(tiny_config, size, low, high):
     config = model_config(size, tiny_config)
     assert low < parameter_count(config) < high
@@ -149,3 +152,30 @@ def test_it_runs_only_the_stages_asked_for(tmp_path, tiny_model_path, monkeypatc
         ["--stages", "inspect", "--serve-batches", "1", "64"]
     )
     assert parsed.stages == ["inspect"] and parsed.serve_batches == [1, 64]
+
+
+def test_it_reports_a_refused_plan_as_refused_with_the_arithmetic(tmp_path, tiny_config):
+    """A stage the memory plan refuses before loading is no failure to hide as ``ok: false``
+    with a cut message: the row says refused and carries the figures it was refused on."""
+    import torch
+
+    from training import gpu_smoke
+
+    model = tmp_path / "config-only-7b"
+    config = model_config("7b", tiny_config)
+    config.dtype = torch.bfloat16
+    config.save_pretrained(model)
+    plan = smoke_plan("7b", model, tmp_path, steps=1, use_vllm=False)
+    argv = [*plan["grpo"], "--use_cpu", "true", "--gpu_memory_gib", "80"]
+    row = gpu_smoke._measure(lambda: gpu_smoke._train(grpo, argv))
+    assert row["refused"] is True and row["ok"] is False and "error" not in row
+    assert row["reason"].startswith("this run does not fit the GPU")
+    assert (
+        "weights 30.9 (vision tower 2.5 of it) + gradients 28.4 + AdamW states 56.7 + autocast "
+        "bf16 copies 13.2" in row["arithmetic"]
+    )
+    assert row["arithmetic"].endswith("GiB per GPU of 80.0 GiB")
+    assert row["memory"]["total_gib"] > 80 and row["memory"]["autocast_gib"] > 13
+    text = format_report({"vllm_installed": False, "sizes": {"7b": {"grpo": row}}})
+    assert "7b    grpo           refused by the memory plan before loading: 8.29 B" in text
+    assert text.endswith("GiB per GPU of 80.0 GiB")
