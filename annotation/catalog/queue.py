@@ -22,6 +22,7 @@ from annotation.catalog.selectors import (
     _float_param,
 )
 from annotation.core.errors import NotAllowed, WorkflowError
+from annotation.inspections.decision_history import one_per_spectrum_task
 from annotation.inspections.models import Candidate, CandidateState
 from annotation.inspections.quality import COMMENT_MAX_CHARS, ISSUE_FLAGS, QUALITY_SCALE
 from annotation.learning import queue as active_queue
@@ -57,10 +58,13 @@ def _vetter_queue_unblinded(user: Any) -> QuerySet[Candidate]:
 
 
 def vetter_queue(user: Any) -> QuerySet[Candidate]:
-    """What waits for ``user`` on ``/vetting/`` (and is counted on the home page): the catalog's
-    queue less what staff took out or gave another expert, with the open audit samples'
-    candidates, less what the blinding rule hides from them."""
-    return blinding.candidates_visible_to(user=user, rows=_vetter_queue_unblinded(user))
+    """What waits for ``user`` on ``/vetting/`` (and is counted on the home page and by the
+    API): the catalog's queue less what staff took out or gave another expert, with the open
+    audit samples' candidates, less what the blinding rule hides from them; then one candidate
+    per spectrum and task, however many runs inspected it (a label is about a spectrum and a
+    task: the expert answers it once)."""
+    visible = blinding.candidates_visible_to(user=user, rows=_vetter_queue_unblinded(user))
+    return one_per_spectrum_task(visible)
 
 
 def vetter_queue_hidden(user: Any) -> blinding.HiddenCandidates:

@@ -12,12 +12,19 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, Min, OuterRef, QuerySet
 
-from annotation.inspections.models import ExpertDecision, ExpertDecisionValue
+from annotation.inspections.models import (
+    Candidate,
+    ExpertDecision,
+    ExpertDecisionValue,
+    InspectionRun,
+)
 from annotation.inspections.quality import joined_issues, mean_quality
 from annotation.spectra.labels import DecisionRecord, label_from_decisions
+from annotation.spectra.models import Spectrum
 
 EXPERT_SPLIT = "split"  # the catalog's expert decision when the experts disagree
 
@@ -99,21 +106,25 @@ def _ordered_by_expert(rows: Iterable[ExpertDecision]) -> dict[int, list[ExpertD
 
 
 def decision_history(
-    *, spectrum_id: int, task_id: int, run_ids: Collection[int] | None = None
+    *, spectrum_id: int, task_id: int, runs: QuerySet[InspectionRun] | None = None
 ) -> list[HistoryRow]:
     """Every expert answer on the spectrum for the task, oldest first, each marked current or
-    replaced; ``run_ids``: only the answers given on those runs' candidates (what the reader
-    may see) are listed, though a hidden later answer still marks an earlier one replaced."""
+    replaced; ``runs``: only the answers given on those runs' candidates (what the reader may
+    read) are listed, though a hidden later answer still marks an earlier one replaced."""
     rows = _rows(spectrum_id=spectrum_id, task_id=task_id)
     marks: dict[int, tuple[ExpertDecision | None, tuple[int, ...]]] = {}
     for answers in _ordered_by_expert(rows).values():
         for at, row in enumerate(answers):
             later = answers[at + 1] if at + 1 < len(answers) else None
             marks[row.pk] = (later, tuple(earlier.pk for earlier in answers[:at]))
+    if runs is not None and rows:
+        readable = set(
+            runs.filter(pk__in={row.candidate.run_id for row in rows}).values_list("pk", flat=True)
+        )
+        rows = [row for row in rows if row.candidate.run_id in readable]
     return [
         HistoryRow(decision=row, replaced_by=marks[row.pk][0], replaces=marks[row.pk][1])
         for row in rows
-        if run_ids is None or row.candidate.run_id in run_ids
     ]
 
 
@@ -129,15 +140,22 @@ def expert_answer(*, spectrum_id: int, task_id: int, expert_id: int) -> ExpertDe
     )
 
 
-def expert_tallies(pairs: Collection[tuple[int, int]]) -> dict[tuple[int, int], str]:
-    """Who says what ("YES 1 · NO 1"), each expert's latest answer counted once, for the
-    (spectrum id, task id) pairs whose experts disagree: one query for a page."""
-    if not pairs:
+def expert_tallies(candidate_ids: Collection[int]) -> dict[int, str]:
+    """Who says what ("YES 1 · NO 1") on each candidate's spectrum for its task, each expert's
+    latest answer (any run) counted once, for the candidates whose experts disagree: two
+    queries for a page."""
+    if not candidate_ids:
         return {}
-    wanted = Q()
-    for spectrum_id, task_id in pairs:
-        wanted |= Q(candidate__spectrum_id=spectrum_id, candidate__run__task_id=task_id)
-    rows = ExpertDecision.objects.filter(wanted).values_list(
+    pair_of = {
+        pk: (spectrum_id, task_id)
+        for pk, spectrum_id, task_id in Candidate.objects.filter(pk__in=candidate_ids).values_list(
+            "pk", "spectrum_id", "run__task_id"
+        )
+    }
+    rows = ExpertDecision.objects.filter(
+        candidate__spectrum_id__in={spectrum_id for spectrum_id, _ in pair_of.values()},
+        candidate__run__task_id__in={task_id for _, task_id in pair_of.values()},
+    ).values_list(
         "candidate__spectrum_id",
         "candidate__run__task_id",
         "expert_id",
@@ -161,9 +179,72 @@ def expert_tallies(pairs: Collection[tuple[int, int]]) -> dict[tuple[int, int], 
             tallies[pair] = " · ".join(
                 f"{value} {n}" for value, n in sorted(counts.items(), key=lambda kv: order[kv[0]])
             )
-    return tallies
+    return {pk: tallies[pair] for pk, pair in pair_of.items() if pair in tallies}
 
 
 def latest_answers(records: Iterable[DecisionRecord]) -> list[DecisionRecord]:
     """Each expert's latest answer, in the order the experts first answered (the label rule's)."""
     return label_from_decisions(records).decisions
+
+
+def answered_by(user: Any) -> Exists:
+    """For a Candidate query: whether ``user`` has answered the candidate's spectrum for its
+    task, on this candidate or on another run's (that answer is theirs until they change it)."""
+    return Exists(
+        ExpertDecision.objects.filter(
+            expert=user,
+            candidate__spectrum_id=OuterRef("spectrum_id"),
+            candidate__run__task_id=OuterRef("run__task_id"),
+        )
+    )
+
+
+def one_per_spectrum_task(rows: QuerySet[Candidate]) -> QuerySet[Candidate]:
+    """``rows`` less all but the first (lowest id) of each spectrum's candidates for a task:
+    a queue serves a spectrum and task once however many runs inspected it."""
+    first = (
+        rows.order_by()
+        .values("spectrum_id", "run__task_id")
+        .annotate(first=Min("pk"))
+        .values("first")
+    )
+    return rows.filter(pk__in=first)
+
+
+@dataclass(frozen=True)
+class SameContent:
+    """Another stored spectrum holding the same content (same SHA-256), with the expert's
+    current answer on it for the task ("" when none)."""
+
+    spectrum_id: int
+    dataset: str
+    answer: str
+
+
+SAME_CONTENT_SHOWN = 20
+
+
+def same_content_answers(*, spectrum: Spectrum, task_id: int, expert_id: int) -> list[SameContent]:
+    """The other spectra with ``spectrum``'s content (each labelled on its own, so the queue
+    may serve the same content again, once per spectrum), with the expert's answers on them."""
+    if not spectrum.content_hash:
+        return []
+    others = list(
+        Spectrum.objects.filter(content_hash=spectrum.content_hash)
+        .exclude(pk=spectrum.pk)
+        .order_by("pk")
+        .values_list("pk", "dataset")[:SAME_CONTENT_SHOWN]
+    )
+    answers: dict[int, str] = {}
+    rows = (
+        ExpertDecision.objects.filter(
+            expert_id=expert_id,
+            candidate__spectrum_id__in=[pk for pk, _ in others],
+            candidate__run__task_id=task_id,
+        )
+        .order_by("updated_at", "id")
+        .values_list("candidate__spectrum_id", "decision")
+    )
+    for spectrum_id, decision in rows:
+        answers[spectrum_id] = decision  # the latest wins
+    return [SameContent(pk, dataset, answers.get(pk, "")) for pk, dataset in others]
