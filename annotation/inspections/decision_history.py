@@ -9,7 +9,7 @@ the same rule, so the entry page tells one story.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -72,15 +72,27 @@ class Consensus:
     issues: str  # every issue flag raised, comma-separated codes
 
 
-def consensus_of(latest: Sequence[DecisionRecord]) -> Consensus:
-    """The common answer of ``latest`` (one record per expert), "split" when they disagree:
-    the latest alone would hide a YES behind a later NO."""
-    given = {record.value for record in latest}
+def _consensus(answers: list[tuple[str, int | None, Iterable[str]]]) -> Consensus:
+    given = {value for value, _, _ in answers}
     decision = (given.pop() if len(given) == 1 else EXPERT_SPLIT) if given else ""
     return Consensus(
         decision=decision,
-        quality=mean_quality(record.quality for record in latest),
-        issues=joined_issues(list(record.issues) for record in latest),
+        quality=mean_quality(quality for _, quality, _ in answers),
+        issues=joined_issues(issues for _, _, issues in answers),
+    )
+
+
+def consensus_of(latest: Sequence[DecisionRecord]) -> Consensus:
+    """The common answer of ``latest`` (one record per expert), "split" when they disagree:
+    the latest alone would hide a YES behind a later NO."""
+    return _consensus([(record.value, record.quality, record.issues) for record in latest])
+
+
+def stored_consensus(decisions: Iterable[Mapping[str, Any]]) -> Consensus:
+    """``consensus_of`` the decisions a label row stores (``DecisionRecord.as_dict()``, each
+    expert's latest), for a catalog entry made after them."""
+    return _consensus(
+        [(str(d.get("value", "")), d.get("quality"), d.get("issues") or ()) for d in decisions]
     )
 
 

@@ -245,3 +245,20 @@ def test_it_says_on_the_vetting_page_when_the_same_content_is_stored_twice(owner
     html = page.content.decode()
     assert "same-content" in html
     assert f"spectrum {original.pk}</a> in lamost (you answered NO)" in html
+
+
+def test_it_starts_a_later_runs_entry_with_the_experts_answers_on_its_spectrum(
+    runs, labelled, owner
+):
+    later = make_inspected(
+        spectra=[labelled],
+        verdicts={labelled.pk: ("NO", 0.9)},
+        created_by=owner,
+        model=("m:9", "M9"),
+    )
+    entry = CatalogEntry.objects.get(run=later)
+    assert (entry.expert_decision, entry.vetted_label, entry.label_state) == (
+        "YES",
+        "YES",
+        "agreed",
+    )
