@@ -171,3 +171,50 @@ def test_it_takes_twenty_experts_deciding_at_once_on_several_runs_without_a_500(
     assert set(statuses) <= {200, 201, 302}
     assert stored == sent
     assert consistent == len(candidates)
+
+
+PAIR_TRIES = 30
+
+
+def test_it_takes_two_experts_deciding_at_once_on_two_runs_candidates_of_a_spectrum(capsys):
+    spectra_services.tasks_seed_builtin()
+    owner = UserFactory(username="owner", roles=["ml_engineer"])
+    rows = [make_spectrum(object_id=f"PAIR-{i}", seed=i) for i in range(PAIR_TRIES)]
+    verdicts = {row.pk: ("YES", 0.55) for row in rows}
+    runs = [
+        make_inspected(spectra=rows, verdicts=verdicts, created_by=owner, model=(f"m:{n}", "M"))
+        for n in range(2)
+    ]
+    experts = [UserFactory(username=f"pair{n}", roles=["expert"]) for n in range(2)]
+    statuses: Counter[int] = Counter()
+    lock = threading.Lock()
+    for row in rows:
+        barrier = threading.Barrier(2)
+
+        def vet(position: int, spectrum_id: int = row.pk, barrier: Any = barrier) -> None:
+            try:
+                client = Client(raise_request_exception=False)
+                client.force_login(experts[position])
+                candidate = runs[position].candidates.get(spectrum_id=spectrum_id)
+                barrier.wait(timeout=30)
+                code = _post(client, position == 0, candidate.pk, "YES")
+                with lock:
+                    statuses[code] += 1
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=vet, args=(n,)) for n in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    labels = SpectrumLabel.objects.filter(spectrum__in=rows, state="agreed", value="YES").count()
+    with capsys.disabled():
+        print(
+            f"\n2 experts at once on 2 runs' candidates of a spectrum: {PAIR_TRIES} tries, "
+            f"{statuses[500]} x 500, statuses {dict(sorted(statuses.items()))}, "
+            f"{ExpertDecision.objects.count()} decisions stored, {labels} labels agreed YES"
+        )
+    assert statuses[500] == 0
+    assert ExpertDecision.objects.count() == 2 * PAIR_TRIES
+    assert labels == PAIR_TRIES
