@@ -15,7 +15,7 @@ from annotation.catalog.queue import vetter_queue
 from annotation.core import errors as core_errors
 from annotation.core.models import AuditLog
 from annotation.home import pending_work
-from annotation.inspections import services
+from annotation.inspections import queue_actions, services
 from annotation.inspections.models import CatalogEntry, ExpertDecision
 from annotation.learning import queue as active_queue
 from annotation.learning import services as learning_services
@@ -262,3 +262,14 @@ def test_it_starts_a_later_runs_entry_with_the_experts_answers_on_its_spectrum(
         "YES",
         "agreed",
     )
+
+
+def test_it_refuses_to_assign_an_expert_a_spectrum_they_answered_on_another_run(
+    runs, spectra, expert, staff
+):
+    services.expert_decision_record(
+        candidate=candidate_of(runs[0], spectra[0]), expert=expert, decision="NO"
+    )
+    other = candidate_of(runs[1], spectra[0])
+    with pytest.raises(core_errors.WorkflowError, match=f"candidates {other.pk} already"):
+        queue_actions.candidates_reassign(candidate_ids=[other.pk], expert=expert, actor=staff)
