@@ -34,6 +34,7 @@ pytestmark = [
 EXPERTS = 20
 SPECTRA = 3
 RUNS = 3
+UNDO = "undo"
 
 
 @pytest.fixture
@@ -50,7 +51,9 @@ def runs(db) -> list[Any]:
 
 
 def _post(client: Client, via_api: bool, candidate_id: int, decision: str) -> int:
-    if via_api:
+    if decision == UNDO:
+        response = client.post(reverse("vetting_undo"), {"candidate": candidate_id})
+    elif via_api:
         response = client.post(
             reverse("api_expert_decision_create"),
             {"candidate": candidate_id, "decision": decision},
@@ -66,13 +69,16 @@ def _post(client: Client, via_api: bool, candidate_id: int, decision: str) -> in
 def _plan(position: int, candidates: dict[int, list[int]]) -> list[tuple[int, int, str]]:
     """(spectrum id, candidate id, decision) in the order this expert sends them: on every
     spectrum a first answer through one run's candidate, then the opposite answer through
-    another run's candidate (the case a second serving of the same spectrum caused)."""
+    another run's candidate (the case a second serving of the same spectrum caused); every
+    fourth expert then undoes the second answer, which makes the first theirs again."""
     steps = []
     for spectrum_id, ids in sorted(candidates.items()):
         first, second = ids[position % RUNS], ids[(position + 1) % RUNS]
         answer = "YES" if (position + spectrum_id) % 3 else "NO"
         other = "NO" if answer == "YES" else "YES"
         steps += [(spectrum_id, first, answer), (spectrum_id, second, other)]
+        if position % 4 == 0:
+            steps.append((spectrum_id, second, UNDO))
     return steps
 
 
@@ -102,7 +108,7 @@ def test_it_takes_twenty_experts_deciding_at_once_on_several_runs_without_a_500(
     barrier = threading.Barrier(EXPERTS)
     statuses: Counter[int] = Counter()
     sent: dict[tuple[int, int], str] = {}  # (expert id, candidate id) -> last answer sent
-    latest: dict[tuple[int, int], str] = {}  # (expert id, spectrum id) -> last answer sent
+    answers: dict[tuple[int, int], list[str]] = {}  # (expert id, spectrum id) -> answers kept
     lock = threading.Lock()
     failures: list[BaseException] = []
 
@@ -117,9 +123,15 @@ def test_it_takes_twenty_experts_deciding_at_once_on_several_runs_without_a_500(
                 code = _post(client, (position + step) % 2 == 0, candidate_id, decision)
                 with lock:
                     statuses[code] += 1
-                    if code in (200, 201, 302):
+                    if code not in (200, 201, 302):
+                        continue
+                    kept = answers.setdefault((expert.pk, spectrum_id), [])
+                    if decision == UNDO:
+                        del sent[expert.pk, candidate_id]
+                        kept.pop()
+                    else:
                         sent[expert.pk, candidate_id] = decision
-                        latest[expert.pk, spectrum_id] = decision
+                        kept.append(decision)
         except BaseException as error:  # the test reports it below
             failures.append(error)
         finally:
@@ -157,16 +169,17 @@ def test_it_takes_twenty_experts_deciding_at_once_on_several_runs_without_a_500(
         if (
             (label.state, label.value) == (outcome.state, outcome.value)
             and entries == {(outcome.value, outcome.state, consensus)}
-            and current == {key: v for key, v in latest.items() if key[1] == spectrum_id}
+            and current == {key: v[-1] for key, v in answers.items() if key[1] == spectrum_id}
         ):
             consistent += 1
     with capsys.disabled():
         print(
             f"\n20-way vetting on PostgreSQL: {requests} requests, {statuses[500]} x 500, "
             f"statuses {dict(sorted(statuses.items()))}, {len(stored)} of {len(sent)} decisions "
-            f"stored, {consistent} of {len(candidates)} labels consistent with the latest answers"
+            f"stored (after the undos), {consistent} of {len(candidates)} labels consistent with "
+            "the latest answers"
         )
-    assert requests == EXPERTS * SPECTRA * 2
+    assert requests == sum(len(_plan(position, candidates)) for position in range(EXPERTS))
     assert statuses[500] == 0
     assert set(statuses) <= {200, 201, 302}
     assert stored == sent
