@@ -273,3 +273,36 @@ def test_it_refuses_to_assign_an_expert_a_spectrum_they_answered_on_another_run(
     other = candidate_of(runs[1], spectra[0])
     with pytest.raises(core_errors.WorkflowError, match=f"candidates {other.pk} already"):
         queue_actions.candidates_reassign(candidate_ids=[other.pk], expert=expert, actor=staff)
+
+
+def test_it_counts_what_blinding_hides_as_the_queue_counts_spectra_and_tasks(runs, spectra, expert):
+    from annotation.catalog.queue import vetter_queue_hidden
+    from annotation.inspections.models import Rollout
+    from annotation.rating.models import CampaignItem, RatingCampaign
+    from annotation.spectra.models import Task
+
+    def shown_in_open_campaign(name: str, candidate: Any, source: str) -> None:
+        row = RatingCampaign.objects.create(name=name)
+        row.raters.set([expert])
+        CampaignItem.objects.create(
+            campaign=row,
+            blind_id=f"B-{name}",
+            data={},
+            policy_name="rule-based",
+            source=source,
+            task=Task.objects.get(code="CV"),
+            spectrum=candidate.spectrum,
+        )
+
+    # a rollout of run 0 hides run 0 and its spectrum's content: spectra[0] still waits through
+    # the other runs (nothing of it is hidden), spectra[1] is hidden once, not three times
+    hidden_run = candidate_of(runs[0], spectra[1])
+    rollout = Rollout.objects.filter(candidate=hidden_run).first() or Rollout.objects.create(
+        candidate=hidden_run, index=0, data={}
+    )
+    shown_in_open_campaign("run", hidden_run, f"rollout:{rollout.pk}")
+    assert [c.spectrum_id for c in vetter_queue(expert)] == [spectra[0].pk]
+    assert vetter_queue_hidden(expert).count == 1
+    shown_in_open_campaign("content", candidate_of(runs[1], spectra[0]), "import:file#0")
+    assert vetter_queue(expert).count() == 0
+    assert vetter_queue_hidden(expert).count == len(spectra)
