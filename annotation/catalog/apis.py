@@ -25,6 +25,7 @@ from annotation.core.http import _expert
 from annotation.core.serializers import CONFLICT, NOT_FOUND
 from annotation.inspections import quality as decision_quality
 from annotation.inspections import services as inspections_services
+from annotation.inspections.decision_history import decision_history, expert_answer
 from annotation.inspections.models import (
     Candidate,
     CatalogEntry,
@@ -72,13 +73,22 @@ class CatalogEntryOutputSerializer(serializers.ModelSerializer):
 
 
 class ExpertDecisionOutputSerializer(serializers.ModelSerializer):
+    """One expert answer; ``replaced_by`` names the same expert's later answer on the spectrum
+    for the task (any run) that replaces it, from the ``replaced_by`` map in the context."""
+
     expert = serializers.CharField(source="expert.get_username")
+    run = serializers.IntegerField(source="candidate.run_id")
+    replaced_by = serializers.SerializerMethodField(
+        help_text="the id of the same expert's later answer on this spectrum and task (on any "
+        "run's candidate) that replaces this one; null: this is their answer"
+    )
 
     class Meta:
         model = ExpertDecision
         fields = [
             "id",
             "candidate",
+            "run",
             "expert",
             "decision",
             "quality",
@@ -89,7 +99,12 @@ class ExpertDecisionOutputSerializer(serializers.ModelSerializer):
             "model_key_seen",
             "model_label_seen",
             "created_at",
+            "replaced_by",
         ]
+
+    def get_replaced_by(self, decision: ExpertDecision) -> int | None:
+        replaced: dict[int, int] = self.context.get("replaced_by", {})
+        return replaced.get(decision.pk)
 
 
 def _image_url(sha256: str, candidate_id: int) -> str | None:
@@ -277,8 +292,18 @@ class CatalogEntryDetailApi(APIView):
         def get_expert_decisions(self, entry: CatalogEntry) -> list[dict[str, Any]]:
             if entry.candidate is None or self.context.get("labels_hidden"):
                 return []
-            decisions = entry.candidate.expert_decisions.select_related("expert")
-            return list(ExpertDecisionOutputSerializer(decisions, many=True).data)
+            # every expert's answers on the spectrum for the task (any run the reader may read)
+            history = decision_history(
+                spectrum_id=entry.candidate.spectrum_id,
+                task_id=entry.run.task_id,
+                runs=selectors.runs_visible_to(user=self.context["request"].user),
+            )
+            replaced = {row.decision.pk: row.replaced_by.pk for row in history if row.replaced_by}
+            return list(
+                ExpertDecisionOutputSerializer(
+                    [row.decision for row in history], many=True, context={"replaced_by": replaced}
+                ).data
+            )
 
         def get_rollouts(self, entry: CatalogEntry) -> list[dict[str, Any]]:
             return _trajectory_data(entry.candidate) if entry.candidate else []
@@ -295,7 +320,8 @@ class CatalogEntryDetailApi(APIView):
         waiting_gold = gold.gold_pending_keys(request.user)
         hidden = gold.labels_hidden(entry, waiting_gold)
         gold.mask_labels([entry], waiting_gold)
-        return Response(self.OutputSerializer(entry, context={"labels_hidden": hidden}).data)
+        context = {"labels_hidden": hidden, "request": request}
+        return Response(self.OutputSerializer(entry, context=context).data)
 
 
 class VettingCandidateOutputSerializer(serializers.ModelSerializer):
@@ -411,7 +437,9 @@ class ExpertDecisionCreateApi(APIView):
             409: CONFLICT,
         },
         description="Record your YES / NO / unsure on a finished candidate (201), or change "
-        "your earlier decision (200); one decision per expert and candidate.",
+        "your earlier answer (200): you have one answer per spectrum and task, so an answer on "
+        "another run's candidate of the same spectrum replaces your earlier one, which stays in "
+        "the entry's expert_decisions with replaced_by set.",
     )
     def post(self, request: Request) -> Response:
         params = self.InputSerializer(data=request.data)
@@ -423,9 +451,14 @@ class ExpertDecisionCreateApi(APIView):
         gold = learning_services.gold_for_vetter(candidate=candidate, vetter=_expert(request))
         if gold is not None:
             return _gold_answer_response(gold, candidate, request, data)
-        existed = ExpertDecision.objects.filter(
-            candidate=candidate, expert=_expert(request)
-        ).exists()
+        existed = (
+            expert_answer(
+                spectrum_id=candidate.spectrum_id,
+                task_id=candidate.run.task_id,
+                expert_id=_expert(request).pk,
+            )
+            is not None
+        )
         try:
             record = inspections_services.expert_decision_record(
                 candidate=candidate,

@@ -22,9 +22,11 @@ from annotation.catalog.selectors import (
     _float_param,
 )
 from annotation.core.errors import NotAllowed, WorkflowError
+from annotation.inspections.decision_history import one_per_spectrum_task
 from annotation.inspections.models import Candidate, CandidateState
 from annotation.inspections.quality import COMMENT_MAX_CHARS, ISSUE_FLAGS, QUALITY_SCALE
 from annotation.learning import queue as active_queue
+from annotation.spectra.models import Task
 
 QUEUE_PAGE_SIZE = 100
 # waiting: in some expert's queue; closed: taken out by staff; unrouted: finished, never sent
@@ -57,17 +59,28 @@ def _vetter_queue_unblinded(user: Any) -> QuerySet[Candidate]:
 
 
 def vetter_queue(user: Any) -> QuerySet[Candidate]:
-    """What waits for ``user`` on ``/vetting/`` (and is counted on the home page): the catalog's
-    queue less what staff took out or gave another expert, with the open audit samples'
-    candidates, less what the blinding rule hides from them."""
-    return blinding.candidates_visible_to(user=user, rows=_vetter_queue_unblinded(user))
+    """What waits for ``user`` on ``/vetting/`` (and is counted on the home page and by the
+    API): the catalog's queue less what staff took out or gave another expert, with the open
+    audit samples' candidates, less what the blinding rule hides from them; then one candidate
+    per spectrum and task, however many runs inspected it (a label is about a spectrum and a
+    task: the expert answers it once)."""
+    visible = blinding.candidates_visible_to(user=user, rows=_vetter_queue_unblinded(user))
+    return one_per_spectrum_task(visible)
 
 
 def vetter_queue_hidden(user: Any) -> blinding.HiddenCandidates:
     """What the blinding rule keeps out of ``user``'s vetting queue, and which of the open
     campaigns they rate keeps it out (shown wherever the queue is, so a short or empty queue
     says why)."""
-    return blinding.candidates_hidden_from(user=user, rows=_vetter_queue_unblinded(user))
+    # counted as the queue counts: spectra and tasks that no readable candidate serves
+    unblinded = _vetter_queue_unblinded(user)
+    visible = vetter_queue(user)
+    served = Q()
+    for task_id in Task.objects.values_list("pk", flat=True):
+        task_served = visible.filter(run__task_id=task_id).order_by().values("spectrum_id")
+        served |= Q(run__task_id=task_id, spectrum_id__in=task_served)
+    left_out = one_per_spectrum_task(unblinded.exclude(served))
+    return blinding.candidates_hidden_from(user=user, rows=left_out)
 
 
 def hidden_summary(hidden: blinding.HiddenCandidates) -> dict[str, Any]:

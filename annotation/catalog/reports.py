@@ -15,6 +15,7 @@ from bokeh.models import DataRange1d, HoverTool
 from bokeh.models.annotations import BoxAnnotation
 from bokeh.plotting import figure
 from bokeh.resources import Resources
+from django.db.models import QuerySet
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -22,7 +23,8 @@ from annotation.catalog import selectors as catalog
 from annotation.catalog import trajectories
 from annotation.core import charts
 from annotation.core.models import ImageBlob
-from annotation.inspections.models import CatalogEntry
+from annotation.inspections.decision_history import decision_history
+from annotation.inspections.models import CatalogEntry, InspectionRun
 from annotation.spectra import selectors
 from annotation.spectra.models import Spectrum
 
@@ -101,8 +103,9 @@ def _inspected(steps: list[trajectories.StepView]) -> list[list[float]]:
     return windows
 
 
-def entry_report_html(*, entry: CatalogEntry) -> str:
-    """The report of the entry's candidate and its first rollout (the whole page as a string)."""
+def entry_report_html(*, entry: CatalogEntry, runs: QuerySet[InspectionRun] | None = None) -> str:
+    """The report of the entry's candidate and its first rollout (the whole page as a string);
+    ``runs``: the runs the reader may read (the expert answers given on others are left out)."""
     candidate = entry.candidate
     rollout = candidate.rollouts.order_by("index").first() if candidate else None
     view = trajectories.trajectory_view(rollout.data) if rollout else None
@@ -126,7 +129,7 @@ def entry_report_html(*, entry: CatalogEntry) -> str:
         )
     run = entry.run
     decisions = (
-        list(candidate.expert_decisions.select_related("expert").order_by("created_at", "id"))
+        decision_history(spectrum_id=candidate.spectrum_id, task_id=run.task_id, runs=runs)
         if candidate
         else []
     )

@@ -33,11 +33,11 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from annotation.core.endpoints import public_policy_spec  # noqa: F401  (re-exported: views, reports)
+from annotation.inspections.decision_history import answered_by, expert_tallies
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
     CatalogEntry,
-    ExpertDecision,
     ExpertDecisionValue,
     InspectionRun,
 )
@@ -612,25 +612,6 @@ class CatalogRowView:
     content_hash: str = ""
 
 
-def _expert_tallies(candidate_ids: list[int]) -> dict[int, str]:
-    """Who said what, for the rows whose experts disagree: one query per page."""
-    counts: dict[int, dict[str, int]] = {}
-    rows = ExpertDecision.objects.filter(candidate_id__in=candidate_ids).values_list(
-        "candidate_id", "decision"
-    )
-    for candidate_id, decision in rows:
-        tally = counts.setdefault(candidate_id, {})
-        tally[decision] = tally.get(decision, 0) + 1
-    order = {value: index for index, value in enumerate(ExpertDecisionValue.values)}
-    return {
-        candidate_id: " · ".join(
-            f"{value} {n}" for value, n in sorted(tally.items(), key=lambda kv: order[kv[0]])
-        )
-        for candidate_id, tally in counts.items()
-        if len(tally) > 1
-    }
-
-
 def _duplicate_notes(entries: list[CatalogEntry]) -> dict[str, list[tuple[int, str]]]:
     """The stored spectra of each duplicated content on the page: one query per page."""
     hashes = {e.content_hash for e in entries if getattr(e, "duplicates", 0) and e.content_hash}
@@ -667,7 +648,7 @@ def list_rows(
         for e in entries
         if e.expert_decision == EXPERT_SPLIT and e.candidate_id is not None
     ]
-    tallies = _expert_tallies(split) if split else {}
+    tallies = expert_tallies(split)
     notes = _duplicate_notes(entries)
     return [
         CatalogRowView(
@@ -751,15 +732,14 @@ def vetting_queue(user: Any) -> QuerySet[Candidate]:
     """Finished candidates that wait for this user's decision: those routed to an expert, and
     those whose first two experts disagree (a conflict: this user has not decided, so is
     neither of them). Conflicts come first, then the oldest; a candidate whose spectrum has its
-    label for the task already is done."""
-    decided = ExpertDecision.objects.filter(candidate=OuterRef("pk"), expert=user)
+    label for the task, or this user's answer (on any run's candidate), is done."""
     in_conflict = Exists(
         CatalogEntry.objects.filter(candidate=OuterRef("pk"), label_state=LabelState.CONFLICT)
     )
     return (
         Candidate.objects.annotate(in_conflict=in_conflict)
         .filter(Q(needs_expert=True) | Q(in_conflict=True), state=CandidateState.DONE)
-        .exclude(Exists(decided))
+        .exclude(answered_by(user))
         .exclude(catalog_entry__label_state__in=LabelState.LABELLED)
         .select_related("run__task", "spectrum")
         .order_by(F("in_conflict").desc(), "finished_at", "id")

@@ -46,6 +46,11 @@ from annotation.inspections import decisions as inspection_decisions
 from annotation.inspections import promotions
 from annotation.inspections import selectors as inspections_selectors
 from annotation.inspections import services as inspections_services
+from annotation.inspections.decision_history import (
+    decision_history,
+    expert_answer,
+    same_content_answers,
+)
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -216,8 +221,13 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
         entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
     )
     candidate = entry.candidate
+    # every expert's answers on the spectrum for the task (any run), earlier ones as replaced
     decisions = (
-        list(candidate.expert_decisions.select_related("expert").order_by("created_at", "id"))
+        decision_history(
+            spectrum_id=candidate.spectrum_id,
+            task_id=entry.run.task_id,
+            runs=blinding.runs_visible_to(user=request.user),
+        )
         if candidate
         else []
     )
@@ -289,7 +299,8 @@ def catalog_report(request: HttpRequest, entry_id: int) -> HttpResponse:
         entries.select_related("run__task", "candidate__spectrum"), pk=entry_id
     )
     response = HttpResponse(
-        reports.entry_report_html(entry=entry), content_type="text/html; charset=utf-8"
+        reports.entry_report_html(entry=entry, runs=blinding.runs_visible_to(user=request.user)),
+        content_type="text/html; charset=utf-8",
     )
     # The object id is untrusted text; only safe characters reach the header.
     name = re.sub(r"[^A-Za-z0-9._+-]+", "_", entry.object_id)[:80].strip("._") or "entry"
@@ -445,9 +456,17 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
             refusal=_decision_refusal(request, candidate),
             rollouts=rollouts,
             plot_data=_plot_data(candidate, rollouts),
-            mine=ExpertDecision.objects.filter(
-                candidate=candidate, expert=_expert(request)
-            ).first(),
+            # the expert's answer on the spectrum for the task, on this run or another's
+            mine=expert_answer(
+                spectrum_id=candidate.spectrum_id,
+                task_id=candidate.run.task_id,
+                expert_id=_expert(request).pk,
+            ),
+            same_content=same_content_answers(
+                spectrum=candidate.spectrum,
+                task_id=candidate.run.task_id,
+                expert_id=_expert(request).pk,
+            ),
             entry=CatalogEntry.objects.filter(candidate=candidate).first(),
             recalibrated=_recalibrated(candidate),
         )
@@ -526,12 +545,18 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
     rows = blinding.candidates_visible_to(user=request.user).select_related("spectrum")
     candidate = get_object_or_404(rows.defer("spectrum__arrays", "spectrum__meta"), pk=candidate_id)
     try:
-        _decision_record(request, candidate)
+        earlier = _decision_record(request, candidate)
     except core_errors.WorkflowError as error:
         messages.error(request, str(error))
         return redirect(f"{reverse('vetting_queue')}?candidate={candidate.pk}")
+    replaced = (
+        f"; it replaces your earlier answer, {earlier.decision} (run {earlier.candidate.run_id})"
+        if earlier is not None
+        else ""
+    )
     messages.success(
-        request, f"Recorded {request.POST['decision']} for {candidate.spectrum.object_id}."
+        request,
+        f"Recorded {request.POST['decision']} for {candidate.spectrum.object_id}{replaced}.",
     )
     request.session[LAST_DECIDED_KEY] = {
         "candidate": candidate.pk,
@@ -541,15 +566,19 @@ def vetting_decide(request: HttpRequest) -> HttpResponse:
     return redirect("vetting_queue")
 
 
-def _decision_record(request: HttpRequest, candidate: Candidate) -> None:
+def _decision_record(request: HttpRequest, candidate: Candidate) -> ExpertDecision | None:
     """An expert decision, or, on a gold item, a gold answer that makes no label (recorded the
-    same way from the expert's side: the page must not tell the two apart)."""
+    same way from the expert's side: the page must not tell the two apart). Returns the
+    expert's earlier answer on the spectrum for the task that this one replaces, if any."""
     expert = _expert(request)
     decision = request.POST.get("decision", "")
     gold = learning_services.gold_for_vetter(candidate=candidate, vetter=expert)
     if gold is not None:
         learning_services.gold_answer_record(gold=gold, vetter=expert, answer=decision)
-        return
+        return None
+    earlier = expert_answer(
+        spectrum_id=candidate.spectrum_id, task_id=candidate.run.task_id, expert_id=expert.pk
+    )
     inspections_services.expert_decision_record(
         candidate=candidate,
         expert=expert,
@@ -559,6 +588,7 @@ def _decision_record(request: HttpRequest, candidate: Candidate) -> None:
         issues=request.POST.getlist("issues"),
         audit_sampled=learning_selectors.in_open_audit_sample(candidate.pk),
     )
+    return earlier
 
 
 # --- model lineage: comparison and promotion ---------------------------------------------------

@@ -10,6 +10,13 @@ from django.db import transaction
 
 from annotation.core.errors import WorkflowError, WrongState
 from annotation.core.services import audit_log_record
+from annotation.inspections.decision_history import (
+    EXPERT_SPLIT,
+    consensus_of,
+    decision_records,
+    expert_answer,
+    latest_answers,
+)
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -18,36 +25,28 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
 )
-from annotation.inspections.quality import (
-    checked_comment,
-    checked_issues,
-    checked_quality,
-    joined_issues,
-    mean_quality,
-)
+from annotation.inspections.quality import checked_comment, checked_issues, checked_quality
 from annotation.inspections.selectors import decision_refusal
-from annotation.spectra.labels import DecisionRecord
+from annotation.spectra.models import Spectrum
 from annotation.spectra.services import spectrum_label_apply
 
-EXPERT_SPLIT = "split"  # the catalog's expert decision when the experts disagree
+__all__ = [
+    "EXPERT_SPLIT",
+    "expert_decision_record",
+    "expert_decision_withdraw",
+    "spectrum_label_refresh",
+]
 
 
-def _catalog_refresh(candidate: Candidate) -> None:
-    """Copy the experts' decisions onto the candidate's catalog entry: their common answer, or
-    "split" when they disagree (the latest alone would hide a YES behind a later NO), the mean
-    of their qualities and every issue flag any of them raised."""
-    rows = list(
-        ExpertDecision.objects.filter(candidate=candidate).values_list(
-            "decision", "quality", "issues"
-        )
-    )
-    given = {decision for decision, _, _ in rows}
-    consensus = (given.pop() if len(given) == 1 else EXPERT_SPLIT) if given else ""
-    CatalogEntry.objects.filter(candidate=candidate).update(
-        expert_decision=consensus,
-        expert_quality=mean_quality(quality for _, quality, _ in rows),
-        expert_issues=joined_issues(issues or [] for _, _, issues in rows),
-    )
+def _label_lock(spectrum_id: int) -> None:
+    """Every write of a spectrum's expert decisions, label and catalog entries takes the
+    spectrum's row lock first, so experts deciding at once on candidates of the same spectrum
+    (of one run or several) queue in one order; each used to lock its own candidate's catalog
+    entry and then wait for the other's, a deadlock (issue 32). FOR NO KEY UPDATE: rows that
+    merely refer to the spectrum (new candidates, entries) are not held up. Taking it again in
+    the same transaction is free."""
+    rows = Spectrum.objects.select_for_update(no_key=True).filter(pk=spectrum_id)
+    list(rows.values_list("pk", flat=True))
 
 
 @transaction.atomic
@@ -64,6 +63,8 @@ def expert_decision_record(
     """An expert's YES / NO / unsure beside the agent's verdict, with the verdict and model the
     expert was shown, and optionally a 0-4 quality, issue flags and a comment
     (``inspections.quality``); the spectrum's label for the task follows (``spectra.labels``).
+    An expert has one answer per spectrum and task: this one replaces their earlier answer on
+    any run's candidate of the spectrum (kept, shown as replaced; ``decision_history``).
     A candidate staff closed or assigned to another expert is refused (WrongState), unless it
     is in an open audit sample (``audit_sampled``: every expert vets those)."""
     if decision not in ExpertDecisionValue.values:
@@ -73,6 +74,7 @@ def expert_decision_record(
     flags = checked_issues(issues)
     if candidate.state != CandidateState.DONE:
         raise WrongState(f"the candidate is {candidate.state}; vet it once the agent has finished")
+    _label_lock(candidate.spectrum_id)
     # read afresh under a lock: staff may have closed or reassigned it since the page was shown
     queue_state = (
         Candidate.objects.select_for_update()
@@ -83,6 +85,9 @@ def expert_decision_record(
     if refusal:
         raise WrongState(refusal)
     run = InspectionRun.objects.only("model_key", "model_label", "task_id").get(pk=candidate.run_id)
+    earlier = expert_answer(
+        spectrum_id=candidate.spectrum_id, task_id=run.task_id, expert_id=expert.pk
+    )
     record, created = ExpertDecision.objects.update_or_create(
         candidate=candidate,
         expert=expert,
@@ -97,14 +102,15 @@ def expert_decision_record(
             "model_label_seen": run.model_label,
         },
     )
-    _catalog_refresh(candidate)
+    replaced = earlier.pk if earlier is not None and earlier.pk != record.pk else None
     audit_log_record(
         actor=expert,
         action="expert_decision",
         obj=candidate,
+        from_state=earlier.decision if earlier is not None else "",
         to_state=decision,
         comment=comment,
-        data={"changed": not created, "quality": quality, "issues": flags},
+        data={"changed": not created, "quality": quality, "issues": flags, "replaces": replaced},
     )
     spectrum_label_refresh(spectrum_id=candidate.spectrum_id, task_id=run.task_id, actor=expert)
     return record
@@ -113,14 +119,15 @@ def expert_decision_record(
 @transaction.atomic
 def expert_decision_withdraw(*, candidate: Candidate, expert: User) -> str:
     """Undo: the expert's own decision on the candidate is removed (audit-logged), the catalog's
-    consensus and the spectrum's label are recomputed without it, and the candidate waits in
-    their queue again. Returns the decision withdrawn."""
+    consensus and the spectrum's label are recomputed without it (an earlier answer of theirs
+    on another run's candidate of the spectrum, if any, is their answer again), and the
+    candidate can be decided anew. Returns the decision withdrawn."""
+    _label_lock(candidate.spectrum_id)
     record = ExpertDecision.objects.filter(candidate=candidate, expert=expert).first()
     if record is None:
         raise WrongState("you have no decision on this candidate to undo")
     decision = record.decision
     record.delete()
-    _catalog_refresh(candidate)
     audit_log_record(
         actor=expert, action="expert_decision_withdrawn", obj=candidate, from_state=decision
     )
@@ -129,41 +136,23 @@ def expert_decision_withdraw(*, candidate: Candidate, expert: User) -> str:
     return decision
 
 
-def _decision_records(*, spectrum_id: int, task_id: int) -> list[DecisionRecord]:
-    rows = ExpertDecision.objects.filter(
-        candidate__spectrum_id=spectrum_id, candidate__run__task_id=task_id
-    ).select_related("expert", "candidate")
-    return [
-        DecisionRecord(
-            decision_id=row.pk,
-            expert_id=row.expert_id,
-            expert=row.expert.username,
-            value=row.decision,
-            decided_at=row.created_at,
-            changed_at=row.updated_at,
-            candidate_id=row.candidate_id,
-            run_id=row.candidate.run_id,
-            model_key=row.model_key_seen,
-            model_label=row.model_label_seen,
-            verdict_seen=row.verdict_seen,
-            confidence_seen=row.confidence_seen,
-            quality=row.quality,
-            issues=tuple(row.issues or ()),
-        )
-        for row in rows
-    ]
-
-
 @transaction.atomic
 def spectrum_label_refresh(*, spectrum_id: int, task_id: int, actor: User | None) -> None:
     """Apply the label rule to every expert decision on the spectrum for the task (any run) and
-    copy the outcome onto the spectrum's catalog entries for that task."""
+    copy the outcome onto the spectrum's catalog entries for that task, with the consensus of
+    each expert's latest answer: every run's entry of the spectrum tells the same story."""
+    _label_lock(spectrum_id)
+    records = decision_records(spectrum_id=spectrum_id, task_id=task_id)
     label = spectrum_label_apply(
-        spectrum_id=spectrum_id,
-        task_id=task_id,
-        records=_decision_records(spectrum_id=spectrum_id, task_id=task_id),
-        actor=actor,
+        spectrum_id=spectrum_id, task_id=task_id, records=records, actor=actor
     )
+    agreed = consensus_of(latest_answers(records))
     CatalogEntry.objects.filter(
         candidate__spectrum_id=spectrum_id, candidate__run__task_id=task_id
-    ).update(vetted_label=label.value, label_state=label.state)
+    ).update(
+        vetted_label=label.value,
+        label_state=label.state,
+        expert_decision=agreed.decision,
+        expert_quality=agreed.quality,
+        expert_issues=agreed.issues,
+    )

@@ -15,7 +15,8 @@ from django.db import transaction
 from annotation.core.errors import NotAllowed, WorkflowError
 from annotation.core.permissions import VET, VETTING_MANAGE
 from annotation.core.services import audit_log_record
-from annotation.inspections.models import Candidate, CandidateState, ExpertDecision
+from annotation.inspections.decision_history import answered_by
+from annotation.inspections.models import Candidate, CandidateState
 
 MAX_BULK = 500
 CLOSE_REASON_MAX = 200
@@ -50,16 +51,17 @@ def candidates_reassign(
 ) -> list[Candidate]:
     """Only ``expert``'s queue shows the candidates from now on (``None``: every expert's).
 
-    Refused when ``expert`` may not vet, or has decided one of them already (it would wait in
-    no queue). The caller checks that ``expert`` may read them (``annotation.blinding``)."""
+    Refused when ``expert`` may not vet, or has answered one of their spectra for the task
+    already, on any run's candidate (it would wait in no queue). The caller checks that
+    ``expert`` may read them (``annotation.blinding``)."""
     rows = _locked_candidates(candidate_ids=candidate_ids, actor=actor)
     if expert is not None:
         if not VET.allows(expert):
             raise NotAllowed(f"{expert.get_username()} may not vet: {VET.refusal(expert)}")
         decided = sorted(
-            ExpertDecision.objects.filter(
-                expert=expert, candidate_id__in=[row.pk for row in rows]
-            ).values_list("candidate_id", flat=True)
+            Candidate.objects.filter(pk__in=[row.pk for row in rows])
+            .filter(answered_by(expert))
+            .values_list("pk", flat=True)
         )
         if decided:
             raise WorkflowError(

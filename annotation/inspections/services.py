@@ -21,6 +21,7 @@ from annotation.core.permissions import check_owner_or_staff
 from annotation.core.services import _GAVE_UP, audit_log_record, job_create
 from annotation.core.sql import rows_insert
 from annotation.curation.services import PngsByHash, image_blobs_store
+from annotation.inspections.decision_history import stored_consensus
 from annotation.inspections.decisions import EXPERT_SPLIT as EXPERT_SPLIT  # re-exported
 from annotation.inspections.decisions import expert_decision_record as expert_decision_record
 from annotation.inspections.decisions import spectrum_label_refresh as spectrum_label_refresh
@@ -524,7 +525,9 @@ _CATALOG_COLUMNS = [
 def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> None:
     """Three statements for any number of candidates: the vetted labels of their spectra, their
     final states, then their catalog entries (an upsert that keeps an expert decision already
-    recorded). The run, task and spectrum come loaded with each candidate."""
+    recorded; a new entry starts with the label and the experts' consensus on its spectrum for
+    the task, as every other run's entry shows them). The run, task and spectrum come loaded
+    with each candidate."""
     if not finished:
         return
     now = timezone.now()
@@ -550,6 +553,8 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
         candidate.needs_expert = bool(candidate.triage_reason)
         candidate.finished_at = now
         spectrum = candidate.spectrum
+        label_value, label_state, behind = labels.get((spectrum.pk, run.task_id), ("", "", []))
+        agreed = stored_consensus(behind)
         entries.append(
             CatalogEntry(
                 candidate=candidate,
@@ -565,8 +570,11 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
                 policy_name=str(run.policy_info.get("name") or run.policy_spec.get("kind"))[:120],
                 model_key=run.model_key,
                 model_label=run.model_label,
-                vetted_label=labels.get((spectrum.pk, run.task_id), ("", ""))[0],
-                label_state=labels.get((spectrum.pk, run.task_id), ("", ""))[1],
+                vetted_label=label_value,
+                label_state=label_state,
+                expert_decision=agreed.decision,
+                expert_quality=agreed.quality,
+                expert_issues=agreed.issues,
                 synthetic=spectrum.synthetic,
                 spectrum=spectrum,
                 dataset=spectrum.dataset,

@@ -27,6 +27,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from agent.vetting_statistics import gold_rate, raw_p_yes
 from annotation.core import permissions
+from annotation.inspections.decision_history import answered_by, one_per_spectrum_task
 from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, ExpertDecision
 from annotation.learning import selectors
 from annotation.learning.models import GoldAnswer, GoldItem
@@ -54,13 +55,12 @@ class Ranked:
 def active_queue(*, user: Any, base: QuerySet[Candidate]) -> QuerySet[Candidate]:
     """The catalog's queue for ``user`` with the open audit samples' candidates that wait for
     them, oldest first (``ranked`` orders them by value)."""
-    decided = ExpertDecision.objects.filter(candidate=OuterRef("pk"), expert=user)
     audit = (
         Candidate.objects.filter(
             pk__in=selectors.open_audit_candidates().values("candidate_id"),
             state=CandidateState.DONE,
         )
-        .exclude(Exists(decided))
+        .exclude(answered_by(user))
         .exclude(catalog_entry__label_state__in=LabelState.LABELLED)
     )
     rows = Candidate.objects.filter(Q(pk__in=base.values("pk")) | Q(pk__in=audit.values("pk")))
@@ -149,23 +149,22 @@ def items_vetted(user: Any) -> int:
 
 def gold_candidates(user: Any) -> QuerySet[Candidate]:
     """Active gold items this expert has neither answered nor helped label (no decision of
-    theirs on any candidate of the spectrum for the task)."""
-    decided_spectrum = ExpertDecision.objects.filter(
-        expert=user,
-        candidate__spectrum_id=OuterRef("spectrum_id"),
-        candidate__run__task_id=OuterRef("run__task_id"),
+    theirs on any candidate of the spectrum for the task), one per spectrum and task: a gold
+    answer on one run's candidate answers the spectrum's other gold items for the task."""
+    answered = GoldAnswer.objects.filter(
+        vetter=user,
+        gold__candidate__spectrum_id=OuterRef("spectrum_id"),
+        gold__candidate__run__task_id=OuterRef("run__task_id"),
     )
-    answered = GoldAnswer.objects.filter(vetter=user).values("gold__candidate_id")
-    return (
+    rows = (
         Candidate.objects.filter(
             pk__in=GoldItem.objects.filter(active=True).values("candidate_id"),
             state=CandidateState.DONE,
         )
-        .exclude(pk__in=answered)
-        .exclude(Exists(decided_spectrum))
-        .select_related("run__task", "spectrum")
-        .order_by("id")
+        .exclude(Exists(answered))
+        .exclude(answered_by(user))
     )
+    return one_per_spectrum_task(rows).select_related("run__task", "spectrum").order_by("id")
 
 
 def next_candidate(

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from agent.calibration import PlattScaling
 from agent.vetting_statistics import (
@@ -18,13 +18,14 @@ from agent.vetting_statistics import (
     stratified_ratio,
     wilson_interval,
 )
-from annotation.inspections.models import Candidate, CandidateState, InspectionRun
+from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, InspectionRun
 from annotation.inspections.triage import ConfidenceRule
 from annotation.learning.models import (
     AuditSample,
     AuditSampleItem,
     CalibrationFit,
     GoldAnswer,
+    GoldItem,
     TriageTarget,
     TriageThreshold,
 )
@@ -293,3 +294,21 @@ def confidence_rules_for(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], C
                 yes_threshold=row.threshold,
             )
     return rules
+
+
+def gold_eligible_entries(entries: QuerySet[CatalogEntry]) -> QuerySet[CatalogEntry]:
+    """The catalog entries staff may mark gold, newest first: one per labelled spectrum and
+    task (a label is about a spectrum and a task, however many runs inspected it), leaving out
+    the spectra and tasks with a gold item already, active or retired."""
+    labelled = entries.filter(label_state__in=LabelState.LABELLED, candidate__isnull=False)
+    newest = (
+        labelled.order_by()
+        .values("spectrum_id", "task_code")
+        .annotate(last=Max("pk"))
+        .values("last")
+    )
+    has_gold = GoldItem.objects.filter(
+        candidate__spectrum_id=OuterRef("spectrum_id"),
+        candidate__run__task__code=OuterRef("task_code"),
+    )
+    return labelled.filter(pk__in=newest).exclude(Exists(has_gold)).order_by("-id")

@@ -26,10 +26,10 @@ from annotation.core.errors import NotAllowed, WorkflowError, WrongState
 from annotation.core.models import Job
 from annotation.core.roles import Role, has_role
 from annotation.core.services import audit_log_record
+from annotation.inspections.decision_history import expert_answer
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
-    ExpertDecision,
     ExpertDecisionValue,
     InspectionRun,
 )
@@ -392,7 +392,7 @@ def audit_sample_close(*, sample: AuditSample, actor: User) -> None:
 @transaction.atomic
 def gold_item_mark(*, candidate: Candidate, actor: User) -> GoldItem:
     """Make a candidate whose spectrum has a vetted label for its task a gold item, its answer
-    that label."""
+    that label; refused when another run's candidate of the spectrum is one for the task."""
     _require(actor, Role.STAFF, action="marking gold items")
     task_id = InspectionRun.objects.values_list("task_id", flat=True).get(pk=candidate.run_id)
     label = (
@@ -404,6 +404,18 @@ def gold_item_mark(*, candidate: Candidate, actor: User) -> GoldItem:
     )
     if label is None:
         raise WrongState("only a candidate whose spectrum has a vetted label can be a gold item")
+    other = (
+        GoldItem.objects.filter(
+            candidate__spectrum_id=candidate.spectrum_id, candidate__run__task_id=task_id
+        )
+        .exclude(candidate=candidate)
+        .first()
+    )
+    if other is not None:  # one gold item per spectrum and task, however many runs
+        raise WrongState(
+            f"this spectrum has a gold item for the task already (gold item {other.pk}, "
+            f"candidate {other.candidate_id})"
+        )
     gold, created = GoldItem.objects.update_or_create(
         candidate=candidate, defaults={"answer": label.value, "active": True, "marked_by": actor}
     )
@@ -429,11 +441,16 @@ def gold_item_retire(*, gold: GoldItem, actor: User) -> None:
 
 def gold_for_vetter(*, candidate: Candidate, vetter: User) -> GoldItem | None:
     """The candidate's active gold item when a decision of ``vetter`` on it is a gold answer:
-    they made no vetting decision on it (one who helped make its label is not tested on it)."""
+    they made no vetting decision on its spectrum for the task, on any run's candidate (one who
+    helped make its label is not tested on it; their answer replaces their earlier one)."""
     gold = GoldItem.objects.filter(candidate=candidate, active=True).first()
-    if gold is None or ExpertDecision.objects.filter(candidate=candidate, expert=vetter).exists():
+    if gold is None:
         return None
-    return gold
+    task_id = InspectionRun.objects.values_list("task_id", flat=True).get(pk=candidate.run_id)
+    answered = expert_answer(
+        spectrum_id=candidate.spectrum_id, task_id=task_id, expert_id=vetter.pk
+    )
+    return gold if answered is None else None
 
 
 @transaction.atomic

@@ -18,7 +18,6 @@ from annotation.core.http import _expert
 from annotation.core.permissions import require_role
 from annotation.learning import permissions, selectors, services
 from annotation.learning.models import AuditSample, GoldItem
-from annotation.spectra.labels import LabelState
 from annotation.spectra.models import Task
 
 GOLD_CHOICES_SHOWN = 50
@@ -168,11 +167,7 @@ def audit_close(request: HttpRequest, sample_id: int) -> HttpResponse:
 def gold(request: HttpRequest) -> HttpResponse:
     """Each vetter's accuracy on gold items, the gold items, and vetted candidates to mark."""
     entries = blinding.catalog_entries_visible_to(user=request.user)
-    eligible = (
-        entries.filter(label_state__in=LabelState.LABELLED, candidate__isnull=False)
-        .exclude(candidate__gold_item__isnull=False)
-        .order_by("-id")[:GOLD_CHOICES_SHOWN]
-    )
+    eligible = selectors.gold_eligible_entries(entries)[:GOLD_CHOICES_SHOWN]
     return render(
         request,
         "learning/gold.html",

@@ -461,18 +461,21 @@ def spectrum_plot_window(
 # --- vetted labels ---------------------------------------------------------------------------
 
 
-def vetted_labels_of(*, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[str, str]]:
-    """(spectrum id, task id) -> (label value, state) for the pairs that have a label row."""
+def vetted_labels_of(
+    *, pairs: list[tuple[int, int]]
+) -> dict[tuple[int, int], tuple[str, str, list[dict[str, Any]]]]:
+    """(spectrum id, task id) -> (label value, state, the decisions behind it: each expert's
+    latest, ``labels.DecisionRecord.as_dict()``) for the pairs that have a label row."""
     if not pairs:
         return {}
     wanted = set(pairs)
     rows = SpectrumLabel.objects.filter(
         spectrum_id__in={spectrum for spectrum, _ in wanted},
         task_id__in={task for _, task in wanted},
-    ).values_list("spectrum_id", "task_id", "value", "state")
+    ).values_list("spectrum_id", "task_id", "value", "state", "decisions")
     return {
-        (spectrum, task): (value, state)
-        for spectrum, task, value, state in rows
+        (spectrum, task): (value, state, list(decisions or []))
+        for spectrum, task, value, state, decisions in rows
         if (spectrum, task) in wanted
     }
 
