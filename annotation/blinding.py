@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import CharField, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from annotation import gold_masking
 from annotation.core.models import Job
 from annotation.core.roles import Role, user_roles
 from annotation.curation.models import (
@@ -194,7 +195,8 @@ def candidates_visible_to(
 def catalog_entries_visible_to(
     *, user: Any, rows: QuerySet[CatalogEntry] | None = None
 ) -> QuerySet[CatalogEntry]:
-    """``rows`` (default: every entry) less the entries this user may not read."""
+    """``rows`` (default: every entry) less the entries this user may not read, with what
+    vetting said blanked on the entries of the gold items waiting for them (gold_masking)."""
     blinding = blinding_for(user)
     rows = CatalogEntry.objects.all() if rows is None else rows
     if blinding.confined:
@@ -204,7 +206,47 @@ def catalog_entries_visible_to(
     if blinding.content_hashes:
         same_spectra = Candidate.objects.filter(spectrum__content_hash__in=blinding.content_hashes)
         rows = rows.exclude(candidate_id__in=same_spectra.values("pk"))
-    return rows
+    return gold_masking.mask_entries(rows, gold_masking.gold_mask_for(user))
+
+
+def expert_decisions_visible_to(
+    *, user: Any, rows: QuerySet[ExpertDecision] | None = None
+) -> QuerySet[ExpertDecision]:
+    """``rows`` (default: every decision) less the decisions on candidates this user may not
+    read and on the spectra of the gold items waiting for them (gold_masking)."""
+    blinding = blinding_for(user)
+    rows = ExpertDecision.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    hidden = blinding.hidden_candidates()
+    if hidden is not None:
+        rows = rows.exclude(candidate__in=Candidate.objects.filter(hidden).values("pk"))
+    gold = gold_masking.gold_mask_for(user).candidates("candidate__")
+    return rows.exclude(gold) if gold is not None else rows
+
+
+def vetted_label_visible_to(*, user: Any, spectrum_id: int, task_id: int) -> Any:
+    """The spectrum's vetted label for the task (a SpectrumLabel), or None when it has none or
+    when it is the answer of a gold item waiting for this user (gold_masking)."""
+    from annotation.spectra.models import Spectrum, SpectrumLabel
+
+    label = (
+        SpectrumLabel.objects.filter(spectrum_id=spectrum_id, task_id=task_id)
+        .select_related("task")
+        .first()
+    )
+    if label is None:
+        return None
+    mask = gold_masking.gold_mask_for(user)
+    content_hash = (
+        Spectrum.objects.filter(pk=spectrum_id).values_list("content_hash", flat=True).first()
+        if mask
+        else ""
+    )
+    hidden = mask.hides(
+        spectrum_id=spectrum_id, task_code=label.task.code, content_hash=content_hash or ""
+    )
+    return None if hidden else label
 
 
 def curations_visible_to(

@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import blinding as selectors
-from annotation.catalog import gold, trajectories
 from annotation.catalog import selectors as catalog
+from annotation.catalog import trajectories
 from annotation.catalog.queue import hidden_summary, vetter_queue, vetter_queue_hidden
 from annotation.core import errors as core_errors
 from annotation.core import permissions
@@ -235,10 +235,7 @@ class CatalogListApi(APIView):
         rows = selectors.catalog_entries_visible_to(
             user=request.user, rows=catalog.catalog_rows(filters, sort)
         )
-        waiting_gold = gold.gold_pending_keys(request.user)
-        rows = gold.hide_filtered(rows, filters, waiting_gold)
         page = catalog.catalog_page(rows, page_number, page_size)
-        gold.mask_labels(page.entries, waiting_gold)
         output = {
             "count": page.count,
             "count_capped": page.count_capped,
@@ -275,9 +272,12 @@ class CatalogEntryDetailApi(APIView):
             ]
 
         def get_expert_decisions(self, entry: CatalogEntry) -> list[dict[str, Any]]:
-            if entry.candidate is None or self.context.get("labels_hidden"):
+            if entry.candidate is None:
                 return []
-            decisions = entry.candidate.expert_decisions.select_related("expert")
+            decisions = selectors.expert_decisions_visible_to(
+                user=self.context["request"].user,
+                rows=entry.candidate.expert_decisions.select_related("expert"),
+            )
             return list(ExpertDecisionOutputSerializer(decisions, many=True).data)
 
         def get_rollouts(self, entry: CatalogEntry) -> list[dict[str, Any]]:
@@ -292,10 +292,7 @@ class CatalogEntryDetailApi(APIView):
         entry = get_object_or_404(
             entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
         )
-        waiting_gold = gold.gold_pending_keys(request.user)
-        hidden = gold.labels_hidden(entry, waiting_gold)
-        gold.mask_labels([entry], waiting_gold)
-        return Response(self.OutputSerializer(entry, context={"labels_hidden": hidden}).data)
+        return Response(self.OutputSerializer(entry, context={"request": request}).data)
 
 
 class VettingCandidateOutputSerializer(serializers.ModelSerializer):

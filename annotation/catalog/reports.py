@@ -1,7 +1,7 @@
 """A catalog entry as one standalone, offline HTML file an astronomer can mail to a colleague:
 an interactive Bokeh spectrum with the inspected windows shaded, every step's reasoning, tool
 call and PNG, the verdict and the provenance. Reads only; the caller checks who may read the
-entry (selectors.catalog_entries_visible_to)."""
+entry (blinding.catalog_entries_visible_to) and which decisions they may read."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from annotation.catalog import selectors as catalog
 from annotation.catalog import trajectories
 from annotation.core import charts
 from annotation.core.models import ImageBlob
-from annotation.inspections.models import CatalogEntry
+from annotation.inspections.models import CatalogEntry, ExpertDecision
 from annotation.spectra import selectors
 from annotation.spectra.models import Spectrum
 
@@ -101,8 +101,9 @@ def _inspected(steps: list[trajectories.StepView]) -> list[list[float]]:
     return windows
 
 
-def entry_report_html(*, entry: CatalogEntry) -> str:
-    """The report of the entry's candidate and its first rollout (the whole page as a string)."""
+def entry_report_html(*, entry: CatalogEntry, decisions: list[ExpertDecision]) -> str:
+    """The report of the entry's candidate and its first rollout (the whole page as a string),
+    with ``decisions``: those of the experts on the candidate that the reader may read."""
     candidate = entry.candidate
     rollout = candidate.rollouts.order_by("index").first() if candidate else None
     view = trajectories.trajectory_view(rollout.data) if rollout else None
@@ -125,11 +126,6 @@ def entry_report_html(*, entry: CatalogEntry) -> str:
             _spectrum_figure(spectrum, _inspected(view.steps) if view else [])
         )
     run = entry.run
-    decisions = (
-        list(candidate.expert_decisions.select_related("expert").order_by("created_at", "id"))
-        if candidate
-        else []
-    )
     return render_to_string(
         "catalog/report.html",
         {

@@ -24,7 +24,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
-from annotation.catalog import comparisons, gold, reports, trajectories
+from annotation.catalog import comparisons, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
 from annotation.catalog.queue import (
@@ -123,10 +123,7 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         rows = blinding.catalog_entries_visible_to(
             user=request.user, rows=catalog.catalog_rows(filters, sort)
         )
-        waiting_gold = gold.gold_pending_keys(request.user)
-        rows = gold.hide_filtered(rows, filters, waiting_gold)
         page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
-        gold.mask_labels(page.entries, waiting_gold)
         list_url = reverse("catalog_list")
         context["page"] = page
         context["sparkline_prefix"] = reverse("catalog_sparkline", args=[0])[: -len("0.svg")]
@@ -189,7 +186,9 @@ def _label_context(
     """The spectrum's vetted label with the decisions behind it, less decisions made on runs
     this user may not read."""
     label = (
-        spectra_selectors.vetted_label(spectrum_id=candidate.spectrum_id, task_id=entry.run.task_id)
+        blinding.vetted_label_visible_to(
+            user=request.user, spectrum_id=candidate.spectrum_id, task_id=entry.run.task_id
+        )
         if candidate is not None
         else None
     )
@@ -208,6 +207,16 @@ def _label_context(
     }
 
 
+def _entry_decisions(request: HttpRequest, candidate: Candidate | None) -> list[ExpertDecision]:
+    """The experts' decisions on the entry's candidate that this user may read, oldest first."""
+    if candidate is None:
+        return []
+    rows = blinding.expert_decisions_visible_to(
+        user=request.user, rows=candidate.expert_decisions.select_related("expert")
+    )
+    return list(rows.order_by("created_at", "id"))
+
+
 @require_role(permissions.BROWSE)
 @require_GET
 def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
@@ -216,17 +225,6 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
         entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
     )
     candidate = entry.candidate
-    decisions = (
-        list(candidate.expert_decisions.select_related("expert").order_by("created_at", "id"))
-        if candidate
-        else []
-    )
-    label_context = _label_context(request, entry, candidate)
-    waiting_gold = gold.gold_pending_keys(request.user)
-    if gold.labels_hidden(entry, waiting_gold):
-        gold.mask_labels([entry], waiting_gold)
-        decisions = []
-        label_context.update(label=None, label_decisions=[])
     return render(
         request,
         "catalog/catalog_detail.html",
@@ -234,10 +232,10 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "entry": entry,
             "candidate": candidate,
             "rollouts": _entry_rollouts(candidate),
-            "decisions": decisions,
+            "decisions": _entry_decisions(request, candidate),
             "provenance": _provenance(entry),
             **_list_navigation(request, entries, entry.pk),
-            **label_context,
+            **_label_context(request, entry, candidate),
             "recalibrated": _recalibrated(candidate) if candidate else None,
             "vetted_redshift": spectra_selectors.vetted_redshift(entry.spectrum_id),
         },
@@ -289,7 +287,10 @@ def catalog_report(request: HttpRequest, entry_id: int) -> HttpResponse:
         entries.select_related("run__task", "candidate__spectrum"), pk=entry_id
     )
     response = HttpResponse(
-        reports.entry_report_html(entry=entry), content_type="text/html; charset=utf-8"
+        reports.entry_report_html(
+            entry=entry, decisions=_entry_decisions(request, entry.candidate)
+        ),
+        content_type="text/html; charset=utf-8",
     )
     # The object id is untrusted text; only safe characters reach the header.
     name = re.sub(r"[^A-Za-z0-9._+-]+", "_", entry.object_id)[:80].strip("._") or "entry"
