@@ -148,6 +148,20 @@ def selects_on_vetting(rows: QuerySet[CatalogEntry]) -> bool:
     return False
 
 
+class MaskedEntries(QuerySet[CatalogEntry]):
+    """Catalog entries whose masked fields are annotations (``mask_entries``). An aggregate
+    named like one of them would replace it before it is read: it is computed under another
+    name and handed back under its own."""
+
+    def aggregate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        renamed = {
+            f"gold_masked_{name}" if name in MASKED_FIELDS else name: expression
+            for name, expression in kwargs.items()
+        }
+        result = super().aggregate(*args, **renamed)
+        return {name.removeprefix("gold_masked_"): value for name, value in result.items()}
+
+
 def mask_entries(rows: QuerySet[CatalogEntry], mask: GoldMask) -> QuerySet[CatalogEntry]:
     """``rows`` with the masked fields of the gold entries blanked in the query itself.
 
@@ -163,6 +177,7 @@ def mask_entries(rows: QuerySet[CatalogEntry], mask: GoldMask) -> QuerySet[Catal
     if selects_on_vetting(rows):
         rows = rows.exclude(hidden)
     masked = rows.all()
+    masked.__class__ = MaskedEntries
     for name in MASKED_FIELDS:
         # Query.add_annotation, not QuerySet.annotate: the latter refuses a field's name, and
         # the name is the point (every later reference resolves to the masked value).
