@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import (
     Case,
     CharField,
     F,
+    Field,
     FloatField,
     Q,
     QuerySet,
@@ -38,6 +39,7 @@ from django.db.models import (
 
 from annotation.core import permissions
 from annotation.inspections.models import CatalogEntry
+from annotation.learning.queue import gold_candidates
 
 # What vetting said about an entry, and what each reads as while masked.
 MASKED_FIELDS: dict[str, Any] = {
@@ -47,7 +49,13 @@ MASKED_FIELDS: dict[str, Any] = {
     "expert_quality": None,
     "expert_issues": "",
 }
-_COLUMNS = {CatalogEntry._meta.get_field(name).column for name in MASKED_FIELDS}
+
+
+def _field(name: str) -> Field[Any, Any]:
+    return cast("Field[Any, Any]", CatalogEntry._meta.get_field(name))
+
+
+_COLUMNS = frozenset(_field(name).column for name in MASKED_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -95,8 +103,6 @@ class GoldMask:
 
 def gold_mask_for(user: Any) -> GoldMask:
     """What is masked for ``user``: the gold items waiting for them, if they vet."""
-    from annotation.learning.queue import gold_candidates
-
     if user is None or not user.is_authenticated or not permissions.VET.allows(user):
         return GoldMask()
     rows = gold_candidates(user).values_list(
@@ -114,12 +120,11 @@ def gold_mask_for(user: Any) -> GoldMask:
 
 
 def _masked_value(name: str, hidden: Q) -> Case:
-    field = CatalogEntry._meta.get_field(name)
-    output = FloatField() if name == "expert_quality" else CharField()
+    output: Field[Any, Any] = FloatField() if name == "expert_quality" else CharField()
     blank = MASKED_FIELDS[name]
     return Case(
         When(hidden, then=Value(blank, output_field=output)),
-        default=F(field.attname),
+        default=F(_field(name).attname),
         output_field=output,
     )
 
@@ -143,7 +148,7 @@ def selects_on_vetting(rows: QuerySet[CatalogEntry]) -> bool:
     """Whether ``rows`` is already filtered on one of the masked fields' stored values."""
     for node in _nodes(rows.query.where):
         target = getattr(node, "target", None)
-        if getattr(target, "model", None) is CatalogEntry and target.column in _COLUMNS:
+        if getattr(target, "model", None) is CatalogEntry and target.column in _COLUMNS:  # type: ignore[union-attr]
             return True
     return False
 
@@ -154,12 +159,10 @@ class MaskedEntries(QuerySet[CatalogEntry]):
     name and handed back under its own."""
 
     def aggregate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        renamed = {
-            f"gold_masked_{name}" if name in MASKED_FIELDS else name: expression
-            for name, expression in kwargs.items()
-        }
+        names = {f"gold_masked_{name}" if name in MASKED_FIELDS else name: name for name in kwargs}
+        renamed = {alias: kwargs[name] for alias, name in names.items()}
         result = super().aggregate(*args, **renamed)
-        return {name.removeprefix("gold_masked_"): value for name, value in result.items()}
+        return {names.get(alias, alias): value for alias, value in result.items()}
 
 
 def mask_entries(rows: QuerySet[CatalogEntry], mask: GoldMask) -> QuerySet[CatalogEntry]:
