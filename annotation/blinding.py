@@ -464,8 +464,27 @@ def hidden_jobs(user: Any) -> Q | None:
     blinding = blinding_for(user)
     if blinding.confined:
         return None
-    hidden_ids = _hidden_job_ids(blinding)
+    hidden_ids = _hidden_job_ids(blinding) | _gold_hidden_job_ids(user)
     return Q(pk__in=hidden_ids) if hidden_ids else None
+
+
+EVALUATION_JOB_KIND = "evaluation"  # annotation.inspections.evaluations, by name as above
+
+
+def evaluation_vetted_withheld(*, user: Any, job: Job) -> bool:
+    """Whether the vetted part of an evaluation job's figures is withheld from ``user``: it
+    scored the answer of a gold item waiting for them (gold_masking)."""
+    return gold_masking.withholds_evaluation(gold_masking.gold_mask_for(user), job.result)
+
+
+def _gold_hidden_job_ids(user: Any) -> set[int]:
+    """The evaluation jobs whose result (its vetted part) scored the answer of a gold item
+    waiting for this user: the job pages and APIs show the whole result."""
+    mask = gold_masking.gold_mask_for(user)
+    if not mask:
+        return set()
+    rows = Job.objects.filter(kind=EVALUATION_JOB_KIND).values_list("pk", "result")
+    return {pk for pk, result in rows if gold_masking.withholds_evaluation(mask, result)}
 
 
 def _hidden_job_ids(blinding: Blinding) -> set[int]:

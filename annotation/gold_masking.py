@@ -40,6 +40,7 @@ from django.db.models import (
 from annotation.core import permissions
 from annotation.inspections.models import CatalogEntry
 from annotation.learning.queue import gold_candidates
+from annotation.spectra.models import Spectrum
 
 # What vetting said about an entry, and what each reads as while masked.
 MASKED_FIELDS: dict[str, Any] = {
@@ -100,6 +101,25 @@ class GoldMask:
             bool(content_hash) and (content_hash, task_code) in self.contents
         )
 
+    def hides_any(self, keys: list[list[Any]] | None) -> bool:
+        """Whether figures computed over the labels of these [spectrum id, task code] include a
+        masked one (None: not recorded, so any may be included)."""
+        if not self:
+            return False
+        if keys is None:
+            return True
+        hashes = dict(
+            Spectrum.objects.filter(pk__in=[key[0] for key in keys]).values_list(
+                "pk", "content_hash"
+            )
+        )
+        return any(
+            self.hides(
+                spectrum_id=spectrum_id, task_code=task, content_hash=hashes.get(spectrum_id, "")
+            )
+            for spectrum_id, task in keys
+        )
+
 
 def gold_mask_for(user: Any) -> GoldMask:
     """What is masked for ``user``: the gold items waiting for them, if they vet."""
@@ -114,6 +134,15 @@ def gold_mask_for(user: Any) -> GoldMask:
         if content_hash:
             contents.add((content_hash, code))
     return GoldMask(spectra=frozenset(spectra), contents=frozenset(contents))
+
+
+def withholds_evaluation(mask: GoldMask, result: Any) -> bool:
+    """Whether an evaluation job's result (annotation.inspections.evaluations) scored a policy
+    on the label of a masked spectrum: its vetted part, which counts the label, is withheld."""
+    result = result if isinstance(result, dict) else {}
+    if "vetted" not in (result.get("parts") or []):
+        return False
+    return mask.hides_any(result.get("vetted_spectra"))
 
 
 # --- catalog entries ------------------------------------------------------------------------
