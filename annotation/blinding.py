@@ -316,19 +316,28 @@ def label_exports_visible_to(*, user: Any, rows: QuerySet[Any] | None = None) ->
     if blinding.confined:
         return rows.none()
     hidden = _hidden_label_export_ids(blinding, rows)
+    # Gold masking: an export holding the spectrum (any copy) of a gold item waiting for the
+    # user holds its answer, and its manifest counts it.
+    gold = gold_masking.gold_mask_for(user)
+    hidden |= _label_exports_holding(rows, {content_hash for content_hash, _ in gold.contents})
     return rows.exclude(pk__in=hidden) if hidden else rows
 
 
+def _label_exports_holding(rows: QuerySet[Any], content_hashes: set[str]) -> set[int]:
+    """The exports with a row about a spectrum of these contents."""
+    if not content_hashes:
+        return set()
+    # Searched as text in the database, as images are: an export holds up to 100,000 rows, and
+    # a hash is 64 hex digits no other field of a row can hold.
+    text = rows.annotate(rows_text=Cast("rows", TextField()))
+    holds = Q()
+    for content_hash in sorted(content_hashes):
+        holds |= Q(rows_text__contains=f'"{content_hash}"')
+    return set(text.filter(holds).values_list("pk", flat=True))
+
+
 def _hidden_label_export_ids(blinding: Blinding, rows: QuerySet[Any]) -> set[int]:
-    hidden: set[int] = set()
-    if blinding.content_hashes:
-        # Searched as text in the database, as images are: an export holds up to 100,000 rows,
-        # and a hash is 64 hex digits no other field of a row can hold.
-        text = rows.annotate(rows_text=Cast("rows", TextField()))
-        holds = Q()
-        for content_hash in blinding.content_hashes:
-            holds |= Q(rows_text__contains=f'"{content_hash}"')
-        hidden.update(text.filter(holds).values_list("pk", flat=True))
+    hidden = _label_exports_holding(rows, set(blinding.content_hashes))
     if blinding.run_ids:
         hidden.update(_label_exports_from_runs(blinding.run_ids, rows.exclude(pk__in=hidden)))
     return hidden
