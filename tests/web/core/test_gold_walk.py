@@ -8,7 +8,8 @@ gold item's task. Each response (pages, JSON, CSV, VOTable, FITS, HTML reports) 
 states of the same world:
 
 - ``yes``: two experts said YES, so the spectrum is labelled YES (agreed): the gold answer;
-- ``no``: the same two experts said NO instead (labelled NO, agreed);
+  a vetted-label export (GRPO rows) holds it;
+- ``no``: the same two experts said NO instead (labelled NO, agreed), and a second export;
 - ``none``: they withdrew their decisions (no label at all, as on any other queued spectrum).
 
 A URL leaks when what it answers differs between the states (times and CSRF tokens aside), or
@@ -31,6 +32,7 @@ from annotation.inspections.models import CatalogEntry, InspectionRun
 from annotation.learning import queue
 from annotation.learning import services as learning_services
 from annotation.spectra.labels import LabelState
+from annotation.spectra.services import label_export_create
 from tests.factories import UserFactory
 from tests.web.core.test_url_access import LOGOUT, PATTERNS, PUBLIC, url_for
 from tests.web.security_world import World, world_rolled_back
@@ -60,6 +62,7 @@ VARIANTS: dict[str, list[str]] = {
 }
 VARIANTS["catalog_detail"] = ["task=XSS&label_state=agreed", "task=XSS&expert_decision=YES"]
 VARIANTS["catalog_compare"] = ["task=XSS"]
+VARIANTS["api_model_comparison"] = ["task=XSS"]
 VARIANTS["calibration"] = ["task=XSS"]
 VARIANTS["spectrum_list"] = ["task=XSS"]
 VARIANTS["api_spectrum_list"] = ["task=XSS"]
@@ -79,7 +82,7 @@ _NOISE = (
     (re.compile(rb"\bp\d{4,}\b"), b"P"),  # Bokeh's model ids
 )
 # The pages that show a label to whoever may read it (URL name -> the query of the URL read).
-FILTERED = ("catalog_list", "api_catalog_list", "catalog_compare")
+FILTERED = ("catalog_list", "api_catalog_list", "catalog_compare", "api_model_comparison")
 EXPORTS = ("catalog_export_csv", "catalog_export_votable", "catalog_export_fits")
 ENTRY = ("catalog_detail", "api_catalog_detail", "catalog_report")
 SHOWN = dict.fromkeys((*FILTERED, *EXPORTS), "?task=XSS") | dict.fromkeys(
@@ -136,6 +139,7 @@ def _read(client: Client, urls: list[tuple[str, str]]) -> dict[str, tuple[int, b
 
 
 def _decide(world: World, labellers: list[Any], decision: str | None) -> None:
+    """The labellers' decisions, and, when they make a label, a vetted-label export of it."""
     for expert in labellers:
         if decision is None:
             inspection_decisions.expert_decision_withdraw(candidate=world.candidate, expert=expert)
@@ -148,6 +152,8 @@ def _decide(world: World, labellers: list[Any], decision: str | None) -> None:
                 quality=3,
                 issues=["sky"],
             )
+    if decision is not None:
+        label_export_create(actor=world.users["outsider"])
 
 
 def _label(world: World) -> tuple[str, str]:
