@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import CharField, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from annotation import gold_masking
 from annotation.core.models import Job
 from annotation.core.roles import Role, user_roles
 from annotation.curation.models import (
@@ -20,6 +21,7 @@ from annotation.curation.models import (
     DatasetExport,
     TrajectoryVersion,
 )
+from annotation.inspections.decision_history import HistoryRow, decision_history
 from annotation.inspections.models import (
     Candidate,
     CatalogEntry,
@@ -194,7 +196,8 @@ def candidates_visible_to(
 def catalog_entries_visible_to(
     *, user: Any, rows: QuerySet[CatalogEntry] | None = None
 ) -> QuerySet[CatalogEntry]:
-    """``rows`` (default: every entry) less the entries this user may not read."""
+    """``rows`` (default: every entry) less the entries this user may not read, with what
+    vetting said blanked on the entries of the gold items waiting for them (gold_masking)."""
     blinding = blinding_for(user)
     rows = CatalogEntry.objects.all() if rows is None else rows
     if blinding.confined:
@@ -204,7 +207,65 @@ def catalog_entries_visible_to(
     if blinding.content_hashes:
         same_spectra = Candidate.objects.filter(spectrum__content_hash__in=blinding.content_hashes)
         rows = rows.exclude(candidate_id__in=same_spectra.values("pk"))
-    return rows
+    return gold_masking.mask_entries(rows, gold_masking.gold_mask_for(user))
+
+
+def expert_decisions_visible_to(
+    *, user: Any, rows: QuerySet[ExpertDecision] | None = None
+) -> QuerySet[ExpertDecision]:
+    """``rows`` (default: every decision) less the decisions on candidates this user may not
+    read and on the spectra of the gold items waiting for them (gold_masking)."""
+    blinding = blinding_for(user)
+    rows = ExpertDecision.objects.all() if rows is None else rows
+    if blinding.confined:
+        return rows.none()
+    hidden = blinding.hidden_candidates()
+    if hidden is not None:
+        rows = rows.exclude(candidate__in=Candidate.objects.filter(hidden).values("pk"))
+    gold = gold_masking.gold_mask_for(user).candidates("candidate__")
+    return rows.exclude(gold) if gold is not None else rows
+
+
+def decision_history_visible_to(*, user: Any, spectrum_id: int, task_id: int) -> list[HistoryRow]:
+    """Every expert answer on the spectrum for the task (``decision_history``: any run, each
+    marked current or replaced) that this user may read: answers on runs they may not read and
+    on the spectra of gold items waiting for them are left out."""
+    history = decision_history(
+        spectrum_id=spectrum_id, task_id=task_id, runs=runs_visible_to(user=user)
+    )
+    if not history:
+        return []
+    readable = set(
+        expert_decisions_visible_to(
+            user=user,
+            rows=ExpertDecision.objects.filter(pk__in=[row.decision.pk for row in history]),
+        ).values_list("pk", flat=True)
+    )
+    return [row for row in history if row.decision.pk in readable]
+
+
+def vetted_label_visible_to(*, user: Any, spectrum_id: int, task_id: int) -> Any:
+    """The spectrum's vetted label for the task (a SpectrumLabel), or None when it has none or
+    when it is the answer of a gold item waiting for this user (gold_masking)."""
+    from annotation.spectra.models import Spectrum, SpectrumLabel
+
+    label = (
+        SpectrumLabel.objects.filter(spectrum_id=spectrum_id, task_id=task_id)
+        .select_related("task")
+        .first()
+    )
+    if label is None:
+        return None
+    mask = gold_masking.gold_mask_for(user)
+    content_hash = (
+        Spectrum.objects.filter(pk=spectrum_id).values_list("content_hash", flat=True).first()
+        if mask
+        else ""
+    )
+    hidden = mask.hides(
+        spectrum_id=spectrum_id, task_code=label.task.code, content_hash=content_hash or ""
+    )
+    return None if hidden else label
 
 
 def curations_visible_to(
@@ -274,19 +335,28 @@ def label_exports_visible_to(*, user: Any, rows: QuerySet[Any] | None = None) ->
     if blinding.confined:
         return rows.none()
     hidden = _hidden_label_export_ids(blinding, rows)
+    # Gold masking: an export holding the spectrum (any copy) of a gold item waiting for the
+    # user holds its answer, and its manifest counts it.
+    gold = gold_masking.gold_mask_for(user)
+    hidden |= _label_exports_holding(rows, {content_hash for content_hash, _ in gold.contents})
     return rows.exclude(pk__in=hidden) if hidden else rows
 
 
+def _label_exports_holding(rows: QuerySet[Any], content_hashes: set[str]) -> set[int]:
+    """The exports with a row about a spectrum of these contents."""
+    if not content_hashes:
+        return set()
+    # Searched as text in the database, as images are: an export holds up to 100,000 rows, and
+    # a hash is 64 hex digits no other field of a row can hold.
+    text = rows.annotate(rows_text=Cast("rows", TextField()))
+    holds = Q()
+    for content_hash in sorted(content_hashes):
+        holds |= Q(rows_text__contains=f'"{content_hash}"')
+    return set(text.filter(holds).values_list("pk", flat=True))
+
+
 def _hidden_label_export_ids(blinding: Blinding, rows: QuerySet[Any]) -> set[int]:
-    hidden: set[int] = set()
-    if blinding.content_hashes:
-        # Searched as text in the database, as images are: an export holds up to 100,000 rows,
-        # and a hash is 64 hex digits no other field of a row can hold.
-        text = rows.annotate(rows_text=Cast("rows", TextField()))
-        holds = Q()
-        for content_hash in blinding.content_hashes:
-            holds |= Q(rows_text__contains=f'"{content_hash}"')
-        hidden.update(text.filter(holds).values_list("pk", flat=True))
+    hidden = _label_exports_holding(rows, set(blinding.content_hashes))
     if blinding.run_ids:
         hidden.update(_label_exports_from_runs(blinding.run_ids, rows.exclude(pk__in=hidden)))
     return hidden
@@ -422,8 +492,27 @@ def hidden_jobs(user: Any) -> Q | None:
     blinding = blinding_for(user)
     if blinding.confined:
         return None
-    hidden_ids = _hidden_job_ids(blinding)
+    hidden_ids = _hidden_job_ids(blinding) | _gold_hidden_job_ids(user)
     return Q(pk__in=hidden_ids) if hidden_ids else None
+
+
+EVALUATION_JOB_KIND = "evaluation"  # annotation.inspections.evaluations, by name as above
+
+
+def evaluation_vetted_withheld(*, user: Any, job: Job) -> bool:
+    """Whether the vetted part of an evaluation job's figures is withheld from ``user``: it
+    scored the answer of a gold item waiting for them (gold_masking)."""
+    return gold_masking.withholds_evaluation(gold_masking.gold_mask_for(user), job.result)
+
+
+def _gold_hidden_job_ids(user: Any) -> set[int]:
+    """The evaluation jobs whose result (its vetted part) scored the answer of a gold item
+    waiting for this user: the job pages and APIs show the whole result."""
+    mask = gold_masking.gold_mask_for(user)
+    if not mask:
+        return set()
+    rows = Job.objects.filter(kind=EVALUATION_JOB_KIND).values_list("pk", "result")
+    return {pk for pk, result in rows if gold_masking.withholds_evaluation(mask, result)}
 
 
 def _hidden_job_ids(blinding: Blinding) -> set[int]:

@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import blinding as selectors
-from annotation.catalog import gold, trajectories
 from annotation.catalog import selectors as catalog
+from annotation.catalog import trajectories
 from annotation.catalog.queue import hidden_summary, vetter_queue, vetter_queue_hidden
 from annotation.core import errors as core_errors
 from annotation.core import permissions
@@ -25,7 +25,7 @@ from annotation.core.http import _expert
 from annotation.core.serializers import CONFLICT, NOT_FOUND
 from annotation.inspections import quality as decision_quality
 from annotation.inspections import services as inspections_services
-from annotation.inspections.decision_history import decision_history, expert_answer
+from annotation.inspections.decision_history import expert_answer
 from annotation.inspections.models import (
     Candidate,
     CatalogEntry,
@@ -250,10 +250,7 @@ class CatalogListApi(APIView):
         rows = selectors.catalog_entries_visible_to(
             user=request.user, rows=catalog.catalog_rows(filters, sort)
         )
-        waiting_gold = gold.gold_pending_keys(request.user)
-        rows = gold.hide_filtered(rows, filters, waiting_gold)
         page = catalog.catalog_page(rows, page_number, page_size)
-        gold.mask_labels(page.entries, waiting_gold)
         output = {
             "count": page.count,
             "count_capped": page.count_capped,
@@ -290,13 +287,12 @@ class CatalogEntryDetailApi(APIView):
             ]
 
         def get_expert_decisions(self, entry: CatalogEntry) -> list[dict[str, Any]]:
-            if entry.candidate is None or self.context.get("labels_hidden"):
+            if entry.candidate is None:
                 return []
-            # every expert's answers on the spectrum for the task (any run the reader may read)
-            history = decision_history(
+            history = selectors.decision_history_visible_to(
+                user=self.context["request"].user,
                 spectrum_id=entry.candidate.spectrum_id,
                 task_id=entry.run.task_id,
-                runs=selectors.runs_visible_to(user=self.context["request"].user),
             )
             replaced = {row.decision.pk: row.replaced_by.pk for row in history if row.replaced_by}
             return list(
@@ -317,11 +313,7 @@ class CatalogEntryDetailApi(APIView):
         entry = get_object_or_404(
             entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
         )
-        waiting_gold = gold.gold_pending_keys(request.user)
-        hidden = gold.labels_hidden(entry, waiting_gold)
-        gold.mask_labels([entry], waiting_gold)
-        context = {"labels_hidden": hidden, "request": request}
-        return Response(self.OutputSerializer(entry, context=context).data)
+        return Response(self.OutputSerializer(entry, context={"request": request}).data)
 
 
 class VettingCandidateOutputSerializer(serializers.ModelSerializer):

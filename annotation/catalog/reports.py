@@ -1,7 +1,7 @@
 """A catalog entry as one standalone, offline HTML file an astronomer can mail to a colleague:
 an interactive Bokeh spectrum with the inspected windows shaded, every step's reasoning, tool
 call and PNG, the verdict and the provenance. Reads only; the caller checks who may read the
-entry (selectors.catalog_entries_visible_to)."""
+entry (blinding.catalog_entries_visible_to) and which decisions they may read."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from bokeh.models import DataRange1d, HoverTool
 from bokeh.models.annotations import BoxAnnotation
 from bokeh.plotting import figure
 from bokeh.resources import Resources
-from django.db.models import QuerySet
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -23,8 +22,8 @@ from annotation.catalog import selectors as catalog
 from annotation.catalog import trajectories
 from annotation.core import charts
 from annotation.core.models import ImageBlob
-from annotation.inspections.decision_history import decision_history
-from annotation.inspections.models import CatalogEntry, InspectionRun
+from annotation.inspections.decision_history import HistoryRow
+from annotation.inspections.models import CatalogEntry
 from annotation.spectra import selectors
 from annotation.spectra.models import Spectrum
 
@@ -103,9 +102,10 @@ def _inspected(steps: list[trajectories.StepView]) -> list[list[float]]:
     return windows
 
 
-def entry_report_html(*, entry: CatalogEntry, runs: QuerySet[InspectionRun] | None = None) -> str:
-    """The report of the entry's candidate and its first rollout (the whole page as a string);
-    ``runs``: the runs the reader may read (the expert answers given on others are left out)."""
+def entry_report_html(*, entry: CatalogEntry, decisions: list[HistoryRow]) -> str:
+    """The report of the entry's candidate and its first rollout (the whole page as a string),
+    with ``decisions``: the experts' answers on its spectrum for the task (any run, earlier ones
+    marked replaced) that the reader may read."""
     candidate = entry.candidate
     rollout = candidate.rollouts.order_by("index").first() if candidate else None
     view = trajectories.trajectory_view(rollout.data) if rollout else None
@@ -128,11 +128,6 @@ def entry_report_html(*, entry: CatalogEntry, runs: QuerySet[InspectionRun] | No
             _spectrum_figure(spectrum, _inspected(view.steps) if view else [])
         )
     run = entry.run
-    decisions = (
-        decision_history(spectrum_id=candidate.spectrum_id, task_id=run.task_id, runs=runs)
-        if candidate
-        else []
-    )
     return render_to_string(
         "catalog/report.html",
         {

@@ -24,7 +24,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
-from annotation.catalog import comparisons, gold, reports, trajectories
+from annotation.catalog import comparisons, reports, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
 from annotation.catalog.queue import (
@@ -47,7 +47,7 @@ from annotation.inspections import promotions
 from annotation.inspections import selectors as inspections_selectors
 from annotation.inspections import services as inspections_services
 from annotation.inspections.decision_history import (
-    decision_history,
+    HistoryRow,
     expert_answer,
     same_content_answers,
 )
@@ -128,10 +128,7 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         rows = blinding.catalog_entries_visible_to(
             user=request.user, rows=catalog.catalog_rows(filters, sort)
         )
-        waiting_gold = gold.gold_pending_keys(request.user)
-        rows = gold.hide_filtered(rows, filters, waiting_gold)
         page = catalog.catalog_page(rows, catalog.page_number(request.GET.get("page")))
-        gold.mask_labels(page.entries, waiting_gold)
         list_url = reverse("catalog_list")
         context["page"] = page
         context["sparkline_prefix"] = reverse("catalog_sparkline", args=[0])[: -len("0.svg")]
@@ -194,7 +191,9 @@ def _label_context(
     """The spectrum's vetted label with the decisions behind it, less decisions made on runs
     this user may not read."""
     label = (
-        spectra_selectors.vetted_label(spectrum_id=candidate.spectrum_id, task_id=entry.run.task_id)
+        blinding.vetted_label_visible_to(
+            user=request.user, spectrum_id=candidate.spectrum_id, task_id=entry.run.task_id
+        )
         if candidate is not None
         else None
     )
@@ -213,6 +212,16 @@ def _label_context(
     }
 
 
+def _entry_decisions(request: HttpRequest, entry: CatalogEntry) -> list[HistoryRow]:
+    """Every expert's answers on the entry's spectrum for its task (any run, earlier ones marked
+    replaced) that this user may read, oldest first."""
+    if entry.candidate is None:
+        return []
+    return blinding.decision_history_visible_to(
+        user=request.user, spectrum_id=entry.candidate.spectrum_id, task_id=entry.run.task_id
+    )
+
+
 @require_role(permissions.BROWSE)
 @require_GET
 def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
@@ -221,22 +230,6 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
         entries.select_related("run__task", "run__created_by", "candidate"), pk=entry_id
     )
     candidate = entry.candidate
-    # every expert's answers on the spectrum for the task (any run), earlier ones as replaced
-    decisions = (
-        decision_history(
-            spectrum_id=candidate.spectrum_id,
-            task_id=entry.run.task_id,
-            runs=blinding.runs_visible_to(user=request.user),
-        )
-        if candidate
-        else []
-    )
-    label_context = _label_context(request, entry, candidate)
-    waiting_gold = gold.gold_pending_keys(request.user)
-    if gold.labels_hidden(entry, waiting_gold):
-        gold.mask_labels([entry], waiting_gold)
-        decisions = []
-        label_context.update(label=None, label_decisions=[])
     return render(
         request,
         "catalog/catalog_detail.html",
@@ -244,10 +237,10 @@ def catalog_detail(request: HttpRequest, entry_id: int) -> HttpResponse:
             "entry": entry,
             "candidate": candidate,
             "rollouts": _entry_rollouts(candidate),
-            "decisions": decisions,
+            "decisions": _entry_decisions(request, entry),
             "provenance": _provenance(entry),
             **_list_navigation(request, entries, entry.pk),
-            **label_context,
+            **_label_context(request, entry, candidate),
             "recalibrated": _recalibrated(candidate) if candidate else None,
             "vetted_redshift": spectra_selectors.vetted_redshift(entry.spectrum_id),
         },
@@ -299,7 +292,7 @@ def catalog_report(request: HttpRequest, entry_id: int) -> HttpResponse:
         entries.select_related("run__task", "candidate__spectrum"), pk=entry_id
     )
     response = HttpResponse(
-        reports.entry_report_html(entry=entry, runs=blinding.runs_visible_to(user=request.user)),
+        reports.entry_report_html(entry=entry, decisions=_entry_decisions(request, entry)),
         content_type="text/html; charset=utf-8",
     )
     # The object id is untrusted text; only safe characters reach the header.

@@ -658,7 +658,7 @@ class DatasetListApi(CurationApi):
             selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED),
             ExportOutputSerializer,
         )
-        response.data["accepted"] = accepted_counts()
+        response.data["accepted"] = accepted_counts(user=request.user)
         return response
 
 

@@ -422,12 +422,12 @@ def draft_candidates(
     return rows.order_by("id")
 
 
-def accepted_counts() -> list[dict[str, Any]]:
-    """Accepted trajectories per task, with YES and NO counts."""
+def accepted_counts(*, user: Any) -> list[dict[str, Any]]:
+    """Accepted trajectories per task, with YES and NO counts, of the curations ``user`` may
+    read (blinding: a curation of a campaign they rate counts nowhere while it is open)."""
     table: dict[str, dict[str, Any]] = {}
-    rows = (
-        accepted_curations().order_by().values("task__code", "ground_truth").annotate(n=Count("id"))
-    )
+    visible = curations_visible_to(user=user, rows=accepted_curations())
+    rows = visible.order_by().values("task__code", "ground_truth").annotate(n=Count("id"))
     for row in rows:
         entry = table.setdefault(
             row["task__code"], {"task": row["task__code"], "YES": 0, "NO": 0, "total": 0}

@@ -559,7 +559,7 @@ def curation_import(request: HttpRequest) -> HttpResponse:
 def _datasets_context(request: HttpRequest) -> dict[str, Any]:
     exports = selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED)
     return {
-        "accepted": accepted_counts(),
+        "accepted": accepted_counts(user=request.user),
         "page": _page(request, exports),
         "tasks": Task.objects.all(),
     }

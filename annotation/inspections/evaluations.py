@@ -135,6 +135,17 @@ def vetted_samples(tasks: list[str], per_task: int) -> list[Any]:
     return samples
 
 
+def vetted_spectra(samples: list[Any]) -> list[list[Any]]:
+    """[spectrum id, task code] of each vetted sample (``vetted_samples`` names them
+    "vetted-<spectrum id>-<task code>"): a result records them, so a reader who may not see one
+    of their labels (annotation.gold_masking) is not shown figures computed over it."""
+    keys = []
+    for sample in samples:
+        _, spectrum_id, task = sample.sample_id.split("-", 2)
+        keys.append([int(spectrum_id), task])
+    return keys
+
+
 def _finite(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else round(float(value), 4)
 
@@ -172,6 +183,7 @@ def run_evaluation(job: Job) -> dict[str, Any]:
         "policy": params["policy"],
         "parts": [part for part in parts if part in results],
         "missing_parts": [part for part, samples in parts.items() if not samples],
+        "vetted_spectra": vetted_spectra(parts.get(VETTED_PART, [])),
         "inputs": inputs,
         "tasks": {
             task: {
@@ -244,15 +256,18 @@ def evaluation_baseline(job: Job) -> Baseline | None:
     return load_baseline()
 
 
-def evaluation_table(job: Job, baseline: Baseline | None = None) -> list[dict[str, Any]]:
+def evaluation_table(
+    job: Job, baseline: Baseline | None = None, *, without_vetted: bool = False
+) -> list[dict[str, Any]]:
     """One row per (task, part), real parts first, ready for a template (no floats to format);
-    with ``baseline``, each row carries the old figures of its task and part as ``old``."""
+    with ``baseline``, each row carries the old figures of its task and part as ``old``;
+    ``without_vetted`` leaves the vetted part out (gold masking withholds it from the reader)."""
     result = job.result or {}
     rows = []
     for task, by_part in (result.get("tasks") or {}).items():
         for part in (*REAL_PARTS, VETTED_PART, SYNTHETIC_PART):
             figures = by_part.get(part)
-            if figures is None:
+            if figures is None or (without_vetted and part == VETTED_PART):
                 continue
             rows.append(
                 {

@@ -341,12 +341,18 @@ def _evaluations_page(
     shown = shown or evaluations.latest_finished(jobs)
     result = (shown.result or {}) if shown else {}
     baseline = evaluations.evaluation_baseline(shown) if shown else None
+    withheld = shown is not None and blinding.evaluation_vetted_withheld(
+        user=request.user, job=shown
+    )
     context = {
         "form": form,
         "jobs": jobs[:20],
         "shown": shown,
         "shown_policy": evaluations.policy_label(result.get("policy", {})) if shown else "",
-        "rows": evaluations.evaluation_table(shown, baseline) if shown else [],
+        "rows": evaluations.evaluation_table(shown, baseline, without_vetted=withheld)
+        if shown
+        else [],
+        "vetted_withheld": withheld,
         "baseline": baseline,
         "missing_parts": result.get("missing_parts", []),
         "durations": evaluations.recent_durations(jobs),

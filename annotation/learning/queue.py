@@ -26,7 +26,6 @@ from typing import Any
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from agent.vetting_statistics import gold_rate, raw_p_yes
-from annotation.core import permissions
 from annotation.inspections.decision_history import answered_by, one_per_spectrum_task
 from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, ExpertDecision
 from annotation.learning import selectors
@@ -185,13 +184,3 @@ def next_candidate(
         if ids:
             return gold.get(pk=chooser.choice(ids))
     return queue.get(pk=best)
-
-
-def gold_pending_keys(user: Any) -> frozenset[tuple[int, str]]:
-    """(spectrum id, task code) of the gold items waiting for this vetter: until they answer
-    one (or decide on its spectrum), the catalog must not show them that spectrum's label or
-    decisions for the task, which would tell them the item is gold (annotation.catalog.gold)."""
-    if not permissions.VET.allows(user):
-        return frozenset()
-    rows = gold_candidates(user).values_list("spectrum_id", "run__task__code")
-    return frozenset((spectrum_id, code) for spectrum_id, code in rows)

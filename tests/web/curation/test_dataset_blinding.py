@@ -142,3 +142,31 @@ def test_it_reads_the_curations_of_earlier_exports_from_their_archives(accepted)
     broken = io.BytesIO(b"not a zip")
     broken.open = lambda mode="rb": broken  # type: ignore[attr-defined]
     assert migration._curation_ids(broken) is None
+
+
+def accepted_rows(client: Client, api: APIClient) -> tuple[str, list[dict]]:
+    page = client.get(reverse("dataset_list"))
+    table = page.content.decode().split("<h2>Exports</h2>")[0].split("<h2>Accepted trajectories")[1]
+    return table, api.get(reverse("api_dataset_list")).data["accepted"]
+
+
+def test_it_counts_no_curation_of_an_open_campaign_for_its_rater(
+    accepted, rating_engineer, ml_engineer, open_campaign
+):
+    """The rater cannot read the curation (404; 0 in the curation API), so /datasets/ and
+    /api/datasets/ do not count it, nor tell its label, while the campaign is open."""
+    rater, engineer = logged_in(rating_engineer), logged_in(ml_engineer)
+    assert rater.get(reverse("curation_detail", args=[accepted.pk])).status_code == 404
+    api = APIClient()
+    api.force_authenticate(rating_engineer)
+    assert api.get(reverse("api_curation_list"), {"state": "accepted"}).data["count"] == 0
+    page, counts = accepted_rows(rater, api)
+    assert counts == [] and "No accepted trajectory yet." in page and "<td>CV</td>" not in page
+    api.force_authenticate(ml_engineer)
+    page, counts = accepted_rows(engineer, api)
+    assert counts == [{"task": "CV", "YES": 1, "NO": 0, "total": 1}]
+    assert "<td>CV</td><td>1</td><td>0</td><td>1</td>" in page
+    # Once the campaign is closed nothing stays hidden.
+    rating_services.campaign_close(campaign=open_campaign, actor=UserFactory(roles=["staff"]))
+    api.force_authenticate(rating_engineer)
+    assert accepted_rows(rater, api)[1] == counts

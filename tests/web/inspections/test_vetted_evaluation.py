@@ -122,3 +122,61 @@ def test_it_shows_the_vetted_part_on_the_evaluation_page_and_hides_it_from_a_con
     assert 'id="vetted-table"' in page and "model:a" in page
     rater = UserFactory(username="confined", roles=["rater"])
     assert selectors.vetted_figures_by_model(user=rater) == []
+
+
+def _evaluated(owner, monkeypatch, capture):
+    def unavailable(split, tasks):
+        raise CorpusUnavailable("not built in this test")
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", unavailable)
+    with capture(execute=True):
+        job = evaluations.evaluation_start(
+            policy_spec={"kind": "rule-based"},
+            tasks=["CV"],
+            synthetic_per_task=0,
+            vetted_per_task=10,
+            max_tool_calls=8,
+            actor=owner,
+        )
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED, job.error
+    return job
+
+
+def test_it_withholds_the_vetted_part_from_a_vetter_whose_gold_item_it_scored(
+    labelled, spectra, owner, staff, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A vetter with a gold item waiting would read its answer off the figures (n, positives):
+    the evaluation page leaves the vetted part out for them, and the job pages and APIs, which
+    show the whole result, answer 404 as for any job hidden from them."""
+    from django.test import Client
+
+    from annotation.learning import services as learning_services
+
+    job = _evaluated(owner, monkeypatch, django_capture_on_commit_callbacks)
+    assert sorted(job.result["vetted_spectra"]) == sorted([row.pk, "CV"] for row in spectra)
+    gold = learning_services.gold_item_mark(
+        candidate=labelled.candidates.get(spectrum=spectra[1]), actor=staff
+    )
+    vetter = UserFactory(username="gold-vetter", roles=["expert", "ml_engineer"])
+    seen = {}
+    for name, user in (("vetter", vetter), ("owner", owner)):
+        client = Client()
+        client.force_login(user)
+        page = client.get(reverse("evaluation_list"))
+        seen[name] = (
+            [row["part"] for row in page.context["rows"]],
+            'id="vetted-withheld"' in page.content.decode(),
+            client.get(reverse("api_job_detail", args=[job.pk])).status_code,
+            client.get(reverse("job_detail", args=[job.pk])).status_code,
+            [row["id"] for row in client.get(reverse("api_job_list")).json()["results"]],
+        )
+    assert seen["vetter"] == ([], True, 404, 404, [])
+    assert seen["owner"] == (["vetted"], False, 200, 200, [job.pk])
+    # Once they answer the gold item, they read the figures too.
+    learning_services.gold_answer_record(gold=gold, vetter=vetter, answer="YES")
+    client = Client()
+    client.force_login(vetter)
+    assert client.get(reverse("api_job_detail", args=[job.pk])).status_code == 200
+    page = client.get(reverse("evaluation_list"))
+    assert [row["part"] for row in page.context["rows"]] == ["vetted"]

@@ -261,3 +261,21 @@ def test_it_hides_a_label_export_resting_on_decisions_about_a_raters_run(
     export.manifest.pop("run_ids")
     export.save(update_fields=["manifest"])
     assert_hidden_from(rating_engineer, export, hidden=True)
+
+
+def test_it_hides_a_label_export_holding_a_gold_item_s_answer_from_its_waiting_vetter(
+    labelled, owner, expert, ml_engineer, staff
+):
+    """An export's rows (and its manifest's counts) hold the label of every spectrum in it: a
+    vetter with a gold item waiting there would read its answer (gold masking)."""
+    from annotation.learning import services as learning_services
+    from tests.factories import UserFactory
+
+    export = label_export_create(actor=owner)
+    candidate = ExpertDecision.objects.filter(expert=expert).first().candidate
+    gold = learning_services.gold_item_mark(candidate=candidate, actor=staff)
+    vetter = UserFactory(username="gold-engineer", roles=["expert", "ml_engineer"])
+    assert_hidden_from(vetter, export, hidden=True)
+    assert_hidden_from(ml_engineer, export, hidden=False)  # no gold item waits for them
+    learning_services.gold_answer_record(gold=gold, vetter=vetter, answer="YES")
+    assert_hidden_from(vetter, export, hidden=False)
