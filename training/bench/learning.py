@@ -363,6 +363,7 @@ def run_sft(
     steps: int,
     blank: bool = False,
     evaluate_swapped: bool = False,
+    measure_before: bool = True,
 ) -> dict[str, Any]:
     """SFT through ``training.sft`` on demonstrations of ``train``; held-out greedy accuracy
     before and after (and on the swapped rows); the checkpoint is saved."""
@@ -381,7 +382,9 @@ def run_sft(
         ]
     )  # fmt: skip
     run = build_sft_run(*args, trajectories=demonstrations(train, s.variant, blank=blank))
-    result = _train(run.trainer, run.processor, held_out, s, blank=blank)
+    result = _train(
+        run.trainer, run.processor, held_out, s, blank=blank, measure_before=measure_before
+    )
     if evaluate_swapped:
         result["swapped"] = greedy_accuracy(run.trainer.model, run.processor, swapped(held_out), s)
     result["checkpoint"] = str(save_sft_run(run, *args))
@@ -402,6 +405,7 @@ def run_grpo(
     *,
     control: str = "none",
     evaluate_swapped: bool = False,
+    measure_before: bool = True,
 ) -> dict[str, Any]:
     """GRPO through ``training.grpo`` (TRL's trainer, the agent's environment and eq.-3 reward)
     from ``start``; ``control`` is none, blank, constant_reward or tool_off (shuffled rows are
@@ -440,7 +444,10 @@ def run_grpo(
     )
     if control == "constant_reward":
         run.trainer.reward_funcs = [constant_reward]
-    result = _train(run.trainer, run.processor, held_out, s, blank=blank, use_tool=use_tool)
+    result = _train(
+        run.trainer, run.processor, held_out, s, blank=blank, use_tool=use_tool,
+        measure_before=measure_before,
+    )  # fmt: skip
     if evaluate_swapped:
         result["swapped"] = greedy_accuracy(
             run.trainer.model, run.processor, swapped(held_out), s, use_tool=use_tool
@@ -481,13 +488,14 @@ def _train(
     *,
     blank: bool = False,
     use_tool: bool = True,
+    measure_before: bool = True,
 ) -> dict[str, Any]:
     def measure() -> dict[str, float]:
         return greedy_accuracy(
             trainer.model, processor, held_out, settings, blank=blank, use_tool=use_tool
         )
 
-    before = measure()
+    before = measure() if measure_before else {"accuracy": float("nan")}
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
@@ -519,11 +527,12 @@ def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = 
         controls = {"swapped": sft.pop("swapped")["accuracy"]} if "swapped" in s.controls else {}
         if "blank" in s.controls:
             blank = run_sft(model, out / "sft-blank", train, held_out, s, steps=s.sft_steps,
-                            blank=True)  # fmt: skip
+                            blank=True, measure_before=False)  # fmt: skip
             controls["blank"] = blank["after"]
         if "shuffled" in s.controls:
             # With format_steps == sft_steps this run is also GRPO's format checkpoint.
-            shuffled = run_sft(model, out / "format", mixed, held_out, s, steps=s.sft_steps)
+            shuffled = run_sft(model, out / "format", mixed, held_out, s, steps=s.sft_steps,
+                               measure_before=False)  # fmt: skip
             controls["shuffled"] = shuffled["after"]
             if s.format_steps == s.sft_steps:
                 result["format"] = shuffled
@@ -533,11 +542,14 @@ def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = 
     if "grpo" in s.stages:
         if "format" not in result:
             result["format"] = run_sft(
-                model, out / "format", mixed, held_out, s, steps=s.format_steps
-            )
+                model, out / "format", mixed, held_out, s, steps=s.format_steps,
+                measure_before=False,
+            )  # fmt: skip
         start = Path(result["format"]["checkpoint"])
-        grpo = run_grpo(start, out / "grpo", train, held_out, s,
+        # GRPO starts where the format SFT ended: its held-out accuracy is GRPO's "before".
+        grpo = run_grpo(start, out / "grpo", train, held_out, s, measure_before=False,
                         evaluate_swapped="swapped" in s.controls)  # fmt: skip
+        grpo["before"] = result["format"]["after"]
         controls = {"swapped": grpo.pop("swapped")["accuracy"]} if "swapped" in s.controls else {}
         for control in ("blank", "shuffled", "constant_reward", "tool_off"):
             if control not in s.controls or (control == "tool_off" and s.variant != "zoom"):
@@ -545,8 +557,9 @@ def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = 
             rows = mixed if control == "shuffled" else train
             name = "none" if control == "shuffled" else control
             controls[control] = run_grpo(
-                start, out / f"grpo-{control}", rows, held_out, s, control=name
-            )["after"]
+                start, out / f"grpo-{control}", rows, held_out, s, control=name,
+                measure_before=False,
+            )["after"]  # fmt: skip
         grpo["controls"] = controls
         result["grpo"] = grpo
         log(_row("grpo", s.seed, grpo))
