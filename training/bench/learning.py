@@ -261,7 +261,9 @@ def demonstrations(items: Sequence[Item], variant: str, *, blank: bool = False) 
 
 
 class GreedyPolicy:
-    """The model being trained, as an agent policy: greedy, ``max_new_tokens`` per turn."""
+    """The model being trained, as an agent policy: greedy, ``max_new_tokens`` per turn.
+    ``generate_batch`` decodes a round of episodes together (left padding), which is what
+    ``agent.rollout.inspect_batch`` calls."""
 
     def __init__(self, model: Any, processor: Any, max_new_tokens: int) -> None:
         self.model, self.processor, self.max_new_tokens = model, processor, max_new_tokens
@@ -272,27 +274,40 @@ class GreedyPolicy:
         return {"name": "greedy-in-training"}
 
     def generate(self, messages: list[dict[str, Any]]) -> str:
+        return self.generate_batch([messages])[0]
+
+    def generate_batch(self, conversations: list[list[dict[str, Any]]]) -> list[str]:
         import torch
 
         from agent.parsing import strip_special_tokens
         from agent.policies.transformers_policy import to_processor_messages
 
-        inputs = self.processor.apply_chat_template(
-            to_processor_messages(messages), add_generation_prompt=True, tokenize=True,
-            return_dict=True, return_tensors="pt",
-        ).to(self.model.device)  # fmt: skip
+        if not conversations:
+            return []
+        tokenizer = self.processor.tokenizer
+        side, tokenizer.padding_side = tokenizer.padding_side, "left"
+        try:
+            inputs = self.processor.apply_chat_template(
+                [to_processor_messages(messages) for messages in conversations],
+                add_generation_prompt=True, tokenize=True, return_dict=True,
+                return_tensors="pt", padding=True,
+            ).to(self.model.device)  # fmt: skip
+        finally:
+            tokenizer.padding_side = side
         with torch.no_grad():
             output = self.model.generate(
                 **inputs, do_sample=False, temperature=None, top_p=None, top_k=None,
                 max_new_tokens=self.max_new_tokens, eos_token_id=self.stop,
-                pad_token_id=self.processor.tokenizer.pad_token_id,
+                pad_token_id=tokenizer.pad_token_id,
             )  # fmt: skip
-        new = output[0, inputs["input_ids"].shape[1] :].tolist()
-        for index, token in enumerate(new):
-            if token in self.stop:
-                new = new[:index]
-                break
-        return strip_special_tokens(self.processor.tokenizer.decode(new, skip_special_tokens=False))
+        texts = []
+        for row in output[:, inputs["input_ids"].shape[1] :].tolist():
+            for index, token in enumerate(row):
+                if token in self.stop:
+                    row = row[:index]
+                    break
+            texts.append(strip_special_tokens(tokenizer.decode(row, skip_special_tokens=False)))
+        return texts
 
 
 def greedy_accuracy(
@@ -307,25 +322,26 @@ def greedy_accuracy(
     """Held-out greedy accuracy through ``agent.rollout.inspect`` (tool calls run for real),
     with the share of episodes that called the tool and that answered YES."""
     from agent.inspection_tasks import get_task
-    from agent.rollout import inspect
+    from agent.rollout import inspect_batch
 
     policy = GreedyPolicy(model, processor, settings.max_new_tokens)
     task, first = get_task(TASK), opening(settings.variant, blank=blank)
-    budget = tool_budget(settings.variant)
-    right = calls = yes = 0
     was_training = model.training
     model.eval()
     try:
-        for item in items:
-            trajectory = inspect(
-                item.spectrum, task, policy, opening=first, use_tool=use_tool, max_tool_calls=budget
-            )
-            prediction = trajectory.answer.prediction if trajectory.answer else None
-            right += prediction == item.label
-            yes += prediction == "YES"
-            calls += any(step.tool_call is not None for step in trajectory.steps)
+        trajectories = inspect_batch(
+            [(item.spectrum, task) for item in items], policy,
+            max_tool_calls=tool_budget(settings.variant), use_tool=use_tool,
+            openings=[first] * len(items),
+        )  # fmt: skip
     finally:
         model.train(was_training)
+    right = calls = yes = 0
+    for item, trajectory in zip(items, trajectories, strict=True):
+        prediction = trajectory.answer.prediction if trajectory.answer else None
+        right += prediction == item.label
+        yes += prediction == "YES"
+        calls += any(step.tool_call is not None for step in trajectory.steps)
     n = len(items)
     return {"accuracy": right / n, "tool_call_share": calls / n, "yes_share": yes / n}
 
@@ -630,12 +646,17 @@ def learning_check(
     seeds: Sequence[int] = (0,),
     out: Path | None = None,
     log: Callable[[str], None] = print,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """The benchmark as a function (for ``training.gpu_check``): ``preset`` from ``PRESETS``,
-    on ``device``; returns the result dict, whose ``ok`` is every verdict of every seed."""
+    on ``device``, any ``PictureSettings`` field overridden by keyword (``grpo_steps=20``,
+    ``controls=("tool_off",)``); returns the result dict: ``runs`` (per seed: ``sft`` and
+    ``grpo`` with ``before``, ``after``, ``controls`` and, for GRPO, the logged ``reward``,
+    ``batch_accuracy`` and ``tool_calls_mean`` per step; ``verdicts``), ``summary``, ``failed``
+    (the verdicts that failed) and ``ok``."""
     import tempfile
 
-    settings = replace(PRESETS[preset], device=device)
+    settings = replace(PRESETS[preset], device=device, **overrides)
     if variant is not None:
         settings = replace(settings, variant=variant)
     if out is None:
