@@ -19,6 +19,7 @@ from training.bench.learning import (
     demonstrations,
     picture_items,
     run_seed,
+    shuffled_labels,
     swapped,
     verdicts,
 )
@@ -46,6 +47,17 @@ def test_it_keeps_train_and_held_out_spectra_apart():
     assert all(
         a.spectrum is not b.spectrum for a, b in zip(swapped(held_out), held_out, strict=True)
     )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_it_shuffles_labels_independently_of_the_picture(seed):
+    """Within each class exactly half the rows say YES: the label carries no information about
+    the picture (a plain permutation is correlated by chance and was learnt: 0.00 or 1.00)."""
+    items = picture_items(32, variant="visible", seed=seed, split="train")
+    mixed = shuffled_labels(items, seed)
+    for label in ("YES", "NO"):
+        given = [m.label for i, m in zip(items, mixed, strict=True) if i.label == label]
+        assert given.count("YES") == given.count("NO") == 8
 
 
 def _model_view(png: bytes) -> np.ndarray:
@@ -84,8 +96,21 @@ def test_it_pays_the_constant_reward_control_what_an_untrained_model_earns():
     assert constant_reward([[], [], []]) == [-0.2, -0.2, -0.2]
 
 
+@pytest.fixture
+def one_thread():
+    """The tiny model on one torch thread: on a shared machine spinning threads cost 5-15x."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.slow
-def test_it_learns_from_the_picture_by_sft_and_not_from_blank_or_swapped_images(tmp_path: Path):
+def test_it_learns_from_the_picture_by_sft_and_not_from_blank_or_swapped_images(
+    tmp_path: Path, one_thread: None
+):
     settings = PRESETS["test"]
     result = run_seed(tmp_path, settings, log=lambda line: None)
     sft = result["sft"]
