@@ -48,6 +48,12 @@ python -m training.bench.learning --variant zoom --preset gpu --device cuda
 
 ``learning_check(device=..., preset=..., variant=...)`` is the same run as a function returning a
 result dict with a ``verdicts`` map (for ``training.gpu_check``).
+
+Status (figures in docs/guides/ml-engineer.md, "Shown to learn from the picture"). On 2 CPU
+cores SFT learns ``visible`` on seeds 0-2: 1.00 held-out, swapped 0.00, blank 0.50. The
+decorrelated-label control came out 0.12, 0.16 and 1.00, so it fails one seed in three. GRPO
+has not learnt ``visible`` in 40 steps: rollout accuracy stayed flat, and one seed collapsed.
+``zoom`` learns neither way on CPU, and no zoom rollout made a well-formed call.
 """
 
 from __future__ import annotations
@@ -126,10 +132,10 @@ PRESETS: dict[str, PictureSettings] = {
         controls=("swapped", "tool_off"),
     ),
     # Item 2 on one GPU: more rows, steps and controls; the same tiny model (no downloads).
+    # Not yet run on a GPU: on 2 CPU cores 80 SFT steps did not learn the zoomed feature.
     "gpu": PictureSettings(
-        variant="zoom", train_items=64, eval_items=64, sft_steps=80, format_steps=60,
-        grpo_steps=80, prompts_per_step=8, max_completion_length=640, max_new_tokens=160,
-        device="cuda",
+        variant="zoom", train_items=64, eval_items=64, sft_steps=300, format_steps=300,
+        grpo_steps=60, max_completion_length=640, max_new_tokens=160, device="cuda",
     ),
 }  # fmt: skip
 
