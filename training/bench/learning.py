@@ -438,6 +438,33 @@ def run_grpo(
     """GRPO through ``training.grpo`` (TRL's trainer, the agent's environment and eq.-3 reward)
     from ``start``; ``control`` is none, blank, constant_reward or tool_off (shuffled rows are
     passed in as ``train``)."""
+    s = settings
+    use_tool, blank = control != "tool_off", control == "blank"
+    run = build_picture_grpo(start, output_dir, train, s, control=control)
+    result = _train(
+        run.trainer, run.processor, held_out, s, blank=blank, use_tool=use_tool,
+        measure_before=measure_before,
+    )  # fmt: skip
+    if evaluate_swapped:
+        result["swapped"] = greedy_accuracy(
+            run.trainer.model, run.processor, swapped(held_out), s, use_tool=use_tool
+        )
+    history = run.trainer.state.log_history
+    for key in ("reward", "batch_accuracy", "tool_calls_mean"):
+        result[key] = [round(e[key], 3) for e in history if key in e]
+    return result
+
+
+def build_picture_grpo(
+    start: Path,
+    output_dir: Path,
+    train: Sequence[Item],
+    settings: PictureSettings,
+    *,
+    control: str = "none",
+) -> Any:
+    """The ready ``training.grpo`` run of ``run_grpo``: our prompt on every row, TRL's sampler
+    in dataset order (``shuffle_dataset: false``), so each step's prompts are half YES."""
     from training.callbacks import JsonlMetricsSink
     from training.data import LabelledSpectrum
     from training.grpo import build_grpo_run, parse_args
@@ -472,18 +499,7 @@ def run_grpo(
     )
     if control == "constant_reward":
         run.trainer.reward_funcs = [constant_reward]
-    result = _train(
-        run.trainer, run.processor, held_out, s, blank=blank, use_tool=use_tool,
-        measure_before=measure_before,
-    )  # fmt: skip
-    if evaluate_swapped:
-        result["swapped"] = greedy_accuracy(
-            run.trainer.model, run.processor, swapped(held_out), s, use_tool=use_tool
-        )
-    history = run.trainer.state.log_history
-    for key in ("reward", "batch_accuracy", "tool_calls_mean"):
-        result[key] = [round(e[key], 3) for e in history if key in e]
-    return result
+    return run
 
 
 def _grpo_prompt(variant: str) -> list[dict[str, Any]]:

@@ -15,6 +15,8 @@ import pytest
 from training.bench.learning import (
     PRESETS,
     UNTRAINED_REWARD,
+    build_picture_grpo,
+    build_picture_model,
     constant_reward,
     demonstrations,
     picture_items,
@@ -94,6 +96,23 @@ def test_it_pays_the_constant_reward_control_what_an_untrained_model_earns():
     untrained = spec_o3_reward([[{"role": "assistant", "content": "x!q"}]], ground_truth=["YES"])
     assert untrained == [UNTRAINED_REWARD] == [-0.2]
     assert constant_reward([[], [], []]) == [-0.2, -0.2, -0.2]
+
+
+@pytest.mark.slow
+def test_it_gives_every_grpo_step_half_yes_half_no(tmp_path: Path):
+    """TRL's own sampler, in dataset order: each step's prompts (generation batch) are 50/50,
+    so a model that answers one way whatever the picture earns exactly chance."""
+    settings = replace(PRESETS["cpu"], train_items=16, prompts_per_step=4, num_generations=2)
+    model = build_picture_model(tmp_path / "tiny", settings)
+    train = picture_items(16, variant="visible", seed=0, split="train")
+    run = build_picture_grpo(model, tmp_path / "grpo", train, settings)
+    labels = run.trainer.train_dataset["ground_truth"]
+    indices = list(iter(run.trainer._get_train_sampler()))
+    step = settings.prompts_per_step * settings.num_generations
+    assert len(indices) >= 3 * step
+    for start in range(0, len(indices) - step + 1, step):
+        answers = [labels[i] for i in indices[start : start + step]]
+        assert answers.count("YES") == answers.count("NO"), (start, answers)
 
 
 @pytest.fixture
