@@ -1,143 +1,241 @@
-"""Shown to learn: SFT and GRPO on a tiny model learn an answer that is visible in the prompt.
+"""Learning that depends on the picture: SFT and GRPO on a tiny Qwen2.5-VL learn an answer that
+is only in the spectrum plot, and the controls that must not learn stay at chance (issue 33).
 
-Each prompt is a short system prompt, the spectrum plot I0 (through the project's renderer and
-image processor) and a one-line T0 that carries a hint, the answer's first letter repeated
-(``(hint: YYYYYYYYYYYY)`` or ``(hint: NNNNNNNNNNNN)``). The hint is the label; the spectrum is
-not (labels alternate whatever the spectrum shows), so the only way to be right is to read the
-hint. Demonstrations and rollouts answer in one turn: ``<answer>\\boxed{YES}</answer>``.
+**The task.** Every prompt is the same short system prompt, the plot I0 that the project's own
+tool renders (``agent.tool.SpectralVisualizationTool.render_full``) and the same one-line
+question. Nothing in the text differs between rows, so the answer can only come from the image.
+Labels are a function of the spectrum alone: the generator is given the class and draws the
+feature (``picture_spectrum``); continuum slope, noise and line widths are random in both
+classes. Rows alternate YES, NO, so every GRPO step (an even number of prompts, TRL's sampler
+with ``shuffle_dataset=False``) is 50/50 and a constant answer earns exactly chance.
 
-- **SFT** (``training.sft``: assistant-only loss, frozen vision tower, the precision plan) on
-  hinted demonstrations. Accuracy is teacher-forced on held-out hinted prompts: the share where
-  the model puts more probability on the hint's letter than on the other one after ``\\boxed{``.
-- **GRPO** (``training.grpo``: environment, eq. 3 reward, TRL's loss, rollouts sampled by the
-  model itself) from a *format-only* SFT checkpoint, trained on demonstrations whose answers
-  ignore the hint, so it answers YES or NO at random. The GRPO rows are all labelled YES (and
-  hinted so): the reward is the only teacher. Each step samples 8 rollouts for each of 4
-  prompts (temperature 1.0, lr 1e-3, beta 0, ``dapo`` loss). Reward is the mean eq.-3 reward of
-  a step's rollouts (0.8 right, -0.2 wrong for a one-turn answer without ``<think>``); rollout
-  accuracy is the share of a step's rollouts that answer the label (``batch_accuracy``); both
-  are compared between the first and the last quarter of the steps. (Teacher-forced, the
-  format checkpoint already puts more probability on Y than on N, so that accuracy cannot show
-  what sampling does. Reading the hint by GRPO alone did not rise in 30 steps of one prompt at
-  lr 1e-3 on this model; learning the rewarded label is what a few dozen CPU steps show.)
+- ``visible`` (item 1): YES is strong broad H-alpha emission, NO none. I0 shows it.
+- ``zoom`` (item 2): both classes share a towering H-beta line that sets the full view's scale;
+  YES has a weak narrow H-alpha *emission*, NO the same line in *absorption*. In I0 (downscaled
+  to 140x84 by the tiny model's image processor) the two are the same picture; a zoom on
+  6500-6630 A (the agent's tool, asked for by the model) shows a peak or a trough.
 
-For every parameter group (embeddings, each decoder layer's attention, MLP and norms, the final
-norm and head, the vision tower) the benchmark records the share of weights that changed; the
-trainable groups must move and the frozen vision tower must not. ``--sabotage`` runs the
-negative controls a learning check must catch: ``frozen`` (decoder layers frozen),
-``masked_answer`` (the loss mask hides the answer), ``bf16`` (pure-bf16 weights, no fp32
-master copy, on the bf16 checkpoint), ``constant_reward`` (GRPO reward the same for every
-rollout).
+**The stages.** SFT (``training.sft``: assistant-only loss, frozen vision tower, fp32 master
+weights over the bf16 checkpoint) on demonstrations answering the label; for ``zoom`` the
+demonstration first calls the tool on the H-alpha window. GRPO (``training.grpo``: TRL's
+``GRPOTrainer`` with the agent's environment and tool, eq.-3 reward) starts from a *format*
+checkpoint: SFT on the same demonstrations with labels shuffled, which answers in the format
+(and, for ``zoom``, calls the tool) but not from the picture. The reward is the only teacher.
 
-Why this model and task: the 2-layer hidden-32 smoke model (head_dim 8) learnt the format but
-not a one-letter hint in 80 steps (accuracy 0.50); hidden 64 with 2 heads (head_dim 32), a
-repeated hint and lr 3e-3 learn it in about 30 steps. The checkpoint is stored in bf16 like the
-released Qwen2.5-VL weights, so the run goes through the fp32-master-weights plan.
+**What is measured** is held-out greedy accuracy: the trained model answers fresh spectra through
+the agent's own inspection loop (``agent.rollout.inspect``, tool calls run for real) with greedy
+decoding, before and after training. Weight movement is not evidence (a constant reward moves
+AdamW's weights through one-ulp advantages). Controls, each beside the positive run:
+
+- ``swapped``: the trained model on the held-out rows with the other class's spectrum: accuracy
+  must flip (<= 1 - threshold);
+- ``blank``: training and evaluation with a blank I0: chance;
+- ``shuffled``: labels shuffled over the images: chance (for SFT this *is* the format
+  checkpoint);
+- ``constant_reward``: GRPO whose reward is -0.2 for every rollout, what an untrained model
+  earns: chance;
+- ``tool_off`` (``zoom``): the same GRPO run with the tool switched off (the environment answers
+  every call with the disabled notice, evaluation runs with ``use_tool=False``): chance.
+
+Chance is judged with a band: with ``eval_items`` balanced rows, a control passes when its
+accuracy stays <= ``chance_ceiling``.
 
 ```bash
-python -m training.bench.learning --out /tmp/specvet-learning
-python -m training.bench.learning --out /tmp/specvet-learning --sabotage bf16
+python -m training.bench.learning --seeds 0 1 2                    # item 1, CPU, all controls
+python -m training.bench.learning --variant zoom --preset zoom_cpu  # item 2 (see the note)
+python -m training.bench.learning --variant zoom --preset gpu --device cuda
 ```
+
+``learning_check(device=..., preset=..., variant=...)`` is the same run as a function returning a
+result dict with a ``verdicts`` map (for ``training.gpu_check``).
+
+Status (figures in docs/guides/ml-engineer.md, "Shown to learn from the picture"). On 2 CPU
+cores SFT learns ``visible`` on seeds 0-2: 1.00 held-out, swapped 0.00, blank 0.50. The
+decorrelated-label control came out 0.12, 0.16 and 1.00, so it fails one seed in three. GRPO
+has not learnt ``visible`` in 40 steps: rollout accuracy stayed flat, and one seed collapsed.
+``zoom`` learns neither way on CPU, and no zoom rollout made a well-formed call.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import io
 import json
-import re
+import random
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-LETTERS = ("Y", "N")
-SYSTEM = "Follow the hint."  # no capital Y or N: the hint is the only one before the answer
-QUESTION = "<image>Is this a cataclysmic variable?"
-SABOTAGES = ("none", "frozen", "masked_answer", "bf16", "constant_reward")
+import numpy as np
+
+VARIANTS = ("visible", "zoom")
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+TASK = "CV"  # the task record inspect() files the episodes under; the prompts are ours
+SYSTEM = "Answer from the plot."
+SYSTEM_TOOL = (
+    'Answer from the plots. Zoom with <tool_call>{"name": "spectral_visualization_tool", '
+    '"arguments": {"wavelength_range": [min, max]}}</tool_call>.'
+)
+QUESTION = "<image>Is H-alpha in emission?"
+ZOOM_WINDOW = (6500.0, 6630.0)
+H_ALPHA = 6564.6
+H_BETA = 4862.7
+GRID = np.arange(3800.0, 9000.0, 2.0)
+STAGE_CONTROLS = {
+    "sft": ("swapped", "blank", "shuffled"),
+    "grpo": ("swapped", "blank", "shuffled", "constant_reward", "tool_off"),
+}
+UNTRAINED_REWARD = -0.2  # eq. 3 for a rollout with no valid answer and a bad format
 
 
 @dataclass(frozen=True)
-class LearningSettings:
+class PictureSettings:
+    variant: str = "visible"
     hidden_size: int = 64
     num_attention_heads: int = 2
-    hint_repeats: int = 12
-    train_items: int = 16
-    eval_items: int = 16
-    sft_steps: int = 30
-    sft_lr: float = 3e-3
-    format_steps: int = 60
-    grpo_steps: int = 16
-    grpo_lr: float = 1e-3
-    grpo_label: str = "YES"
+    train_items: int = 32
+    eval_items: int = 32
+    sft_steps: int = 80
+    sft_lr: float = 1e-2
+    sft_batch: int = 8
+    format_steps: int = 80
+    grpo_steps: int = 40
+    grpo_lr: float = 2e-3
+    num_generations: int = 4
+    prompts_per_step: int = 8  # even: half YES, half NO in every step
     temperature: float = 1.0
-    num_generations: int = 8
-    # Several prompts per step: a step's gradient averages 4 groups of 8 rollouts instead of
-    # one (with one prompt per step the reward did not rise in 12 to 30 steps).
-    prompts_per_step: int = 4
+    max_completion_length: int = 48
+    max_new_tokens: int = 48  # per turn of the greedy evaluation
     seed: int = 0
-    # What "learnt" means: accuracy up by this much, reward up by this much, and at least this
-    # share of every trainable group's weights changed (fp32 master weights change all of them;
-    # pure bf16 leaves about half of the norm weights, which sit near 1.0, where they are).
-    accuracy_margin: float = 0.3
-    # GRPO: mean reward and rollout accuracy of the last quarter of the steps over the first.
-    reward_margin: float = 0.15
-    rollout_accuracy_margin: float = 0.15
-    moved_share: float = 0.9
+    device: str = "cpu"
+    # What "learnt" means: held-out greedy accuracy after >= threshold, from <= start_ceiling.
+    threshold: float = 0.85
+    start_ceiling: float = 0.65
+    chance_ceiling: float = 0.7  # a control at chance stays at or under this
+    controls: tuple[str, ...] = ("swapped", "blank", "shuffled", "constant_reward", "tool_off")
+    stages: tuple[str, ...] = ("sft", "grpo")
+
+
+PRESETS: dict[str, PictureSettings] = {
+    # Item 1 on 2 CPU cores (the figures of the module's note).
+    "cpu": PictureSettings(),
+    # The suite's test: SFT on item 1 only, fewer rows and steps.
+    "test": PictureSettings(
+        eval_items=16, sft_steps=64, controls=("swapped", "blank"),
+        stages=("sft",),
+    ),
+    # Item 2 on 2 CPU cores: a tool call, its plot and the answer need >= 600 tokens of room.
+    "zoom_cpu": PictureSettings(
+        variant="zoom", max_completion_length=640, max_new_tokens=160, grpo_steps=40,
+        controls=("swapped", "tool_off"),
+    ),
+    # Item 2 on one GPU: more rows, steps and controls; the same tiny model (no downloads).
+    # Not yet run on a GPU: on 2 CPU cores 80 SFT steps did not learn the zoomed feature.
+    "gpu": PictureSettings(
+        variant="zoom", train_items=64, eval_items=64, sft_steps=300, format_steps=300,
+        grpo_steps=60, max_completion_length=640, max_new_tokens=160, device="cuda",
+    ),
+}  # fmt: skip
 
 
 # --- the task ----------------------------------------------------------------------------------
 
 
-def hint_text(label: str, repeats: int) -> str:
-    return f" (hint: {label[0] * repeats})"
+def picture_spectrum(label: str, rng: np.random.Generator, variant: str, name: str) -> Any:
+    """One synthetic spectrum of class ``label`` (YES/NO); the class is drawn into the flux."""
+    from agent.spectra import Spectrum
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}")
+    continuum = 1.0 + rng.uniform(-0.3, 0.3) * (GRID - 6400.0) / 2600.0
+    flux = continuum + rng.normal(0.0, rng.uniform(0.03, 0.06), GRID.size)
+    if variant == "visible":
+        if label == "YES":
+            flux += rng.uniform(3.0, 5.0) * _gauss(H_ALPHA, rng.uniform(25.0, 40.0))
+    else:
+        flux += rng.uniform(12.0, 18.0) * _gauss(H_BETA, rng.uniform(25.0, 35.0))
+        sign = 1.0 if label == "YES" else -1.0
+        flux += sign * rng.uniform(0.45, 0.6) * _gauss(H_ALPHA, rng.uniform(3.0, 4.0))
+    ivar = np.full(GRID.size, 400.0)
+    return Spectrum(GRID.copy(), flux, ivar=ivar, survey="synthetic", object_id=name, source=name)
+
+
+def _gauss(centre: float, sigma: float) -> np.ndarray:
+    return np.exp(-0.5 * ((GRID - centre) / sigma) ** 2)
+
+
+@dataclass(frozen=True)
+class Item:
+    spectrum: Any
+    label: str  # what the spectrum shows (YES/NO)
+
+
+def picture_items(n: int, *, variant: str, seed: int, split: str) -> list[Item]:
+    """``n`` rows alternating YES, NO; ``split`` seeds its own generator, so train and held-out
+    spectra never coincide."""
+    offset = {"train": 1, "eval": 2}[split]
+    rng = np.random.default_rng([seed, offset])
+    labels = ["YES" if i % 2 == 0 else "NO" for i in range(n)]
+    return [
+        Item(picture_spectrum(label, rng, variant, f"{split}-{seed}-{i:04d}"), label)
+        for i, label in enumerate(labels)
+    ]
+
+
+def swapped(items: Sequence[Item]) -> list[Item]:
+    """Each row keeps its label but shows its neighbour's spectrum (the other class)."""
+    return [Item(items[i ^ 1].spectrum, item.label) for i, item in enumerate(items)]
+
+
+def shuffled_labels(items: Sequence[Item], seed: int) -> list[Item]:
+    """The same spectra with labels the picture does not decide: within each class, a random
+    half is labelled YES and the other half NO (a plain permutation stays correlated with the
+    class by chance, and the model learns that correlation: held-out 0.00 or 1.00)."""
+    rng = random.Random(seed)
+    labels: dict[int, str] = {}
+    for label in ("YES", "NO"):
+        members = [i for i, item in enumerate(items) if item.label == label]
+        rng.shuffle(members)
+        for rank, index in enumerate(members):
+            labels[index] = "YES" if rank % 2 == 0 else "NO"
+    return [Item(item.spectrum, labels[i]) for i, item in enumerate(items)]
+
+
+def blank_png() -> bytes:
+    from PIL import Image
+
+    from agent.tool import IMAGE_SIZE
+
+    buffer = io.BytesIO()
+    Image.new("RGB", IMAGE_SIZE, "white").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def opening(variant: str, *, blank: bool = False) -> Any:
+    """The first turn every row gets: our system prompt and question, specvet's I0 (or a blank
+    image of the same size)."""
+    from agent.rollout import Opening
+    from agent.trajectory import ImageRef
+
+    image = ImageRef(blank_png(), None, None) if blank else None
+    system = SYSTEM_TOOL if variant == "zoom" else SYSTEM
+    return Opening(user_prompt=QUESTION, system_prompt=system, image=image)
+
+
+def tool_budget(variant: str) -> int:
+    """Observations an episode may use: none to answer from I0, one zoom for ``zoom``."""
+    return 1 if variant == "zoom" else 0
+
+
+def tool_call_turn() -> str:
+    arguments = {"wavelength_range": list(ZOOM_WINDOW)}
+    return f"<tool_call>{json.dumps({'name': 'spectral_visualization_tool', 'arguments': arguments})}</tool_call>"
 
 
 def answer_turn(label: str) -> str:
     return f"<answer>\\boxed{{{label}}}</answer>"
-
-
-def hinted_trajectories(
-    n: int,
-    *,
-    split: str,
-    seed: int,
-    repeats: int,
-    answers_follow_hint: bool = True,
-    label: str | None = None,
-) -> list[Any]:
-    """``n`` one-turn trajectories on SpecVI-mini CV spectra, hint appended to T0; labels
-    alternate (YES, NO, ...) independently of the spectra, or are all ``label``. With
-    ``answers_follow_hint`` False the answer is the other label half the time (a hint the data
-    teaches to ignore)."""
-    from agent.inspection_tasks import get_task
-    from agent.rollout import inspect
-    from agent.synthetic import generate_split
-    from agent.trajectory import Trajectory
-
-    task = get_task("CV")
-    samples = generate_split("CV", split, n_pos=(n + 1) // 2, n_neg=n // 2, seed=seed)
-    trajectories = []
-    for index, sample in enumerate(samples[:n]):
-        hint = label or alternating(index)
-        answer = hint
-        if not answers_follow_hint and (index // 2) % 2 == 1:
-            answer = "NO" if hint == "YES" else "YES"
-        trajectory = inspect(sample.spectrum, task, _Scripted([answer_turn(answer)]))
-        data = trajectory.to_dict()
-        data["system_prompt"] = SYSTEM
-        data["user_prompt"] = QUESTION + hint_text(hint, repeats)
-        data["meta"] = {**trajectory.meta, "hint": hint}
-        hinted = Trajectory.from_dict(data)
-        hinted.finalize(trajectory.stop_reason)
-        trajectories.append(hinted)
-    return trajectories
-
-
-def alternating(index: int) -> str:
-    return "YES" if index % 2 == 0 else "NO"
 
 
 class _Scripted:
@@ -151,342 +249,121 @@ class _Scripted:
         return self.turns.pop(0)
 
 
-def with_hint(messages: list[dict[str, Any]], label: str, repeats: int) -> list[dict[str, Any]]:
-    """The GRPO prompt of the hinted task: the short system prompt, the row's I0 and the
-    one-line question with the hint (the same rendering as the SFT demonstrations)."""
-    result: list[dict[str, Any]] = [
-        {"role": "system", "content": [{"type": "text", "text": SYSTEM}]}
-    ]
-    for message in messages:
-        if message["role"] == "user":
-            images = [part for part in message["content"] if part.get("type") == "image"]
-            text = QUESTION.replace("<image>", "") + hint_text(label, repeats)
-            result.append({"role": "user", "content": [*images, {"type": "text", "text": text}]})
-            break
-    return result
+def demonstrations(items: Sequence[Item], variant: str, *, blank: bool = False) -> list[Any]:
+    """SFT trajectories through the agent's own loop: (``zoom``: the tool call on the H-alpha
+    window, its plot), then the row's label."""
+    from agent.inspection_tasks import get_task
+    from agent.rollout import inspect
+
+    task = get_task(TASK)
+    first = opening(variant, blank=blank)
+    trajectories = []
+    for item in items:
+        turns = [answer_turn(item.label)]
+        if variant == "zoom":
+            turns.insert(0, tool_call_turn())
+        trajectory = inspect(item.spectrum, task, _Scripted(turns), opening=first)
+        if trajectory.answer is None or trajectory.answer.prediction != item.label:
+            raise RuntimeError(f"demonstration of {item.spectrum.object_id} did not answer")
+        trajectories.append(trajectory)
+    return trajectories
 
 
-def labelled_items(n: int, *, split: str, seed: int, label: str | None = None) -> list[Any]:
-    """GRPO items of ``hinted_trajectories(n, split=split, seed=seed, label=label)``: the same
-    spectra, with the hint (YES, NO, ... or all ``label``) as the label."""
-    from agent.synthetic import generate_split
-    from training.data import LabelledSpectrum
-
-    samples = generate_split("CV", split, n_pos=(n + 1) // 2, n_neg=n // 2, seed=seed)
-    return [
-        LabelledSpectrum(
-            sample.spectrum, "CV", label or alternating(i), f"{sample.spectrum.object_id}-{i}"
-        )
-        for i, sample in enumerate(samples[:n])
-    ]
+# --- held-out greedy accuracy ------------------------------------------------------------------
 
 
-# --- measurements ------------------------------------------------------------------------------
+class GreedyPolicy:
+    """The model being trained, as an agent policy: greedy, ``max_new_tokens`` per turn.
+    ``generate_batch`` decodes a round of episodes together (left padding), which is what
+    ``agent.rollout.inspect_batch`` calls."""
+
+    def __init__(self, model: Any, processor: Any, max_new_tokens: int) -> None:
+        self.model, self.processor, self.max_new_tokens = model, processor, max_new_tokens
+        tokenizer = processor.tokenizer
+        self.stop = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+
+    def info(self) -> dict[str, Any]:
+        return {"name": "greedy-in-training"}
+
+    def generate(self, messages: list[dict[str, Any]]) -> str:
+        return self.generate_batch([messages])[0]
+
+    def generate_batch(self, conversations: list[list[dict[str, Any]]]) -> list[str]:
+        import torch
+
+        from agent.parsing import strip_special_tokens
+        from agent.policies.transformers_policy import to_processor_messages
+
+        if not conversations:
+            return []
+        tokenizer = self.processor.tokenizer
+        side, tokenizer.padding_side = tokenizer.padding_side, "left"
+        try:
+            inputs = self.processor.apply_chat_template(
+                [to_processor_messages(messages) for messages in conversations],
+                add_generation_prompt=True, tokenize=True, return_dict=True,
+                return_tensors="pt", padding=True,
+            ).to(self.model.device)  # fmt: skip
+        finally:
+            tokenizer.padding_side = side
+        with torch.no_grad():
+            output = self.model.generate(
+                **inputs, do_sample=False, temperature=None, top_p=None, top_k=None,
+                max_new_tokens=self.max_new_tokens, eos_token_id=self.stop,
+                pad_token_id=tokenizer.pad_token_id,
+            )  # fmt: skip
+        texts = []
+        for row in output[:, inputs["input_ids"].shape[1] :].tolist():
+            for index, token in enumerate(row):
+                if token in self.stop:
+                    row = row[:index]
+                    break
+            texts.append(strip_special_tokens(tokenizer.decode(row, skip_special_tokens=False)))
+        return texts
 
 
-def hint_accuracy(model: Any, processor: Any, trajectories: Sequence[Any]) -> float:
-    """Share of trajectories where the model prefers the hint's letter after ``\\boxed{``
-    (teacher-forced on the demonstration's own prompt)."""
-    import torch
-    from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
+def greedy_accuracy(
+    model: Any,
+    processor: Any,
+    items: Sequence[Item],
+    settings: PictureSettings,
+    *,
+    blank: bool = False,
+    use_tool: bool = True,
+) -> dict[str, float]:
+    """Held-out greedy accuracy through ``agent.rollout.inspect`` (tool calls run for real),
+    with the share of episodes that called the tool and that answered YES."""
+    from agent.inspection_tasks import get_task
+    from agent.rollout import inspect_batch
 
-    from agent.formats import to_trl_example
-
-    tokenizer = processor.tokenizer
-    letter_ids = {letter: tokenizer.convert_tokens_to_ids(letter) for letter in LETTERS}
-    marker = tokenizer("boxed{", add_special_tokens=False)["input_ids"]
-    collator = DataCollatorForVisionLanguageModeling(processor, assistant_only_loss=True)
-    right = 0
+    policy = GreedyPolicy(model, processor, settings.max_new_tokens)
+    task, first = get_task(TASK), opening(settings.variant, blank=blank)
     was_training = model.training
     model.eval()
-    with torch.no_grad():
-        for trajectory in trajectories:
-            batch = collator([to_trl_example(trajectory, images_as="pil")])
-            batch.pop("labels", None)
-            batch.pop("assistant_masks", None)
-            batch = {k: v.to(model.device) for k, v in batch.items() if hasattr(v, "to")}
-            position = _after(batch["input_ids"][0].tolist(), marker)
-            logits = model(**batch).logits[0, position - 1].float()
-            hint = trajectory.meta["hint"][0]
-            other = "N" if hint == "Y" else "Y"
-            right += int(logits[letter_ids[hint]] > logits[letter_ids[other]])
-    model.train(was_training)
-    return right / len(trajectories)
-
-
-def _after(ids: list[int], marker: list[int]) -> int:
-    """The index just after the last occurrence of ``marker`` in ``ids``."""
-    for start in range(len(ids) - len(marker), -1, -1):
-        if ids[start : start + len(marker)] == marker:
-            return start + len(marker)
-    raise ValueError("no \\boxed{ in the rendered demonstration")
-
-
-def group_of(name: str) -> str:
-    """The parameter group of a weight: vision tower, embeddings, each decoder layer's
-    attention / MLP / norms, and the final norm with the head."""
-    if "visual" in name:
-        return "vision"
-    if (match := re.search(r"layers\.(\d+)\.(self_attn|mlp|\w*layernorm)", name)) is not None:
-        part = "norms" if match.group(2).endswith("layernorm") else match.group(2)
-        return f"layer{match.group(1)}.{part}"
-    if "embed" in name:
-        return "embeddings"
-    return "final_norm_and_head"
-
-
-def snapshot(model: Any) -> dict[str, Any]:
-    return {n: p.detach().float().clone() for n, p in model.named_parameters()}
-
-
-def moved_shares(
-    model: Any, before: dict[str, Any], used_tokens: set[int] | None = None
-) -> dict[str, float]:
-    """Per group: the share of its weights whose value changed. For the token embeddings only
-    the rows of ``used_tokens`` count (the rows of tokens the data never shows get no
-    gradient)."""
-    changed: dict[str, int] = {}
-    total: dict[str, int] = {}
-    for name, parameter in model.named_parameters():
-        group = group_of(name)
-        difference = before[name] != parameter.detach().float()
-        if used_tokens is not None and "embed_tokens" in name:
-            difference = difference[sorted(used_tokens)]
-        changed[group] = changed.get(group, 0) + int(difference.sum())
-        total[group] = total.get(group, 0) + difference.numel()
-    return {group: round(changed[group] / total[group], 4) for group in sorted(total)}
-
-
-def used_token_ids(processor: Any, trajectories: Sequence[Any]) -> set[int]:
-    """The token ids the rendered ``trajectories`` hold, less the image placeholder (its
-    embedding is replaced by the vision tower's output)."""
-    from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
-
-    from agent.formats import to_trl_example
-
-    collator = DataCollatorForVisionLanguageModeling(processor, assistant_only_loss=True)
-    batch = collator([to_trl_example(t, images_as="pil") for t in trajectories])
-    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    return {int(i) for i in batch["input_ids"].flatten().tolist()} - {
-        image_pad,
-        processor.tokenizer.pad_token_id,
-    }
-
-
-def trainable_groups(model: Any) -> set[str]:
-    return {group_of(n) for n, p in model.named_parameters() if p.requires_grad}
-
-
-def shortfalls(result: dict[str, Any], settings: LearningSettings) -> list[str]:
-    """Why a stage's result does not show learning (empty: it learnt). ``frozen_groups`` are
-    those the recipe freezes (the vision tower); every other group is expected to move."""
-    problems = []
-    if "reward_first" in result:
-        # GRPO: the rollouts themselves (sampled at the run's temperature) must get better.
-        gain = result["reward_last"] - result["reward_first"]
-        if not gain >= settings.reward_margin:
-            problems.append(f"reward rose {gain:+.2f} < {settings.reward_margin}")
-        rise = result["rollout_accuracy_last"] - result["rollout_accuracy_first"]
-        if not rise >= settings.rollout_accuracy_margin:
-            problems.append(
-                f"rollout accuracy rose {rise:+.2f} < {settings.rollout_accuracy_margin}"
-            )
-    else:
-        rise = result["accuracy_after"] - result["accuracy_before"]
-        if rise < settings.accuracy_margin:
-            problems.append(f"accuracy rose {rise:+.2f} < {settings.accuracy_margin}")
-    for group, share in result["moved"].items():
-        if group in result["frozen_groups"]:
-            if share > 0:
-                problems.append(f"frozen group {group} moved ({share:.2%})")
-        elif share < settings.moved_share:
-            problems.append(f"group {group}: {share:.2%} of weights moved")
-    return problems
-
-
-# --- sabotage (negative controls) --------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def pure_bf16_loading(enabled: bool) -> Iterator[None]:
-    """With ``enabled``, the run's model is loaded and kept in bf16: the precision plan's fp32
-    master weights are bypassed (the bug of issue 24, item 1)."""
-    if not enabled:
-        yield
-        return
-    import torch
-
-    from training import grpo, sft
-
-    originals = {module: module.load_model for module in (sft, grpo)}
-
-    def load_bf16(model_args: Any, precision: Any = None) -> Any:
-        return originals[sft](model_args, None).to(torch.bfloat16)
-
     try:
-        for module in originals:
-            module.load_model = load_bf16  # type: ignore[attr-defined]
-        yield
+        trajectories = inspect_batch(
+            [(item.spectrum, task) for item in items], policy,
+            max_tool_calls=tool_budget(settings.variant), use_tool=use_tool,
+            openings=[first] * len(items),
+        )  # fmt: skip
     finally:
-        for module, original in originals.items():
-            module.load_model = original  # type: ignore[attr-defined]
-
-
-def freeze_decoder_layers(model: Any) -> None:
-    for name, parameter in model.named_parameters():
-        if "layers." in name and "visual" not in name:
-            parameter.requires_grad_(False)
-
-
-def answer_hiding_collator(collator: Callable[..., Any], tokenizer: Any) -> Callable[..., Any]:
-    """A collator whose labels leave out the answer inside ``\\boxed{...}``."""
-    marker = tokenizer("boxed{", add_special_tokens=False)["input_ids"]
-    closing = tokenizer.convert_tokens_to_ids("}")
-
-    def collate(examples: list[Any]) -> Any:
-        batch = collator(examples)
-        for row, ids in enumerate(batch["input_ids"].tolist()):
-            start = _after(ids, marker)
-            end = ids.index(closing, start)
-            batch["labels"][row, start:end] = -100
-        return batch
-
-    return collate
-
-
-def constant_reward(completions: list[Any], **kwargs: Any) -> list[float]:
-    return [1.0] * len(completions)
+        model.train(was_training)
+    right = calls = yes = 0
+    for item, trajectory in zip(items, trajectories, strict=True):
+        prediction = trajectory.answer.prediction if trajectory.answer else None
+        right += prediction == item.label
+        yes += prediction == "YES"
+        calls += any(step.tool_call is not None for step in trajectory.steps)
+    n = len(items)
+    return {"accuracy": right / n, "tool_call_share": calls / n, "yes_share": yes / n}
 
 
 # --- the stages --------------------------------------------------------------------------------
 
 
-def run_sft(
-    model: Path,
-    output_dir: Path,
-    trajectories: list[Any],
-    eval_set: list[Any],
-    *,
-    steps: int,
-    lr: float,
-    seed: int,
-    sabotage: str = "none",
-) -> dict[str, Any]:
-    """SFT ``model`` on ``trajectories`` through ``training.sft``; hint accuracy on
-    ``eval_set`` before and after, and which weights moved."""
-    from training.sft import build_sft_run, parse_args, save_sft_run
-
-    args = parse_args(
-        [
-            "--config", str(CONFIGS / "sft_cpu_tiny.yaml"), "--model_name_or_path", str(model),
-            "--output_dir", str(output_dir), "--max_steps", str(steps),
-            "--learning_rate", str(lr), "--per_device_train_batch_size", "4",
-            "--lr_scheduler_type", "constant", "--seed", str(seed),
-        ]
-    )  # fmt: skip
-    with pure_bf16_loading(sabotage == "bf16"):
-        run = build_sft_run(*args, trajectories=trajectories)
-    trainer = run.trainer
-    if sabotage == "frozen":
-        freeze_decoder_layers(trainer.model)
-    if sabotage == "masked_answer":
-        trainer.data_collator = answer_hiding_collator(
-            trainer.data_collator, run.processor.tokenizer
-        )
-    result = _train(trainer, run.processor, eval_set)
-    result["steps"] = steps
-    result["loss_first"], result["loss_last"] = _first_last(trainer, "loss", window=1)
-    result["precision"] = run.precision.as_dict() if run.precision else None
-    result["checkpoint"] = str(save_sft_run(run, *args))
-    return result
-
-
-def run_grpo(
-    model: Path,
-    output_dir: Path,
-    items: list[Any],
-    eval_set: list[Any],
-    *,
-    steps: int,
-    lr: float,
-    seed: int,
-    num_generations: int,
-    repeats: int,
-    temperature: float,
-    prompts_per_step: int = 1,
-    sabotage: str = "none",
-) -> dict[str, Any]:
-    """GRPO from ``model`` on hinted label-only ``items`` through ``training.grpo``; mean
-    reward of the first and last quarter of the steps, hint accuracy before and after."""
-    from training.callbacks import JsonlMetricsSink
-    from training.grpo import build_grpo_run, parse_args
-
-    n = num_generations
-    args = parse_args(
-        [
-            "--config", str(CONFIGS / "grpo_cpu_tiny.yaml"), "--model_name_or_path", str(model),
-            "--output_dir", str(output_dir), "--max_steps", str(steps),
-            "--learning_rate", str(lr), "--per_device_train_batch_size", str(n * prompts_per_step),
-            "--num_generations", str(n), "--max_completion_length", "32",
-            "--lr_scheduler_type", "constant", "--seed", str(seed),
-            "--temperature", str(temperature),
-        ]
-    )  # fmt: skip
-    with pure_bf16_loading(sabotage == "bf16"):
-        run = build_grpo_run(
-            *args, items=items, sink=JsonlMetricsSink(output_dir / "metrics.jsonl")
-        )
-    hints = {item.sample_id: item.label for item in items}
-    trainer = run.trainer
-    trainer.train_dataset = run.dataset.map(
-        lambda row: {"prompt": with_hint(row["prompt"], hints[row["sample_id"]], repeats)}
-    )
-    if sabotage == "frozen":
-        freeze_decoder_layers(trainer.model)
-    if sabotage == "constant_reward":
-        trainer.reward_funcs = [constant_reward]
-    result = _train(trainer, run.processor, eval_set)
-    result["steps"] = steps
-    result["reward_first"], result["reward_last"] = _first_last(trainer, "reward")
-    result["rollout_accuracy_first"], result["rollout_accuracy_last"] = _first_last(
-        trainer, "batch_accuracy"
-    )
-    result["rewards"] = [round(e["reward"], 3) for e in trainer.state.log_history if "reward" in e]
-    return result
-
-
-def _train(trainer: Any, processor: Any, eval_set: list[Any]) -> dict[str, Any]:
-    model = trainer.model
-    before = snapshot(model)
-    frozen = sorted({group_of(n) for n, _ in model.named_parameters()} - trainable_groups(model))
-    accuracy_before = hint_accuracy(model, processor, eval_set)
-    started = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - started
-    return {
-        "seconds": round(seconds, 1),
-        "accuracy_before": accuracy_before,
-        "accuracy_after": hint_accuracy(trainer.model, processor, eval_set),
-        "moved": moved_shares(trainer.model, before, used_token_ids(processor, eval_set)),
-        "frozen_groups": ["vision"] if "vision" in frozen else [],
-        "dtype": str(next(trainer.model.parameters()).dtype),
-    }
-
-
-def _first_last(trainer: Any, key: str, window: int | None = None) -> tuple[float, float]:
-    values = [entry[key] for entry in trainer.state.log_history if key in entry]
-    if not values:
-        return float("nan"), float("nan")
-    size = window or max(1, len(values) // 4)
-    return sum(values[:size]) / size, sum(values[-size:]) / size
-
-
-# --- the benchmark -----------------------------------------------------------------------------
-
-
-def build_learning_model(path: Path, settings: LearningSettings) -> Path:
-    """The wider tiny Qwen2.5-VL (hidden ``settings.hidden_size``), stored in bf16 like the
-    released checkpoints; written in a second on the CPU."""
+def build_picture_model(path: Path, settings: PictureSettings) -> Path:
+    """The tiny Qwen2.5-VL (hidden ``settings.hidden_size``), stored in bf16 like the released
+    checkpoints, so training goes through the fp32-master-weights plan."""
     import torch
     from transformers import Qwen2_5_VLForConditionalGeneration
 
@@ -500,88 +377,356 @@ def build_learning_model(path: Path, settings: LearningSettings) -> Path:
     return path
 
 
-def run_sft_stage(
-    model: Path, out: Path, settings: LearningSettings, sabotage: str = "none"
+def _device_args(settings: PictureSettings) -> list[str]:
+    return ["--use_cpu", "true"] if settings.device == "cpu" else ["--use_cpu", "false"]
+
+
+def run_sft(
+    model: Path,
+    output_dir: Path,
+    train: Sequence[Item],
+    held_out: Sequence[Item],
+    settings: PictureSettings,
+    *,
+    steps: int,
+    blank: bool = False,
+    evaluate_swapped: bool = False,
+    measure_before: bool = True,
 ) -> dict[str, Any]:
+    """SFT through ``training.sft`` on demonstrations of ``train``; held-out greedy accuracy
+    before and after (and on the swapped rows); the checkpoint is saved."""
+    from training.sft import build_sft_run, parse_args, save_sft_run
+
     s = settings
-    train = hinted_trajectories(s.train_items, split="train", seed=s.seed, repeats=s.hint_repeats)
-    eval_set = hinted_trajectories(
-        s.eval_items, split="test", seed=s.seed + 1, repeats=s.hint_repeats
-    )
-    return run_sft(
-        model, out / "sft", train, eval_set, steps=s.sft_steps, lr=s.sft_lr, seed=s.seed,
-        sabotage=sabotage,
+    args = parse_args(
+        [
+            "--config", str(CONFIGS / "sft_cpu_tiny.yaml"), "--model_name_or_path", str(model),
+            "--output_dir", str(output_dir), "--max_steps", str(steps),
+            "--learning_rate", str(s.sft_lr), "--per_device_train_batch_size", str(s.sft_batch),
+            "--lr_scheduler_type", "linear", "--seed", str(s.seed), *_device_args(s),
+            # Rows alternate YES, NO: in order, every (even) batch is half and half, so the
+            # constant part of the answer's gradient cancels and only the picture is left.
+            "--train_sampling_strategy", "sequential",
+        ]
     )  # fmt: skip
-
-
-def format_only_checkpoint(model: Path, out: Path, settings: LearningSettings) -> dict[str, Any]:
-    """SFT on demonstrations whose answers ignore the hint: the format without the hint."""
-    s = settings
-    ignoring = hinted_trajectories(
-        s.train_items, split="train", seed=s.seed, repeats=s.hint_repeats,
-        answers_follow_hint=False,
-    )  # fmt: skip
-    eval_set = hinted_trajectories(
-        s.eval_items, split="test", seed=s.seed + 1, repeats=s.hint_repeats
+    run = build_sft_run(*args, trajectories=demonstrations(train, s.variant, blank=blank))
+    result = _train(
+        run.trainer, run.processor, held_out, s, blank=blank, measure_before=measure_before
     )
-    return run_sft(
-        model, out / "format", ignoring, eval_set, steps=s.format_steps, lr=s.sft_lr, seed=s.seed
-    )
+    if evaluate_swapped:
+        result["swapped"] = greedy_accuracy(run.trainer.model, run.processor, swapped(held_out), s)
+    result["checkpoint"] = str(save_sft_run(run, *args))
+    return result
 
 
-def run_grpo_stage(
-    start: Path, out: Path, settings: LearningSettings, sabotage: str = "none"
+def constant_reward(completions: list[Any], **kwargs: Any) -> list[float]:
+    """What an untrained model earns on every rollout (no answer, bad format): -0.2."""
+    return [UNTRAINED_REWARD] * len(completions)
+
+
+def run_grpo(
+    start: Path,
+    output_dir: Path,
+    train: Sequence[Item],
+    held_out: Sequence[Item],
+    settings: PictureSettings,
+    *,
+    control: str = "none",
+    evaluate_swapped: bool = False,
+    measure_before: bool = True,
 ) -> dict[str, Any]:
-    """GRPO on rows whose label is always ``settings.grpo_label`` (hinted so), from the
-    format-only checkpoint that answers YES or NO at random: the reward is the only teacher."""
+    """GRPO through ``training.grpo`` (TRL's trainer, the agent's environment and eq.-3 reward)
+    from ``start``; ``control`` is none, blank, constant_reward or tool_off (shuffled rows are
+    passed in as ``train``)."""
     s = settings
-    items = labelled_items(s.train_items, split="train", seed=s.seed, label=s.grpo_label)
-    eval_set = hinted_trajectories(
-        s.eval_items, split="test", seed=s.seed + 1, repeats=s.hint_repeats, label=s.grpo_label
-    )
-    return run_grpo(
-        start, out / "grpo", items, eval_set, steps=s.grpo_steps, lr=s.grpo_lr,
-        seed=s.seed, num_generations=s.num_generations, repeats=s.hint_repeats,
-        temperature=s.temperature, prompts_per_step=s.prompts_per_step, sabotage=sabotage,
+    use_tool, blank = control != "tool_off", control == "blank"
+    run = build_picture_grpo(start, output_dir, train, s, control=control)
+    result = _train(
+        run.trainer, run.processor, held_out, s, blank=blank, use_tool=use_tool,
+        measure_before=measure_before,
     )  # fmt: skip
+    if evaluate_swapped:
+        result["swapped"] = greedy_accuracy(
+            run.trainer.model, run.processor, swapped(held_out), s, use_tool=use_tool
+        )
+    history = run.trainer.state.log_history
+    for key in ("reward", "batch_accuracy", "tool_calls_mean"):
+        result[key] = [round(e[key], 3) for e in history if key in e]
+    return result
 
 
-def run_benchmark(out: Path, settings: LearningSettings, sabotage: str = "none") -> dict[str, Any]:
+def build_picture_grpo(
+    start: Path,
+    output_dir: Path,
+    train: Sequence[Item],
+    settings: PictureSettings,
+    *,
+    control: str = "none",
+) -> Any:
+    """The ready ``training.grpo`` run of ``run_grpo``: our prompt on every row, TRL's sampler
+    in dataset order (``shuffle_dataset: false``), so each step's prompts are half YES."""
+    from training.callbacks import JsonlMetricsSink
+    from training.data import LabelledSpectrum
+    from training.grpo import build_grpo_run, parse_args
+
+    s = settings
+    if s.prompts_per_step % 2 or len(train) % s.prompts_per_step:
+        raise ValueError("prompts_per_step must be even and divide train_items (50/50 steps)")
+    use_tool = control != "tool_off"
+    blank = control == "blank"
+    n = s.num_generations
+    args = parse_args(
+        [
+            "--config", str(CONFIGS / "grpo_cpu_tiny.yaml"), "--model_name_or_path", str(start),
+            "--output_dir", str(output_dir), "--max_steps", str(s.grpo_steps),
+            "--learning_rate", str(s.grpo_lr),
+            "--per_device_train_batch_size", str(n * s.prompts_per_step),
+            "--num_generations", str(n), "--max_completion_length", str(s.max_completion_length),
+            "--max_tool_calling_iterations", str(max(1, tool_budget(s.variant))), "--shuffle_dataset", "false",
+            "--lr_scheduler_type", "constant", "--seed", str(s.seed),
+            "--temperature", str(s.temperature), "--use_tool", str(use_tool).lower(),
+            *_device_args(s),
+        ]
+    )  # fmt: skip
+    items = [
+        LabelledSpectrum(item.spectrum, TASK, item.label, item.spectrum.object_id) for item in train
+    ]
+    run = build_grpo_run(*args, items=items, sink=JsonlMetricsSink(output_dir / "metrics.jsonl"))
+    prompt = _grpo_prompt(s.variant)
+    image = _blank_pil() if blank else None
+    run.trainer.train_dataset = run.dataset.map(
+        lambda row: {"prompt": prompt, **({"images": [image]} if image is not None else {})}
+    )
+    if control == "constant_reward":
+        run.trainer.reward_funcs = [constant_reward]
+    return run
+
+
+def _grpo_prompt(variant: str) -> list[dict[str, Any]]:
+    """The GRPO prompt: the same first turn as the demonstrations and the evaluation."""
+    system = SYSTEM_TOOL if variant == "zoom" else SYSTEM
+    return [
+        {"role": "system", "content": [{"type": "text", "text": system}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image"},
+                {"type": "text", "text": QUESTION.replace("<image>", "")},
+            ],
+        },
+    ]
+
+
+def _blank_pil() -> Any:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(blank_png())) as image:
+        return image.convert("RGB")
+
+
+def _train(
+    trainer: Any,
+    processor: Any,
+    held_out: Sequence[Item],
+    settings: PictureSettings,
+    *,
+    blank: bool = False,
+    use_tool: bool = True,
+    measure_before: bool = True,
+) -> dict[str, Any]:
+    def measure() -> dict[str, float]:
+        return greedy_accuracy(
+            trainer.model, processor, held_out, settings, blank=blank, use_tool=use_tool
+        )
+
+    before = measure() if measure_before else {"accuracy": float("nan")}
     started = time.perf_counter()
-    model = build_learning_model(out / "tiny", settings)
-    sft = run_sft_stage(model, out, settings, sabotage)
-    print("sft", json.dumps(sft, default=str), flush=True)
-    format_only = format_only_checkpoint(model, out, settings)
-    print("format_sft", json.dumps(format_only, default=str), flush=True)
-    grpo = run_grpo_stage(Path(format_only["checkpoint"]), out, settings, sabotage)
-    print("grpo", json.dumps(grpo, default=str), flush=True)
+    trainer.train()
+    seconds = time.perf_counter() - started
+    after = measure()
+    return {
+        "before": before["accuracy"],
+        "after": after["accuracy"],
+        "after_detail": after,
+        "train_seconds": round(seconds, 1),
+        "dtype": str(next(trainer.model.parameters()).dtype),
+    }
+
+
+# --- the benchmark -----------------------------------------------------------------------------
+
+
+def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = print) -> dict:
+    """One seed: SFT and GRPO with their controls; every figure is held-out greedy accuracy."""
+    s = settings
+    out.mkdir(parents=True, exist_ok=True)
+    model = build_picture_model(out / "tiny", s)
+    train = picture_items(s.train_items, variant=s.variant, seed=s.seed, split="train")
+    held_out = picture_items(s.eval_items, variant=s.variant, seed=s.seed, split="eval")
+    mixed = shuffled_labels(train, s.seed)
+    result: dict[str, Any] = {"seed": s.seed, "variant": s.variant}
+    if "sft" in s.stages:
+        sft = run_sft(model, out / "sft", train, held_out, s, steps=s.sft_steps,
+                      evaluate_swapped="swapped" in s.controls)  # fmt: skip
+        controls = {"swapped": sft.pop("swapped")["accuracy"]} if "swapped" in s.controls else {}
+        if "blank" in s.controls:
+            blank = run_sft(model, out / "sft-blank", train, held_out, s, steps=s.sft_steps,
+                            blank=True, measure_before=False)  # fmt: skip
+            controls["blank"] = blank["after"]
+        if "shuffled" in s.controls:
+            # With format_steps == sft_steps this run is also GRPO's format checkpoint.
+            shuffled = run_sft(model, out / "format", mixed, held_out, s, steps=s.sft_steps,
+                               measure_before=False)  # fmt: skip
+            controls["shuffled"] = shuffled["after"]
+            if s.format_steps == s.sft_steps:
+                result["format"] = shuffled
+        sft["controls"] = controls
+        result["sft"] = sft
+        log(_row("sft", s.seed, sft))
+    if "grpo" in s.stages:
+        if "format" not in result:
+            result["format"] = run_sft(
+                model, out / "format", mixed, held_out, s, steps=s.format_steps,
+                measure_before=False,
+            )  # fmt: skip
+        start = Path(result["format"]["checkpoint"])
+        # GRPO starts where the format SFT ended: its held-out accuracy is GRPO's "before".
+        grpo = run_grpo(start, out / "grpo", train, held_out, s, measure_before=False,
+                        evaluate_swapped="swapped" in s.controls)  # fmt: skip
+        grpo["before"] = result["format"]["after"]
+        controls = {"swapped": grpo.pop("swapped")["accuracy"]} if "swapped" in s.controls else {}
+        for control in ("blank", "shuffled", "constant_reward", "tool_off"):
+            if control not in s.controls or (control == "tool_off" and s.variant != "zoom"):
+                continue
+            rows = mixed if control == "shuffled" else train
+            name = "none" if control == "shuffled" else control
+            controls[control] = run_grpo(
+                start, out / f"grpo-{control}", rows, held_out, s, control=name,
+                measure_before=False,
+            )["after"]  # fmt: skip
+        grpo["controls"] = controls
+        result["grpo"] = grpo
+        log(_row("grpo", s.seed, grpo))
+    result["verdicts"] = verdicts(result, s)
+    return result
+
+
+def verdicts(result: dict[str, Any], settings: PictureSettings) -> dict[str, bool]:
+    """Per stage: learnt (from <= start_ceiling to >= threshold) and each control held
+    (swapped flips to <= 1 - threshold; the others stay <= chance_ceiling)."""
+    s = settings
+    out: dict[str, bool] = {}
+    for stage in ("sft", "grpo"):
+        if stage not in result:
+            continue
+        figures = result[stage]
+        out[f"{stage}_learnt"] = (
+            figures["before"] <= s.start_ceiling and figures["after"] >= s.threshold
+        )
+        for control, accuracy in figures["controls"].items():
+            limit = 1.0 - s.threshold if control == "swapped" else s.chance_ceiling
+            out[f"{stage}_{control}_held"] = accuracy <= limit
+    if "grpo" in result and s.variant == "zoom":
+        calls = result["grpo"].get("tool_calls_mean", [])
+        out["grpo_tool_calls_sustained"] = bool(calls) and min(calls) > 0
+    return out
+
+
+def _row(stage: str, seed: int, figures: dict[str, Any]) -> str:
+    controls = "  ".join(f"{name} {value:.2f}" for name, value in figures["controls"].items())
+    return (
+        f"{stage:5s} seed {seed}: held-out greedy accuracy {figures['before']:.2f} -> "
+        f"{figures['after']:.2f}   controls: {controls or '-'}   ({figures['train_seconds']}s)"
+    )
+
+
+def run_benchmark(
+    out: Path, settings: PictureSettings, seeds: Sequence[int], log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    runs = [run_seed(out / f"seed{seed}", replace(settings, seed=seed), log) for seed in seeds]
+    summary: dict[str, Any] = {}
+    for stage in ("sft", "grpo"):
+        afters = [run[stage]["after"] for run in runs if stage in run]
+        if afters:
+            summary[stage] = {
+                "after_min": min(afters),
+                "after_mean": round(sum(afters) / len(afters), 3),
+                "margin_over_threshold": round(min(afters) - settings.threshold, 3),
+            }
+    failed = sorted({name for run in runs for name, ok in run["verdicts"].items() if not ok})
     return {
         "settings": asdict(settings),
-        "sabotage": sabotage,
-        "sft": sft,
-        "format_sft": format_only,
-        "grpo": grpo,
-        "sft_shortfalls": shortfalls(sft, settings),
-        "grpo_shortfalls": shortfalls(grpo, settings),
+        "seeds": list(seeds),
+        "runs": runs,
+        "summary": summary,
+        "failed": failed,
+        "ok": not failed,
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def learning_check(
+    *,
+    device: str = "cpu",
+    preset: str = "cpu",
+    variant: str | None = None,
+    seeds: Sequence[int] = (0,),
+    out: Path | None = None,
+    log: Callable[[str], None] = print,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """The benchmark as a function (for ``training.gpu_check``): ``preset`` from ``PRESETS``,
+    on ``device``, any ``PictureSettings`` field overridden by keyword (``grpo_steps=20``,
+    ``controls=("tool_off",)``); returns the result dict: ``runs`` (per seed: ``sft`` and
+    ``grpo`` with ``before``, ``after``, ``controls`` and, for GRPO, the logged ``reward``,
+    ``batch_accuracy`` and ``tool_calls_mean`` per step; ``verdicts``), ``summary``, ``failed``
+    (the verdicts that failed) and ``ok``."""
+    import tempfile
+
+    settings = replace(PRESETS[preset], device=device, **overrides)
+    if variant is not None:
+        settings = replace(settings, variant=variant)
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix="specvet-learning-"))
+    return run_benchmark(out, settings, seeds, log)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/specvet-learning"))
-    parser.add_argument("--sft-steps", type=int, default=LearningSettings.sft_steps)
-    parser.add_argument("--grpo-steps", type=int, default=LearningSettings.grpo_steps)
-    parser.add_argument("--sabotage", choices=SABOTAGES, default="none")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
+    parser.add_argument("--variant", choices=VARIANTS, default=None)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--sft-steps", type=int, default=None)
+    parser.add_argument("--grpo-steps", type=int, default=None)
+    parser.add_argument("--stages", nargs="+", choices=("sft", "grpo"), default=None)
+    parser.add_argument("--controls", nargs="*", default=None)
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch CPU threads (1: the tiny model gains nothing from more, and on a shared "
+        "machine spinning threads made every step 5 to 15 times slower)",
+    )  # fmt: skip
     options = parser.parse_args(argv)
-    settings = LearningSettings(sft_steps=options.sft_steps, grpo_steps=options.grpo_steps)
-    result = run_benchmark(options.out, settings, options.sabotage)
-    print(json.dumps(result, indent=1, default=str))
-    for stage in ("sft", "grpo"):
-        verdict = "learnt" if not result[f"{stage}_shortfalls"] else "did NOT learn"
-        print(f"{stage}: {verdict}; {result[f'{stage}_shortfalls']}")
+    if options.threads:
+        import torch
+
+        torch.set_num_threads(options.threads)
+    settings = PRESETS[options.preset]
+    overrides = {
+        "variant": options.variant, "device": options.device, "sft_steps": options.sft_steps,
+        "grpo_steps": options.grpo_steps,
+        "stages": tuple(options.stages) if options.stages else None,
+        "controls": tuple(options.controls) if options.controls is not None else None,
+    }  # fmt: skip
+    settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    result = run_benchmark(options.out, settings, options.seeds)
+    (options.out / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps(result["summary"]))
+    print("verdict:", "learnt, controls held" if result["ok"] else f"FAILED {result['failed']}")
     return result
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(0 if main()["ok"] else 1)

@@ -1,84 +1,152 @@
-"""Shown to learn (issue 24): SFT through the project's own path measurably learns on the tiny
-model, GRPO's gradients reach every trainable group, and the checks fail when gradients go
-nowhere (negative controls: frozen layers, a mask hiding the answer, pure bf16, a constant
-reward)."""
+"""Learning that depends on the picture (issue 33): the benchmark's task gives the answer only in
+the image, a constant answer earns exactly chance, the constant-reward control pays what an
+untrained model earns, and SFT on a reduced configuration learns from the picture while the
+controls (images swapped between classes, blank images) do not."""
 
 from __future__ import annotations
 
+import io
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from training.bench.learning import (
-    LearningSettings,
-    build_learning_model,
-    format_only_checkpoint,
-    run_grpo_stage,
-    run_sft_stage,
-    shortfalls,
+    PRESETS,
+    UNTRAINED_REWARD,
+    build_picture_grpo,
+    build_picture_model,
+    constant_reward,
+    demonstrations,
+    picture_items,
+    run_seed,
+    shuffled_labels,
+    swapped,
+    verdicts,
 )
 
-pytestmark = pytest.mark.slow
-SETTINGS = LearningSettings()
-# The negative controls that weight movement catches (frozen layers, pure bf16) show in a few
-# steps; the masked answer needs the positive run's 30 to show accuracy does not rise.
-SHORT_SFT = LearningSettings(sft_steps=4)
-# GRPO learning: 12 steps of 4 prompts x 8 rollouts (the benchmark runs 16).
-GRPO_SETTINGS = LearningSettings(grpo_steps=12)
-# A constant reward moves nothing whatever the step count.
-CONSTANT_GRPO = LearningSettings(grpo_steps=2, prompts_per_step=1)
+
+@pytest.mark.parametrize("variant", ["visible", "zoom"])
+def test_it_gives_the_answer_only_in_the_picture(variant):
+    items = picture_items(8, variant=variant, seed=0, split="train")
+    assert [item.label for item in items] == ["YES", "NO"] * 4  # 50/50 in every even batch
+    trajectories = demonstrations(items, variant)
+    assert len({t.system_prompt for t in trajectories}) == 1
+    assert len({t.user_prompt for t in trajectories}) == 1
+    assert "YES" not in trajectories[0].user_prompt + trajectories[0].system_prompt
+    # A constant answer earns exactly chance.
+    labels = [item.label for item in items]
+    assert sum(label == "YES" for label in labels) / len(labels) == 0.5
 
 
-@pytest.fixture(scope="module")
-def learning_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_learning_model(tmp_path_factory.mktemp("learning") / "tiny", SETTINGS)
+def test_it_keeps_train_and_held_out_spectra_apart():
+    train = picture_items(16, variant="visible", seed=0, split="train")
+    held_out = picture_items(16, variant="visible", seed=0, split="eval")
+    digests = {item.spectrum.flux.tobytes() for item in train}
+    assert not digests & {item.spectrum.flux.tobytes() for item in held_out}
+    assert [i.label for i in swapped(held_out)] == [i.label for i in held_out]
+    assert all(
+        a.spectrum is not b.spectrum for a, b in zip(swapped(held_out), held_out, strict=True)
+    )
 
 
-@pytest.fixture(scope="module")
-def format_checkpoint(learning_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SFT on answers that ignore the hint: the format, and YES or NO at random."""
-    result = format_only_checkpoint(learning_model, tmp_path_factory.mktemp("format"), SETTINGS)
-    assert result["accuracy_after"] <= 0.75
-    return Path(result["checkpoint"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_it_shuffles_labels_independently_of_the_picture(seed):
+    """Within each class exactly half the rows say YES: the label carries no information about
+    the picture (a plain permutation is correlated by chance and was learnt: 0.00 or 1.00)."""
+    items = picture_items(32, variant="visible", seed=seed, split="train")
+    mixed = shuffled_labels(items, seed)
+    for label in ("YES", "NO"):
+        given = [m.label for i, m in zip(items, mixed, strict=True) if i.label == label]
+        assert given.count("YES") == given.count("NO") == 8
 
 
-def test_it_learns_the_hinted_answer_by_sft(learning_model, tmp_path):
-    result = run_sft_stage(learning_model, tmp_path, SETTINGS)
-    assert result["accuracy_before"] <= 0.6
-    assert result["accuracy_after"] >= 0.9
-    assert shortfalls(result, SETTINGS) == []
-    assert result["moved"]["vision"] == 0.0
-    assert result["precision"]["checkpoint_dtype"] == "bfloat16"
-    assert result["dtype"] == "torch.float32"  # fp32 master weights over the bf16 checkpoint
+def _model_view(png: bytes) -> np.ndarray:
+    """The picture at the tiny model's input size (140 x 84), grey levels."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        return np.asarray(image.convert("L").resize((140, 84), Image.BICUBIC), dtype=float)
 
 
-@pytest.mark.parametrize(
-    ("sabotage", "stage_settings", "caught_by"),
-    [
-        ("frozen", SHORT_SFT, "group layer0.self_attn: 0.00%"),
-        ("masked_answer", SETTINGS, "accuracy rose"),
-        ("bf16", SHORT_SFT, "norms"),
-    ],
-)
-def test_it_catches_sft_whose_gradients_go_nowhere(
-    learning_model, tmp_path, sabotage, stage_settings, caught_by
+def test_it_hides_the_zoom_variant_feature_from_the_first_image():
+    """In ``zoom`` the classes differ in the H-alpha window the tool renders, not in I0: the
+    mean difference between classes is far larger zoomed than in I0."""
+    from agent.tool import SpectralVisualizationTool
+
+    items = picture_items(8, variant="zoom", seed=0, split="train")
+    tools = [SpectralVisualizationTool(item.spectrum) for item in items]
+    full = [_model_view(tool.render_full().png or b"") for tool in tools]
+    zoom = [_model_view(tool.render([6500, 6630]).png or b"") for tool in tools]
+
+    def class_gap(views: list[np.ndarray]) -> float:
+        yes = np.mean(views[0::2], axis=0)
+        no = np.mean(views[1::2], axis=0)
+        return float(np.abs(yes - no).mean())
+
+    assert class_gap(zoom) > 3 * class_gap(full)
+
+
+def test_it_pays_the_constant_reward_control_what_an_untrained_model_earns():
+    """Not 1.0 (advantages exactly 0, a control that proves nothing): -0.2, eq. 3 for a rollout
+    without an answer, where float32 group means are off by an ulp and AdamW still moves."""
+    from training.rewards import spec_o3_reward
+
+    untrained = spec_o3_reward([[{"role": "assistant", "content": "x!q"}]], ground_truth=["YES"])
+    assert untrained == [UNTRAINED_REWARD] == [-0.2]
+    assert constant_reward([[], [], []]) == [-0.2, -0.2, -0.2]
+
+
+@pytest.mark.slow
+def test_it_gives_every_grpo_step_half_yes_half_no(tmp_path: Path):
+    """TRL's own sampler, in dataset order: each step's prompts (generation batch) are 50/50,
+    so a model that answers one way whatever the picture earns exactly chance."""
+    settings = replace(PRESETS["cpu"], train_items=16, prompts_per_step=4, num_generations=2)
+    model = build_picture_model(tmp_path / "tiny", settings)
+    train = picture_items(16, variant="visible", seed=0, split="train")
+    run = build_picture_grpo(model, tmp_path / "grpo", train, settings)
+    labels = run.trainer.train_dataset["ground_truth"]
+    indices = list(iter(run.trainer._get_train_sampler()))
+    step = settings.prompts_per_step * settings.num_generations
+    assert len(indices) >= 3 * step
+    for start in range(0, len(indices) - step + 1, step):
+        answers = [labels[i] for i in indices[start : start + step]]
+        assert answers.count("YES") == answers.count("NO"), (start, answers)
+
+
+@pytest.fixture
+def one_thread():
+    """The tiny model on one torch thread: on a shared machine spinning threads cost 5-15x."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_it_learns_from_the_picture_by_sft_and_not_from_blank_or_swapped_images(
+    tmp_path: Path, one_thread: None
 ):
-    result = run_sft_stage(learning_model, tmp_path, stage_settings, sabotage)
-    problems = shortfalls(result, stage_settings)
-    assert any(caught_by in problem for problem in problems), problems
+    settings = PRESETS["test"]
+    result = run_seed(tmp_path, settings, log=lambda line: None)
+    sft = result["sft"]
+    assert sft["before"] <= settings.start_ceiling, sft
+    assert sft["after"] >= settings.threshold, sft
+    assert sft["controls"]["swapped"] <= 1 - settings.threshold, sft  # accuracy flips
+    assert sft["controls"]["blank"] <= settings.chance_ceiling, sft
+    assert all(result["verdicts"].values()), result["verdicts"]
 
 
-def test_it_raises_the_reward_by_grpo_and_moves_every_trainable_group(format_checkpoint, tmp_path):
-    result = run_grpo_stage(format_checkpoint, tmp_path, GRPO_SETTINGS)
-    assert len(result["rewards"]) == GRPO_SETTINGS.grpo_steps
-    assert result["reward_last"] - result["reward_first"] >= GRPO_SETTINGS.reward_margin, result
-    assert shortfalls(result, GRPO_SETTINGS) == []
-    assert result["moved"]["vision"] == 0.0
-
-
-def test_it_catches_grpo_with_a_constant_reward(format_checkpoint, tmp_path):
-    result = run_grpo_stage(format_checkpoint, tmp_path, CONSTANT_GRPO, "constant_reward")
-    assert set(result["moved"].values()) == {0.0}
-    problems = shortfalls(result, CONSTANT_GRPO)
-    assert any("reward rose" in problem for problem in problems), problems
-    assert any("layer1.mlp: 0.00%" in problem for problem in problems), problems
+def test_it_fails_a_verdict_when_a_control_learns():
+    settings = replace(PRESETS["test"], threshold=0.85, chance_ceiling=0.7)
+    result = {
+        "sft": {"before": 0.5, "after": 0.9, "controls": {"swapped": 0.1, "blank": 0.9}},
+    }
+    assert verdicts(result, settings) == {
+        "sft_learnt": True,
+        "sft_swapped_held": True,
+        "sft_blank_held": False,
+    }
