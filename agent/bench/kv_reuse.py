@@ -70,7 +70,7 @@ def run_episode(policy: Any, opening: list[dict[str, Any]], plots: list[bytes]) 
 
 def run_kv_reuse_benchmark(spectra: int, turns: int, max_new_tokens: int) -> dict[str, Any]:
     from agent.policies.transformers_policy import TransformersPolicy
-    from tests.agent.tiny_qwen import build_tiny_qwen25vl
+    from agent.policies.tiny_qwen import build_tiny_qwen25vl
 
     model = build_tiny_qwen25vl(
         Path(tempfile.mkdtemp(prefix="specvet-kv-")), hidden_size=64, num_attention_heads=2

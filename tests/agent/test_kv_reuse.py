@@ -11,7 +11,7 @@ import pytest
 
 from agent.policies.transformers_policy import TransformersPolicy
 from tests.agent.test_transformers_policy import spectrum_png
-from tests.agent.tiny_qwen import build_tiny_qwen25vl
+from agent.policies.tiny_qwen import build_tiny_qwen25vl
 
 pytestmark = pytest.mark.slow
 GREEDY = {"temperature": 0.0, "max_new_tokens": 10}
