@@ -57,3 +57,36 @@ def test_it_names_held_out_rows_picked_for_training_by_key(accepted):
     sentence = held_out_overlap("GRPO rows", spectrum_ids=[accepted.spectrum_id, row.pk])
     assert sentence is not None and "BENCH-2" in sentence
     assert held_out_overlap("a preference export", content_hashes=[row.content_hash])
+
+
+def test_it_refuses_a_grpo_run_whose_rows_hold_a_test_spectrum(
+    owner, expert, outsider, ml_engineer, tiny_model_path, training_dirs, tmp_path
+):
+    from annotation.inspections import services as inspection_services
+    from annotation.spectra.services import label_export_create
+    from annotation.training_runs import jobs as training_jobs
+    from annotation.training_runs import services as training_runs_services
+    from tests.factories import make_inspected
+
+    spectra = [make_spectrum(object_id=f"GRPO-{i}", seed=20 + i) for i in range(2)]
+    run = make_inspected(
+        spectra=spectra, verdicts={row.pk: ("YES", 0.6) for row in spectra}, created_by=owner
+    )
+    for row in spectra:
+        for user in (expert, outsider):
+            inspection_services.expert_decision_record(
+                candidate=run.candidates.get(spectrum=row), expert=user, decision="YES"
+            )
+    export = label_export_create(actor=owner)
+    training = training_runs_services.training_run_create(
+        stage="grpo",
+        preset="cpu-tiny",
+        base_model=str(tiny_model_path),
+        label_source={"label_export": export.version},
+        created_by=ml_engineer,
+    )
+    held_out("test", object_id="GRPO-1", seed=77)  # the benchmark's spectrum of that name
+    with pytest.raises(
+        WorkflowError, match=r"the GRPO run's rows .* share 1 object id\(s\) GRPO-1"
+    ):
+        training_jobs.prepare_data(training, tmp_path)
