@@ -4,12 +4,19 @@ whose chosen answer is the right YES/NO for a plot with or without a strong emis
 the same run on preferences shuffled against the pictures does not.
 
 Rows are made the project's way: two trajectories per plot (a YES and a NO answer), the right one
-chosen, cut by ``agent.formats.dpo.preference_row`` and written as a preference export's
-``dpo.jsonl`` with its images. Margins are TRL's own ``rewards/margins`` and
+chosen, cut by ``agent.formats.dpo.preference_row`` at the answer turn, and written as a
+preference export's ``dpo.jsonl`` with its images; chosen and rejected then keep the verdict
+alone (the box's content). Margins are TRL's own ``rewards/margins`` and
 ``rewards/accuracies`` from ``DPOTrainer.evaluate`` on the held-out file (0 before any step: the
 reference is the starting model). beta is 1 (TRL's 0.1 scales the tiny model's gradient down
-tenfold) and the learning rate constant; the held-out margin rises after ~45 steps of the 16
-pairs (0.47 at step 48 in one run, still at chance accuracy), so the runs take 64.
+tenfold) and the learning rate constant.
+
+What this does not show: that it is robust. The rise is a late jump (train margin ~0 for 30
+steps, then 1.4 and 3.5), and its timing moves with small changes: with the whole answer turn
+(27 byte tokens, 24 of them format) the held-out margin was 0.47 at step 48 and 0.07 at step 64
+(accuracy 0.5), and with the question worded "A strong emission line?" the train margin had not
+left 0 by step 40. CPU runs, deterministic for these seeds; a GPU run with more steps, pairs
+and seeds is the real check.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 CPU_CONFIG = REPO / "training" / "configs" / "dpo_cpu_tiny.yaml"
 WIDTH, HEIGHT = 644, 392  # agent.tool.IMAGE_SIZE
 TRAIN_PAIRS, HELD_OUT_PAIRS = 16, 16
-STEPS = 64
+STEPS = 40
 
 
 def plot(emission: bool, rng: random.Random) -> bytes:
@@ -56,12 +63,16 @@ def answered(png: bytes, prediction: str, index: int) -> Trajectory:
         task="CV",
         spectrum=SpectrumRef(f"PLOT-{index}", "SpecVI-mini", "generated"),
         system_prompt="You inspect spectra.",
-        user_prompt="<image>\nA strong emission line?",
+        user_prompt="<image>Strong emission line?",
         initial_image=ImageRef(png),
     )
     trajectory.steps.append(Step.from_output(0, f"<answer>\\boxed{{{prediction}}}</answer>"))
     trajectory.finalize("answer")
     return trajectory
+
+
+def verdict_text(yes: bool) -> dict[str, str]:
+    return {"type": "text", "text": "YES" if yes else "NO"}
 
 
 def write_pairs(folder: Path, *, pairs: int, seed: int, shuffled: bool = False) -> str:
@@ -78,7 +89,10 @@ def write_pairs(folder: Path, *, pairs: int, seed: int, shuffled: bool = False) 
         row = preference_row(yes, no) if says_yes else preference_row(no, yes)
         assert (row.differs_in, row.images) == ("answer", [png])
         (folder / "images" / f"{index}.png").write_bytes(png)
-        lines.append(json.dumps(row.as_trl([f"images/{index}.png"])))
+        trl = row.as_trl([f"images/{index}.png"])
+        for side, verdict in (("chosen", says_yes), ("rejected", not says_yes)):
+            trl[side] = [{"role": "assistant", "content": [verdict_text(verdict)]}]
+        lines.append(json.dumps(trl))
     (folder / "dpo.jsonl").write_text("\n".join(lines) + "\n")
     return str(folder / "dpo.jsonl")
 
