@@ -264,7 +264,8 @@ class RunArguments:
         },
     )
     validation_seed: int = field(
-        default=7, metadata={"help": "Seed of the validation SpecVI-mini split (test split)."}
+        default=7,
+        metadata={"help": "Seed of the SpecVI-mini validation split (never the test split)."},
     )
     gpu_memory_gib: float | None = field(
         default=None,

@@ -160,6 +160,23 @@ def build_dpo_run(
     return DPORun(trainer, processor, data, sink, dict(data.sources), precision, memory)
 
 
+def held_out_margins(run: DPORun, paths: list[str]) -> dict[str, float]:
+    """TRL's own preference metrics on held-out pairs (``dpo.jsonl`` files the run did not train
+    on): ``rewards/margins`` (beta times how much more the policy than the reference prefers
+    chosen over rejected; 0 before any step) and ``rewards/accuracies`` (the share of pairs
+    where that margin is positive), from ``DPOTrainer.evaluate``."""
+    from datasets import Dataset
+
+    held_out = load_preference_rows(paths)
+    # TRL 1.16 names its preference metrics eval_* whatever metric_key_prefix says.
+    metrics = run.trainer.evaluate(eval_dataset=Dataset.from_list(held_out.rows))
+    return {
+        key.removeprefix("eval_"): float(value)
+        for key, value in metrics.items()
+        if key.startswith(("eval_rewards/", "eval_logps/")) or key == "eval_loss"
+    }
+
+
 def save_dpo_run(
     run: DPORun,
     model_args: ModelArguments,

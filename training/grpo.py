@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from agent.render import renderer_info
+from agent.splits import HELD_OUT_SPLITS, SplitMembers
 from agent.tool import IMAGE_SIZE
 from agent.trajectory import IMAGE_PLACEHOLDER
 from training.callbacks import MetricsSink, attach_trainer
@@ -76,6 +77,7 @@ from training.memory import MemoryEstimate
 from training.precision import PrecisionPlan
 from training.rewards import SpectraRewardWeights, build_reward
 from training.run import (
+    check_validation_disjoint,
     load_model,
     load_training_processor,
     lora_config,
@@ -105,6 +107,11 @@ class GRPORun:
 def collect_items(data_args: DataArguments) -> tuple[list[LabelledSpectrum], dict[str, Any]]:
     """The label-only items ``data_args`` names and a description of their sources."""
     items: list[LabelledSpectrum] = []
+    if data_args.specvi_mini_tasks and data_args.specvi_mini_split in HELD_OUT_SPLITS:
+        raise TrainingDataError(
+            f"specvi_mini_split {data_args.specvi_mini_split!r} is held out (validation and "
+            "evaluation draw from it); GRPO trains on another split, such as 'train'"
+        )
     if data_args.specvi_mini_tasks:
         items.extend(
             specvi_mini_items(
@@ -264,6 +271,9 @@ def build_grpo_run(
     else:
         sources = {"in_memory": len(items)}
     sources.update(record(data_args.input_distribution))
+    check_validation_disjoint(
+        run_args, SplitMembers.of_spectra("GRPO data", (item.spectrum for item in items))
+    )
     precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="grpo")
     processor = tool_calling_processor(model_args)
     dataset = build_rl_dataset(items, use_tool=data_args.use_tool)

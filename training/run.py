@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, cast
 
+from agent.splits import VALIDATION_SPLIT, SplitMembers, SplitOverlap, check_disjoint
 from training.callbacks import (
     JsonlMetricsSink,
     MetricsCallback,
@@ -24,7 +25,7 @@ from training.config import (
     config_to_dict,
     launch_layout,
 )
-from training.data import specvi_mini_items
+from training.data import TrainingDataError, specvi_mini_items
 from training.inputs import refuse_mixing
 from training.memory import (
     GRPO_PROMPT_TOKENS,
@@ -201,12 +202,32 @@ def validation_samples(run_args: RunArguments) -> tuple[list[Any], str]:
     n_pos = (run_args.validation_samples_per_task + 1) // 2
     items = specvi_mini_items(
         run_args.validation_tasks,
-        split="test",
+        split=VALIDATION_SPLIT,  # never "test": evaluation draws from that one
         n_pos=n_pos,
         n_neg=run_args.validation_samples_per_task - n_pos,
         seed=run_args.validation_seed,
     )
     return [EvalSample(i.sample_id, i.task, i.label, i.spectrum) for i in items], "synthetic"
+
+
+def check_validation_disjoint(run_args: RunArguments, training: SplitMembers) -> None:
+    """Refuse a run whose in-training validation set shares a spectrum (object id or content
+    hash) with its training rows, naming them; nothing to check without validation tasks."""
+    if not run_args.validation_tasks:
+        return
+    samples, source = validation_samples(run_args)
+    validation = SplitMembers.of_spectra(
+        f"in-training validation ({source})", (sample.spectrum for sample in samples)
+    )
+    refuse_leaks(training, validation)
+
+
+def refuse_leaks(*sets: SplitMembers) -> None:
+    """Raise ``TrainingDataError`` naming the spectra two of ``sets`` share (agent.splits)."""
+    try:
+        check_disjoint(*sets)
+    except SplitOverlap as error:
+        raise TrainingDataError(str(error)) from error
 
 
 def real_validation_samples(run_args: RunArguments) -> list[Any]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.splits import SplitMembers
 from agent.trajectory import Trajectory
 from training.callbacks import MetricsSink, attach_trainer
 from training.config import (
@@ -49,6 +50,7 @@ from training.inputs import DATASET, SPECVET, check_choice, record, with_specvet
 from training.memory import MemoryEstimate
 from training.precision import PrecisionPlan
 from training.run import (
+    check_validation_disjoint,
     load_model,
     load_training_processor,
     lora_config,
@@ -146,6 +148,7 @@ def build_sft_run(
     else:
         sources = {"in_memory": len(trajectories)}
     sources.update(record(data_args.input_distribution))
+    check_validation_disjoint(run_args, SplitMembers.of_trajectories("SFT data", trajectories))
     precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="sft")
     processor = load_training_processor(model_args)
     data = build_sft_dataset(trajectories, processor, max_length=data_args.max_sequence_length)

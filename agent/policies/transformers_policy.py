@@ -42,6 +42,7 @@ class TransformersPolicy(PerThreadUsage):
         sampling: SamplingParams | dict[str, Any] | None = None,
         max_pixels: int | None = None,
         reuse_cache: bool = False,
+        record_logits: bool = False,
     ) -> None:
         import torch
         from transformers import Qwen2_5_VLForConditionalGeneration
@@ -73,6 +74,10 @@ class TransformersPolicy(PerThreadUsage):
         # Off by default: exact on the tiny CPU model (tests), not yet measured on a GPU.
         self.reuse_cache = reuse_cache
         self._prefix: CachedPrefix | None = None
+        # On: each generate keeps the logits of every new token (float32, new tokens x vocab)
+        # in ``last_logits``, so two ways of running the same prompt can be compared exactly.
+        self.record_logits = record_logits
+        self.last_logits: Any = None
 
     def info(self) -> dict[str, Any]:
         return {
@@ -105,9 +110,14 @@ class TransformersPolicy(PerThreadUsage):
         reused = 0
         with self._generating, torch.inference_mode(), self._sampling_rng():
             if self.reuse_cache:
-                output, reused = self._generate_reusing_cache(inputs)
+                result, reused = self._generate_reusing_cache(inputs)
             else:
-                output = self.model.generate(**inputs, **self._generation_kwargs())  # type: ignore[misc]
+                result = self.model.generate(  # type: ignore[misc]
+                    **inputs, return_dict_in_generate=True, **self._generation_kwargs()
+                )
+        output = result.sequences
+        if self.record_logits:
+            self.last_logits = torch.stack(result.logits, dim=1)[0].float().cpu()
         new_ids = output[0, prompt_ids.shape[1] :].tolist()
         kept_ids = _cut_at_end_of_turn(new_ids, self._end_of_turn_ids)
         self.last_usage = {
@@ -122,7 +132,8 @@ class TransformersPolicy(PerThreadUsage):
 
     def _generate_reusing_cache(self, inputs: Any) -> tuple[Any, int]:
         """``generate`` continuing from the cache of the previous turn (agent.policies.kv_reuse);
-        returns the sequences and how many prompt tokens came from the cache."""
+        returns its output (sequences, logits when recorded) and how many prompt tokens came
+        from the cache."""
         ids = inputs["input_ids"][0].tolist()
         images = image_spans(inputs, self._image_token_id)
         output: Any
@@ -143,13 +154,14 @@ class TransformersPolicy(PerThreadUsage):
         cache = output.past_key_values
         cached_ids = output.sequences[0, : cache.get_seq_length()].tolist()
         self._prefix = CachedPrefix(cache, cached_ids, images)
-        return output.sequences, reused
+        return output, reused
 
     def _generation_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "max_new_tokens": self.sampling.max_new_tokens,
             "eos_token_id": self._end_of_turn_ids,
             "pad_token_id": self.processor.tokenizer.pad_token_id,
+            "output_logits": self.record_logits,
         }
         if self.sampling.greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)

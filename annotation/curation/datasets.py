@@ -28,6 +28,7 @@ from annotation.curation.models import (
 )
 from annotation.curation.selectors import trajectory_from_stored
 from annotation.curation.services import curation_create
+from annotation.spectra.held_out import held_out_overlap, refusal
 from annotation.spectra.models import Label, Spectrum, Task
 
 # --- curation: imports ----------------------------------------------------------------------------
@@ -233,6 +234,11 @@ def dataset_export_create(
             "export would show you their sources: export after the campaign closes, or ask "
             "an ML engineer who does not rate it"
         )
+    leak = held_out_overlap(
+        "the SFT export", spectrum_ids=[curation.spectrum_id for curation in curations]
+    )
+    if leak:
+        raise WorkflowError(refusal(leak))
     files, body = dataset_files(curations)
     latest = (
         DatasetExport.objects.select_for_update()

@@ -211,7 +211,8 @@ def preference_export_create(
         },
         "rule": "pairwise judgements of closed campaigns: the side most raters preferred is "
         "chosen; ties and even splits are excluded. Draft versus revision: the revision that "
-        "passed audit is chosen. Each row is cut where the two trajectories part.",
+        "passed audit is chosen. Each row is the turn where the two trajectories' decisions "
+        "(verdict or tool window) part.",
         "files": file_hashes,
         "content_hash": content_hash,
     }

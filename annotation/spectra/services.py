@@ -22,6 +22,7 @@ from agent import inspection_tasks as agent_tasks
 from agent.resolution import Resolution
 from agent.spectra import Declared, SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from agent.spectra import Spectrum as SpectrumValue
+from agent.splits import content_hash
 from annotation.core.errors import NotAllowed, UploadRejected, WorkflowError
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
@@ -64,10 +65,8 @@ def tasks_seed_builtin() -> list[Task]:
 
 
 def spectrum_content_hash(value: SpectrumValue) -> str:
-    digest = hashlib.sha256()
-    for array in (value.wavelength, value.flux):
-        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
-    return digest.hexdigest()
+    """SHA-256 of the arrays (agent.splits.content_hash: the key splits are kept apart by)."""
+    return content_hash(value)
 
 
 @dataclass(frozen=True)

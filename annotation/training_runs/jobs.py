@@ -27,6 +27,7 @@ from annotation.core import errors as core_errors
 from annotation.core import services as core_services
 from annotation.curation.models import DatasetExport, ExportKind
 from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra.held_out import held_out_overlap, refusal
 from annotation.spectra.models import LabelExport, Spectrum
 from annotation.training_runs import selectors, services
 from annotation.training_runs.models import TrainingRun, TrainingStage
@@ -159,8 +160,12 @@ def write_label_only_parquet(run: TrainingRun, path: Path) -> int:
     from agent.inspection_tasks import get_task
     from training.data import prompt_trajectory
 
+    labelled = list(_labelled_rows(run))
+    leak = held_out_overlap("the GRPO run's rows", spectrum_ids=[row.pk for row, *_ in labelled])
+    if leak:
+        raise core_errors.WorkflowError(refusal(leak))
     rows = []
-    for row, task_code, label, source in _labelled_rows(run):
+    for row, task_code, label, source in labelled:
         spectrum = spectra_selectors.spectrum_value(row)
         trajectory = prompt_trajectory(spectrum, get_task(task_code))
         rows.append(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.tiny_qwen import build_tiny_qwen25vl
+from agent.policies.tiny_qwen import build_tiny_qwen25vl
 
 
 @pytest.fixture(scope="session")

@@ -59,7 +59,7 @@ EXPECTED_TEXT = (
     "<|im_start|>assistant\n" + ANSWER + "<|im_end|>\n"
 )
 
-# Token ids of the tiny byte-level tokenizer (tests/agent/tiny_qwen.py): 258 <|im_start|>,
+# Token ids of the tiny byte-level tokenizer (agent/policies/tiny_qwen.py): 258 <|im_start|>,
 # 256 <|im_end|>, 198 "\n", 259 <|vision_start|>, 261 <|image_pad|>, 260 <|vision_end|>,
 # 263 <tool_call>, 264 </tool_call>; every other character is one byte-level id.
 EXPECTED_IDS = [

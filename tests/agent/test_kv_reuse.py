@@ -1,6 +1,7 @@
 """Key-value cache reuse across turns (issue 24, item 7): greedy output is token-for-token the
 same with and without reuse over a multi-turn episode whose later turns bring new images, and
-the later turns prefill only what the cache does not hold."""
+the later turns prefill only what the cache does not hold. Issue 33 item 4: the logits are the
+same too, on a tiny model whose logits follow the picture, and a ``rope_deltas`` shift fails it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from typing import Any
 
 import pytest
 
+import agent.policies.transformers_policy as transformers_policy
+from agent.bench.kv_reuse import (
+    LOGIT_TOLERANCE,
+    check_logits,
+    episode_plots,
+    sensitive_tiny_model,
+)
+from agent.policies.kv_reuse import prefill_suffix
+from agent.policies.tiny_qwen import build_tiny_qwen25vl
 from agent.policies.transformers_policy import TransformersPolicy
 from tests.agent.test_transformers_policy import spectrum_png
-from tests.agent.tiny_qwen import build_tiny_qwen25vl
 
 pytestmark = pytest.mark.slow
 GREEDY = {"temperature": 0.0, "max_new_tokens": 10}
@@ -87,3 +96,49 @@ def test_it_prefills_again_from_a_picture_that_changed(wide_tiny_model):
     first_pad = ids.index(plain.processor.image_token_id)
     assert reusing.last_usage["prompt_tokens"] == len(ids)
     assert reusing.last_usage["prefill_tokens"] == len(ids) - first_pad
+
+
+@pytest.fixture(scope="module")
+def sensitive_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sensitive_tiny_model(tmp_path_factory.mktemp("kv_reuse_sensitive"))
+
+
+@pytest.fixture(scope="module")
+def episodes() -> list[tuple[list[dict[str, Any]], list[bytes]]]:
+    """Two SpecVI-mini spectra, I0 then two tool plots each (plots differ turn to turn)."""
+    return episode_plots(2, 2)
+
+
+def test_it_gives_the_same_logits_with_the_cache_reused(sensitive_model, episodes):
+    check = check_logits(sensitive_model, episodes)
+    # The comparison means something: another spectrum's picture moves the first logits far
+    # more than the tolerance (the default tiny model moved them by ~5e-4 only).
+    assert check.image_sensitivity >= 10 * LOGIT_TOLERANCE
+    assert len(check.differences) == 6  # 2 episodes x (I0 turn + 2 plot turns)
+    assert check.text_mismatches == []
+    assert check.max_difference <= LOGIT_TOLERANCE, check.verdict()
+    assert check.ok
+
+
+def test_it_fails_when_the_reused_positions_are_shifted(sensitive_model, episodes, monkeypatch):
+    """The sabotage the greedy-string check missed: rope_deltas off by +7 after the prefill."""
+
+    def shifted(model: Any, inputs: Any, cached: Any, reuse: int) -> Any:
+        cache = prefill_suffix(model, inputs, cached, reuse)
+        model.model.rope_deltas = model.model.rope_deltas + 7
+        return cache
+
+    monkeypatch.setattr(transformers_policy, "prefill_suffix", shifted)
+    check = check_logits(sensitive_model, episodes)
+    assert check.sensitive
+    assert not check.ok
+    assert check.max_difference > 100 * LOGIT_TOLERANCE
+    assert "cache reuse changes the output" in check.verdict()
+
+
+def test_it_refuses_to_vouch_for_a_model_blind_to_the_picture():
+    from agent.bench.kv_reuse import LogitsCheck
+
+    blind = LogitsCheck(differences=[0.0, 0.0], text_mismatches=[], image_sensitivity=5e-4)
+    assert not blind.sensitive and not blind.ok
+    assert blind.verdict().startswith("not checked")

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from agent.policies.base import Policy, SamplingParams, code_version
+from agent.policies.tiny_qwen import MAX_PIXELS
 from agent.policies.transformers_policy import TransformersPolicy
-from tests.agent.tiny_qwen import MAX_PIXELS
 
 WIDTH, HEIGHT = 644, 392  # agent.tool.IMAGE_SIZE
 # smart_resize(392, 644, max_pixels=28*28*16): beta = sqrt(392*644 / 12544) = 4.486, so

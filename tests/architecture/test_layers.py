@@ -275,3 +275,25 @@ def test_it_has_no_import_cycle_among_benchmarks_even_inside_functions() -> None
         for module in bench
     }
     assert cycles(graph) == []
+
+
+# --- production never imports the tests ---------------------------------------------------------
+
+
+def imports_tests(path: Path) -> set[str]:
+    """The ``tests`` modules ``path`` imports, at module level or inside a function."""
+    imported = imported_names(path, module_level_only=False)
+    return {name for name in imported if name == "tests" or name.startswith("tests.")}
+
+
+def test_it_sees_an_import_of_the_tests_inside_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "builder.py"
+    module.write_text("def build():\n    from tests.agent.helpers import make\n    return make()\n")
+    assert imports_tests(module) == {"tests.agent.helpers"}
+    module.write_text("import tests.factories\nfrom agent.testing import tests_of\n")
+    assert imports_tests(module) == {"tests.factories"}
+
+
+@pytest.mark.parametrize("module", sorted(ALL_MODULES))
+def test_it_keeps_production_code_from_importing_the_tests(module: str) -> None:
+    assert not imports_tests(ALL_MODULES[module]), f"{module} imports the test package"

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from agent.inspection_tasks import get_task
+from agent.policies.tiny_qwen import build_tiny_qwen25vl
 from agent.rollout import inspect
 from agent.spectra import Spectrum
 from agent.synthetic import generate_split
 from agent.trajectory import Trajectory
-from tests.agent.tiny_qwen import build_tiny_qwen25vl
 from training.data import LabelledSpectrum
 
 TOOL_NAME = "spectral_visualization_tool"

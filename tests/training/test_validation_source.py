@@ -190,3 +190,74 @@ def test_it_passes_the_run_s_gathering_choice_to_the_callback(monkeypatch):
     callbacks = run_callbacks(args, None, Sink(), stage="sft", run_name="r")
     (validation,) = [c for c in callbacks if isinstance(c, ValidationF1Callback)]
     assert validation.gather_zero3 is False
+
+
+# --- splits that cannot leak (issue 33 item 6) ---------------------------------------------------
+
+
+def test_it_draws_synthetic_validation_from_the_validation_split_not_the_test_one(monkeypatch):
+    monkeypatch.setattr("agent.real_corpus.load_corpus", unavailable)
+    samples, _ = validation_samples(RunArguments(validation_tasks=["CV"]))
+    assert all("-validation-" in sample.sample_id for sample in samples)
+    assert all(sample.spectrum.object_id.startswith("SVM-CV-validation-") for sample in samples)
+
+
+def test_it_refuses_sft_data_holding_a_validation_spectrum(monkeypatch, tiny_model_path, tmp_path):
+    """A demonstration on a validation spectrum renamed: caught by the digest its rollout kept."""
+    import dataclasses
+
+    from tests.training.conftest import ANSWER_YES, scripted_trajectory
+    from training.data import TrainingDataError
+    from training.sft import build_sft_run, parse_args
+
+    monkeypatch.setattr("agent.real_corpus.load_corpus", unavailable)
+    run_args = RunArguments(validation_tasks=["CV"], validation_samples_per_task=2)
+    samples, _ = validation_samples(run_args)
+    leaked = dataclasses.replace(samples[0].spectrum, object_id="LAMOST J0000+0000")
+    trajectories = [scripted_trajectory(leaked, [ANSWER_YES])]
+    args = parse_args(
+        [
+            "--config",
+            "training/configs/sft_cpu_tiny.yaml",
+            "--model_name_or_path",
+            str(tiny_model_path),
+            "--output_dir",
+            str(tmp_path),
+            "--validation_tasks",
+            "CV",
+            "--validation_samples_per_task",
+            "2",
+            "--validation_source",
+            "synthetic",
+        ]
+    )
+    with pytest.raises(TrainingDataError, match="SFT data and in-training validation") as refusal:
+        build_sft_run(*args, trajectories=trajectories)
+    assert leaked.digest()[:16] in str(refusal.value)
+
+
+def test_it_refuses_grpo_rows_from_a_held_out_split():
+    from training.config import DataArguments
+    from training.data import TrainingDataError
+    from training.grpo import collect_items
+
+    for split in ("test", "validation"):
+        data_args = DataArguments(specvi_mini_tasks=["CV"], specvi_mini_split=split)
+        with pytest.raises(TrainingDataError, match=f"specvi_mini_split '{split}' is held out"):
+            collect_items(data_args)
+
+
+def test_it_refuses_grpo_rows_sharing_an_object_id_with_validation(monkeypatch):
+    from agent.splits import SplitMembers
+    from training.data import TrainingDataError
+    from training.run import check_validation_disjoint
+
+    monkeypatch.setattr("agent.real_corpus.load_corpus", unavailable)
+    run_args = RunArguments(validation_tasks=["CV"], validation_samples_per_task=2)
+    samples, _ = validation_samples(run_args)
+    grpo = SplitMembers(
+        "GRPO data", frozenset({samples[1].spectrum.object_id}), frozenset({"0" * 64})
+    )
+    with pytest.raises(TrainingDataError, match=samples[1].spectrum.object_id):
+        check_validation_disjoint(run_args, grpo)
+    check_validation_disjoint(RunArguments(), grpo)  # no validation tasks: nothing to check

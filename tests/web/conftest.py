@@ -44,7 +44,7 @@ def api_client(expert) -> APIClient:
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory):
     """The tiny random Qwen2.5-VL of the training tests (built once per session)."""
-    from tests.agent.tiny_qwen import build_tiny_qwen25vl
+    from agent.policies.tiny_qwen import build_tiny_qwen25vl
 
     return build_tiny_qwen25vl(tmp_path_factory.mktemp("tiny_qwen25vl_web"))
 

@@ -1,5 +1,8 @@
 """A tiny random Qwen2.5-VL checkpoint written fully offline (ml_path.md section 4).
 
+Production code (``training.tiny_model``, ``agent.bench.kv_reuse``) and the tests build it from
+here, so the CPU configs, the benchmarks and the tests run the same model.
+
 Byte-level tokenizer (256 symbols, no merges, so any text encodes) plus the Qwen special tokens,
 the PIL image processor with a small pixel budget, the project chat template, and a 2-layer
 model with random weights. The configs name the stock ``Qwen2_5_VLProcessor``, like a real
@@ -29,13 +32,19 @@ PLAIN_ADDED_TOKENS = ("<tool_call>", "</tool_call>")
 
 
 def build_tiny_qwen25vl(
-    path: str | Path, *, hidden_size: int = 32, num_attention_heads: int = 4
+    path: str | Path,
+    *,
+    hidden_size: int = 32,
+    num_attention_heads: int = 4,
+    initializer_range: float | None = None,
 ) -> Path:
     """Write the tiny checkpoint into ``path`` (created if needed) and return it.
 
     ``hidden_size`` and ``num_attention_heads`` widen the language model (the learning
     benchmark uses hidden 64 with 2 heads: head_dim 32 can key attention on one token);
-    the defaults are the 115k-parameter model of the smoke runs.
+    the defaults are the 115k-parameter model of the smoke runs. ``initializer_range`` (the
+    standard deviation of the random weights; None keeps transformers' 0.02) set larger gives
+    a model whose logits and greedy text change with the picture (``input_sensitive_config``).
     """
     import torch
     from transformers import (
@@ -52,8 +61,9 @@ def build_tiny_qwen25vl(
     tokenizer.chat_template = load_chat_template()
     image_processor = Qwen2VLImageProcessorPil(min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
     processor = build_image_only_processor(image_processor, tokenizer, load_chat_template())
+    scale = {} if initializer_range is None else {"initializer_range": initializer_range}
     config = Qwen2_5_VLConfig(
-        text_config=_text_config(tokenizer, hidden_size, num_attention_heads),
+        text_config=_text_config(tokenizer, hidden_size, num_attention_heads) | scale,
         vision_config={
             "depth": 2,
             "hidden_size": 32,
@@ -61,6 +71,7 @@ def build_tiny_qwen25vl(
             "num_heads": 4,
             "out_hidden_size": hidden_size,
             "fullatt_block_indexes": [1],
+            **scale,
         },
         **{
             f"{name}_token_id": tokenizer.convert_tokens_to_ids(token)
