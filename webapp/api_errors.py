@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.http.multipartparser import MultiPartParserError
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.response import Response
@@ -21,15 +22,30 @@ class PayloadTooLarge(APIException):
     default_code = "payload_too_large"
 
 
-def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+def _body_exception(exc: Exception, request: Any) -> Exception:
+    """The API's refusal for Django's refusal of a body; other exceptions as they are."""
     if isinstance(exc, RequestDataTooBig):
-        request = context.get("request")
         size = request.META.get("CONTENT_LENGTH", "?") if request is not None else "?"
-        exc = PayloadTooLarge(
+        return PayloadTooLarge(
             f"the request body ({size} bytes) is over the "
             f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE}-byte limit (DATA_UPLOAD_MAX_MEMORY_SIZE); "
             "send less, or upload files as multipart where the API takes files"
         )
-    elif isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
-        exc = ParseError(f"the request body has too many fields or files: {exc}")
-    return exception_handler(exc, context)
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return ParseError(f"the request body has too many fields or files: {exc}")
+    if isinstance(exc, MultiPartParserError):
+        return ParseError(f"Multipart form parse error - {exc}")  # DRF's words
+    return exc
+
+
+def body_refusal(exc: Exception, request: Any) -> tuple[int, str]:
+    """(status, detail) of the API's answer to a body Django refused to read, for a caller
+    outside DRF (webapp.middleware reads bodies before any view)."""
+    refusal = _body_exception(exc, request)
+    if isinstance(refusal, APIException):
+        return refusal.status_code, str(refusal.detail)
+    return status.HTTP_400_BAD_REQUEST, f"the request body cannot be read: {exc}"
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    return exception_handler(_body_exception(exc, context.get("request")), context)

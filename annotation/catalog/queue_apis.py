@@ -12,6 +12,7 @@ from annotation.catalog import queue
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
+from annotation.core.fields import IdField
 from annotation.core.http import _expert
 from annotation.inspections import queue_actions
 
@@ -22,7 +23,7 @@ class VettingQueueActionApi(APIView):
     class InputSerializer(serializers.Serializer):
         action = serializers.ChoiceField(choices=["reassign", "close", "requeue"])
         candidates = serializers.ListField(
-            child=serializers.IntegerField(min_value=1),
+            child=IdField(),  # a larger id than a primary key holds is bad input, not a 500
             min_length=1,
             max_length=queue_actions.MAX_BULK,
         )
