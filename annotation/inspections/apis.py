@@ -158,8 +158,11 @@ class InspectionRunCreateApi(APIView):
         task = serializers.SlugRelatedField(slug_field="code", queryset=Task.objects.all())
         spectrum_ids = serializers.ListField(child=IdField(), min_length=1, max_length=100000)
         policy = serializers.DictField(
-            help_text='e.g. {"kind": "rule-based"} or {"kind": "openai", "endpoint": "default"} '
-            "(a registered endpoint, GET /api/endpoints/; base_url and api_key are refused)"
+            help_text='e.g. {"kind": "rule-based"} (optional: threshold, max_windows, name, '
+            'calibration), {"kind": "transformers", "model_path": ...} (optional: device, dtype, '
+            'max_pixels, reuse_cache) or {"kind": "openai", "endpoint": "default"} (a registered '
+            "endpoint, GET /api/endpoints/; base_url and api_key are refused). Any other key, or "
+            "a value out of range, is refused with 400 naming it."
         )
         sampling = serializers.DictField(required=False)
         rollouts = serializers.IntegerField(min_value=1, max_value=16, default=1)
