@@ -146,10 +146,9 @@ class NulCharacterRefusalMiddleware:
         )
         if request.path.startswith("/api/"):
             return JsonResponse({"detail": detail}, status=status)
-        template = "404.html" if status == 404 else "400.html"
-        return render(
-            request, template, {"request_path": request.path, "exception": detail}, status=status
-        )
+        if status == 404:
+            return render(request, "404.html", {"reason": detail}, status=404)
+        return render(request, "400.html", {"exception": detail}, status=400)
 
 
 def nul_location(request: HttpRequest) -> str | None:

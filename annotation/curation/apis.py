@@ -29,6 +29,7 @@ from annotation.core.models import AuditLog, ImageBlob
 from annotation.core.serializers import (
     BAD_REQUEST,
     CONFLICT,
+    ErrorOutputSerializer,
     JobOutputSerializer,
     _paginated,
     _username,
@@ -701,13 +702,22 @@ class DatasetExportCreateApi(CurationApi):
 class DatasetDownloadApi(CurationApi):
     role_rule = permissions.DATASETS_READ
 
-    @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="the zip")})
+    @extend_schema(
+        responses={
+            (200, "application/zip"): OpenApiResponse(description="the zip"),
+            404: OpenApiResponse(
+                ErrorOutputSerializer,
+                description="No such export you may read, or its archive is missing from storage "
+                "(the reason says which).",
+            ),
+        }
+    )
     def get(self, request: Request, export_id: int) -> FileResponse:
         export = get_object_or_404(
             selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED), pk=export_id
         )
         return FileResponse(
-            export.archive.open("rb"),
+            selectors.dataset_export_archive(export),
             as_attachment=True,
             filename=f"specvet-sft-v{export.version}.zip",
             content_type="application/zip",
