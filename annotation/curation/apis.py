@@ -572,7 +572,8 @@ class DraftJobCreateApi(CurationApi):
             names = [key for key, _ in teacher_choices()]
             if teacher not in names:
                 raise serializers.ValidationError(
-                    f"teacher {teacher!r} is not one of: {', '.join(names)} (a URL is not accepted)"
+                    f"teacher {teacher!r} is not one of: {', '.join(names)} (a URL is not accepted)",
+                    code="does_not_exist",  # a 404 when nothing else is wrong (api_errors)
                 )
             return teacher
 

@@ -48,3 +48,45 @@ def test_it_declares_uploaded_files_as_binary_parts(api):
     }
     files = schemas["SpectrumUploadInput"]["properties"]["files"]
     assert files["items"] == {"type": "string", "format": "binary"}
+
+
+def test_it_declares_what_a_request_field_refuses(api):
+    """Schemathesis found requests the schema allowed refused with 400: a blank name, a blank
+    rater, an empty file list, a limit over the cap; and "" refused by a filter that takes it."""
+    doc = served(api)
+    schemas = doc["components"]["schemas"]
+    judge = schemas["JudgeCreateInput"]["properties"]
+    assert judge["name"]["minLength"] == 1 and judge["name"]["pattern"] == r"\S"
+    raters = schemas["CampaignCreateInput"]["properties"]["raters"]
+    assert raters["items"]["minLength"] == 1
+    assert schemas["SpectrumUploadInput"]["properties"]["files"]["minItems"] == 1
+    dataset = schemas["SpectrumUploadInput"]["properties"]["dataset"]
+    assert dataset["pattern"] == "^[-a-zA-Z0-9_]+$"  # its own pattern kept
+    label = next(
+        p for p in doc["paths"]["/api/spectra/"]["get"]["parameters"] if p["name"] == "label"
+    )
+    assert "" in label["schema"]["enum"] and "minLength" not in label["schema"]
+    limit = next(
+        p
+        for p in doc["paths"]["/api/spectra/{spectrum_id}/"]["get"]["parameters"]
+        if p["name"] == "limit"
+    )
+    assert limit["schema"]["maximum"] == 100_000
+
+
+def test_it_answers_a_write_naming_a_missing_object_with_404_naming_the_field(api, staff):
+    """A well-formed request naming a task code that does not exist was a 400 (the schema
+    allowed it); now a 404 like an id in the path, documented, naming each such field. A
+    request also wrong in another way keeps its 400 with every field's message."""
+    client = APIClient()
+    client.force_authenticate(staff)
+    response = client.post(reverse("api_calibration_refit"), {"task": "NOPE"}, format="json")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "task: Object with code=NOPE does not exist."}
+    response = client.post(
+        reverse("api_triage_target"), {"task": "NOPE", "target_purity": 7}, format="json"
+    )
+    assert response.status_code == 400
+    assert set(response.json()) == {"task", "target_purity"}
+    documented = served(api)["paths"]["/api/calibration/refit/"]["post"]["responses"]
+    assert "404" in documented
