@@ -13,6 +13,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -20,7 +21,6 @@ from rest_framework.response import Response
 
 from agent.editing import EditedAnswer, EditedStep, EditError, apply_edit
 from annotation import blinding
-from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core import services as core_services
 from annotation.core.apis import ERROR, WorkflowApi
@@ -345,9 +345,9 @@ class CurationRevisionSaveApi(CurationApi):
         params.is_valid(raise_exception=True)
         data = params.validated_data
         base = curation.versions.filter(number=data["base_number"]).first()
-        if base is None:
-            raise core_errors.WorkflowError(
-                f"version {data['base_number']} of this trajectory does not exist"
+        if base is None:  # a version that names nothing: 404, like an id in the path
+            raise NotFound(
+                f"base_number: version {data['base_number']} of this trajectory does not exist"
             )
         trajectory = apply_edit(
             selectors.version_trajectory(base),
@@ -517,8 +517,8 @@ class CurationReassignApi(CurationApi):
         user = None
         if username is not None:
             user = get_user_model().objects.filter(username=username, is_active=True).first()
-            if user is None:
-                raise core_errors.WorkflowError(f"no active expert is called {username!r}")
+            if user is None:  # a name that names no one: 404, like an id in the path
+                raise NotFound(f"username: no active expert is called {username!r}")
         services.curation_reassign(
             curation=curation, role=params.validated_data["role"], user=user, actor=_expert(request)
         )

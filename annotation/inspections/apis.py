@@ -21,7 +21,7 @@ from annotation.core.serializers import BAD_REQUEST, CONFLICT
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections import reproduction, selectors, services
 from annotation.inspections.models import Candidate, InspectionRun
-from annotation.spectra.models import Task
+from annotation.spectra.models import Spectrum, Task
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -169,6 +169,16 @@ class InspectionRunCreateApi(APIView):
         max_tool_calls = serializers.IntegerField(min_value=0, max_value=16, default=8)
         confidence_threshold = serializers.FloatField(min_value=0, max_value=1, default=0.0)
         name = serializers.CharField(max_length=120, required=False, allow_blank=True)
+
+        def validate_spectrum_ids(self, ids: list[int]) -> list[int]:
+            # code does_not_exist: a 404 when nothing else is wrong (webapp.api_errors)
+            found = set(Spectrum.objects.filter(pk__in=ids).values_list("pk", flat=True))
+            missing = sorted(set(ids) - found)
+            if missing:
+                raise serializers.ValidationError(
+                    f"unknown spectrum ids: {missing[:10]}", code="does_not_exist"
+                )
+            return ids
 
     @extend_schema(request=InputSerializer, responses={201: RunOutputSerializer})
     def post(self, request: Request) -> Response:

@@ -65,12 +65,9 @@ REFUSES_VALID: dict[str, str] = {
     "GET /api/spectra/{spectrum_id}/overlay/": RULE,  # other or template, not both
     "GET /api/spectra/{spectrum_id}/plot/": RULE,  # hi above lo
     "POST /api/curation/import/": RULE,  # the file must be a project JSONL or ShareGPT ZIP
-    "POST /api/curation/{curation_id}/reassign/": REFERENCE,  # no active expert of that name
-    "POST /api/curation/{curation_id}/revisions/": REFERENCE,  # base version does not exist
     "POST /api/curation/{curation_id}/screen/": RULE,  # discarding needs a reason
     "POST /api/datasets/exports/": STATE,  # nothing accepted to export yet
     "POST /api/endpoints/create/": RULE,  # the name's characters, an http(s) base URL
-    "POST /api/inspections/create/": REFERENCE,  # unknown spectrum ids
     "POST /api/rating/campaigns/create/": STATE,  # a user who does not hold the rater role
     "POST /api/rating/judges/create/": REFERENCE,  # no enabled endpoint of that name
     "POST /api/spectra/upload/": RULE,  # the file's content, column roles, resolution text
@@ -78,7 +75,7 @@ REFUSES_VALID: dict[str, str] = {
     "POST /api/training/create/": STATE,  # DPO needs a preference export; a preset's model
     "POST /api/vetting/queue/actions/": RULE,  # close needs a reason; candidates you may read
 }
-MAX_KNOWN = 16  # issue 32 found 24 operations refusing valid requests; 16 are left
+MAX_KNOWN = 13  # issue 32 found 24 operations refusing valid requests; 13 are left
 SKIP = {"GET /api/schema/"}  # the schema itself (one request is ~1 s; not described by itself)
 
 

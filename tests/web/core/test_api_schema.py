@@ -90,3 +90,42 @@ def test_it_answers_a_write_naming_a_missing_object_with_404_naming_the_field(ap
     assert set(response.json()) == {"task", "target_purity"}
     documented = served(api)["paths"]["/api/calibration/refit/"]["post"]["responses"]
     assert "404" in documented
+
+
+def test_it_answers_404_for_a_missing_expert_version_or_spectrum(
+    staff, expert, outsider, ml_engineer
+):
+    from annotation.curation import services as curation_services
+    from tests.factories import make_curation
+
+    client = APIClient()
+    client.force_authenticate(staff)
+    curation = make_curation()
+    response = client.post(
+        reverse("api_curation_reassign", args=[curation.pk]),
+        {"role": "reviser", "username": "nobody"},
+        format="json",
+    )
+    assert response.status_code == 404
+    assert "no active expert is called 'nobody'" in response.json()["detail"]
+    curation_services.curation_screen(curation=curation, user=outsider, keep=True)
+    curation_services.curation_claim_revision(curation=curation, user=expert)
+    reviser = APIClient()
+    reviser.force_authenticate(expert)
+    step = {"think": "t", "wavelength_range": [6500, 6600], "label": "H-alpha"}
+    answer = {"think": "t", "prediction": "YES", "justification": "j"}
+    response = reviser.post(
+        reverse("api_curation_save_revision", args=[curation.pk]),
+        {"base_number": 99, "steps": [step], "answer": answer},
+        format="json",
+    )
+    assert response.status_code == 404, response.content
+    assert "version 99 of this trajectory does not exist" in response.json()["detail"]
+    client.force_authenticate(ml_engineer)
+    response = client.post(
+        reverse("api_run_create"),
+        {"task": "CV", "spectrum_ids": [424242], "policy": {"kind": "rule-based"}},
+        format="json",
+    )
+    assert response.status_code == 404
+    assert "unknown spectrum ids: [424242]" in response.json()["detail"]
