@@ -159,7 +159,11 @@ def lockout_response(
     """django-axes' answer to a locked-out attempt (AXES_LOCKOUT_CALLABLE): the lockout page for
     the login pages, and for an API (``POST /api/token/issue/`` with a password) the API's own
     JSON refusal, ``{"detail": ...}`` with Retry-After, as its schema documents."""
-    from axes.helpers import get_client_username, get_cool_off, get_failure_limit
+    from axes.helpers import (  # type: ignore[import-untyped]  # no type hints shipped
+        get_client_username,
+        get_cool_off,
+        get_failure_limit,
+    )
 
     cool_off = get_cool_off(request)
     limit = get_failure_limit(request, credentials)

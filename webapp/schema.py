@@ -7,8 +7,7 @@ from typing import Any
 from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.plumbing import append_meta, build_basic_type
-from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.plumbing import append_meta
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
@@ -53,7 +52,7 @@ class SpecvetAutoSchema(AutoSchema):
         component.) Files appear only in request bodies here."""
         if isinstance(field, serializers.FileField) and direction == "request":
             meta = self._get_serializer_field_meta(field, direction)
-            return append_meta(build_basic_type(OpenApiTypes.BINARY), meta)
+            return append_meta({"type": "string", "format": "binary"}, meta)
         mapped: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
         if direction == "request" and not field.read_only:
             _declare_refused_blanks(field, mapped)

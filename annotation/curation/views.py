@@ -596,7 +596,7 @@ def dataset_export(request: HttpRequest) -> HttpResponse:
 
 @require_role(permissions.DATASETS_READ)
 @require_GET
-def dataset_download(request: HttpRequest, export_id: int) -> HttpResponse:
+def dataset_download(request: HttpRequest, export_id: int) -> HttpResponse | FileResponse:
     export = get_object_or_404(selectors.dataset_exports(user=request.user), pk=export_id)
     try:
         archive = selectors.dataset_export_archive(export)
