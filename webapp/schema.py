@@ -65,6 +65,10 @@ class SpecvetAutoSchema(AutoSchema):
             # A choice of "" (no filter) is a choice: not also "at least one character".
             if "" in schema.get("enum", ()) and schema.get("minLength"):
                 del schema["minLength"]
+            # DRF reads an optional query parameter sent empty (?page=, ?snr_min=) as not sent,
+            # as a form's blank field: say so, or a number's type forbids what is accepted.
+            if parameter.get("in") == "query" and not parameter.get("required"):
+                parameter["allowEmptyValue"] = True
         return operation
 
     def map_parsers(self) -> list[Any]:

@@ -571,11 +571,11 @@ class DraftJobCreateApi(CurationApi):
             # Read when a request is checked, not when the schema is built (no database then).
             names = [key for key, _ in teacher_choices()]
             if teacher not in names:
-                # A name of no endpoint: does_not_exist, a 404 when nothing else is wrong
-                # (webapp.api_errors); a URL is no name at all: 400.
+                # Names no teacher (a URL names none either): does_not_exist, a 404 when
+                # nothing else is wrong (webapp.api_errors).
                 raise serializers.ValidationError(
                     f"teacher {teacher!r} is not one of: {', '.join(names)} (a URL is not accepted)",
-                    code="invalid" if "/" in teacher or ":" in teacher else "does_not_exist",
+                    code="does_not_exist",
                 )
             return teacher
 

