@@ -274,7 +274,7 @@ class CandidateStepsApi(APIView):
     def get(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
         try:
-            after = int(request.query_params.get("after", "0"))
+            after = int(request.query_params.get("after") or "0")  # ?after= is not given
         except ValueError:
             return Response({"after": ["must be an integer"]}, status=status.HTTP_400_BAD_REQUEST)
         steps = selectors.live_steps_after(candidate=candidate, after=after)

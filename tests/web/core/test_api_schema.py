@@ -135,3 +135,18 @@ def test_it_answers_404_for_a_missing_expert_version_or_spectrum(
     )
     assert response.status_code == 404
     assert "unknown spectrum ids: [424242]" in response.json()["detail"]
+
+
+def test_it_reads_an_empty_after_as_not_given(ml_engineer):
+    """The schema allows ?after= empty (optional query values may be); it answered 400."""
+    from annotation.inspections.models import Candidate
+    from tests.factories import make_inspected, make_spectrum
+
+    row = make_spectrum(object_id="AFTER")
+    make_inspected(spectra=[row], verdicts={row.pk: ("YES", 0.9)}, created_by=ml_engineer)
+    candidate = Candidate.objects.first()
+    client = APIClient()
+    client.force_authenticate(ml_engineer)
+    url = reverse("api_candidate_steps", args=[candidate.pk])
+    assert client.get(url, {"after": ""}).status_code == 200
+    assert client.get(url, {"after": "x"}).status_code == 400
