@@ -11,7 +11,7 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import caches
 from django.core.exceptions import ObjectDoesNotExist
 from django.dispatch import receiver
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -151,3 +151,38 @@ class LoginAddressThrottleMiddleware:
                 status=429,
             )
         return self.get_response(request)
+
+
+def lockout_response(
+    request: HttpRequest, original_response: HttpResponse | None, credentials: dict | None
+) -> HttpResponse:
+    """django-axes' answer to a locked-out attempt (AXES_LOCKOUT_CALLABLE): the lockout page for
+    the login pages, and for an API (``POST /api/token/issue/`` with a password) the API's own
+    JSON refusal, ``{"detail": ...}`` with Retry-After, as its schema documents."""
+    from axes.helpers import (  # type: ignore[import-untyped]  # no type hints shipped
+        get_client_username,
+        get_cool_off,
+        get_failure_limit,
+    )
+
+    cool_off = get_cool_off(request)
+    limit = get_failure_limit(request, credentials)
+    username = get_client_username(request, credentials) or ""
+    if request.path.startswith("/api/"):
+        wait = (
+            f"try again in {cool_off} (h:mm:ss); each further failed attempt starts the wait again"
+            if cool_off
+            else "ask staff to unlock it"
+        )
+        response: HttpResponse = JsonResponse(
+            {
+                "detail": f"signing in as {username} from this address is locked after {limit} "
+                f"failed attempts; {wait}"
+            },
+            status=429,
+        )
+        if cool_off:
+            response["Retry-After"] = str(int(cool_off.total_seconds()))
+        return response
+    context = {"failure_limit": limit, "username": username, "cooloff_timedelta": cool_off}
+    return render(request, settings.AXES_LOCKOUT_TEMPLATE, context, status=429)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import append_meta
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 
 from annotation.core.permissions import Rule
@@ -39,6 +42,34 @@ class SpecvetAutoSchema(AutoSchema):
             view = type(self.view).__name__.removesuffix("Api")
             return f"{view}{name}"
         return name
+
+    def _map_serializer_field(
+        self, field: Any, direction: Any, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        """An uploaded file is the part's bytes (``format: binary``), not a URI string: a
+        generated client then sends a file, where it sent a text the API refuses. (Only with
+        COMPONENT_SPLIT_REQUEST would drf-spectacular say so itself, renaming every
+        component.) Files appear only in request bodies here."""
+        if isinstance(field, serializers.FileField) and direction == "request":
+            meta = self._get_serializer_field_meta(field, direction)
+            return append_meta({"type": "string", "format": "binary"}, meta)
+        mapped: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and not field.read_only:
+            _declare_refused_blanks(field, mapped)
+        return mapped
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation: dict[str, Any] | None = super().get_operation(*args, **kwargs)
+        for parameter in (operation or {}).get("parameters", []):
+            schema = parameter.get("schema", {})
+            # A choice of "" (no filter) is a choice: not also "at least one character".
+            if "" in schema.get("enum", ()) and schema.get("minLength"):
+                del schema["minLength"]
+            # DRF reads an optional query parameter sent empty (?page=, ?snr_min=) as not sent,
+            # as a form's blank field: say so, or a number's type forbids what is accepted.
+            if parameter.get("in") == "query" and not parameter.get("required"):
+                parameter["allowEmptyValue"] = True
+        return operation
 
     def map_parsers(self) -> list[Any]:
         """A view that reads JSON is documented as taking JSON alone. DRF's form parsers also
@@ -82,11 +113,57 @@ class SpecvetAutoSchema(AutoSchema):
         paginated = self.method == "GET" and (
             getattr(view, "pagination_class", None) is not None or bool(pages)
         )
-        if "{" in self.path or paginated:
+        # webapp.api_errors: a write naming an object that does not exist is a 404.
+        if (
+            "{" in self.path
+            or paginated
+            or (unsafe and _names_objects(self.get_request_serializer()))
+        ):
             found["404"] = NOT_FOUND
         if view.get_throttles():
             found["429"] = THROTTLED
         return found
+
+
+def _names_objects(serializer: Any) -> bool:
+    """Whether a request serializer has a field naming a stored object (a related field, in a
+    list or a nested serializer too), or says its own checks do (``names_objects = True``,
+    raising ValidationError with code "does_not_exist")."""
+    if isinstance(serializer, type):
+        serializer = serializer()
+    if not isinstance(serializer, serializers.BaseSerializer):
+        return False
+    if getattr(serializer, "names_objects", False):  # its own checks name objects
+        return True
+    fields = getattr(serializer, "fields", {})
+    for field in fields.values():
+        inner = getattr(field, "child", None) or getattr(field, "child_relation", None)
+        if isinstance(field, serializers.RelatedField | serializers.ManyRelatedField):
+            return True
+        if isinstance(inner, serializers.RelatedField):
+            return True
+        if isinstance(field, serializers.BaseSerializer) and _names_objects(field):
+            return True
+    return False
+
+
+def _declare_refused_blanks(field: Any, schema: dict[str, Any]) -> None:
+    """What DRF refuses in a request field and drf-spectacular leaves out of its schema: a blank
+    text (``""``, or only spaces once trimmed), a blank object reference (read as null) and an
+    empty list where ``allow_empty`` is off. A generated client (and Schemathesis) then knows
+    such a request is invalid instead of meeting a 400 for a request its schema allowed."""
+    blank_refused = isinstance(field, serializers.CharField) and not field.allow_blank
+    if isinstance(field, serializers.ChoiceField):
+        blank_refused = False  # its enum says it (and "" may be one of its choices)
+    if isinstance(field, serializers.RelatedField):
+        blank_refused = True  # "" is read as null: refused, or not an object
+    if blank_refused and schema.get("type") == "string" and "format" not in schema:
+        schema.setdefault("minLength", 1)
+        own_pattern = any(isinstance(v, RegexValidator) for v in field.validators)
+        if getattr(field, "trim_whitespace", False) and not own_pattern:
+            schema.setdefault("pattern", r"\S")  # trimmed before it is checked
+    if isinstance(field, serializers.ListField) and not field.allow_empty:
+        schema.setdefault("minItems", 1)
 
 
 class BadRequestBodyExtension(OpenApiSerializerExtension):

@@ -75,6 +75,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "webapp.middleware.NulCharacterRefusalMiddleware",  # 400 for text holding \x00, everywhere
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
@@ -149,6 +150,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 LOGIN_ADDRESS_FAILURE_LIMIT = envint("LOGIN_ADDRESS_FAILURE_LIMIT", 30)
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_LOCKOUT_CALLABLE = "webapp.auth.lockout_response"  # that page, or JSON for an API
 AXES_CLIENT_IP_CALLABLE = "webapp.auth.client_ip"
 TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", 0)
 # API tokens (DRF authtoken) stop working this many hours after they were issued; users issue

@@ -84,7 +84,8 @@ class BadRequestOutputSerializer(serializers.Serializer):
 BAD_REQUEST = OpenApiResponse(
     BadRequestOutputSerializer,
     description="The input was refused: the body could not be read, a field is invalid "
-    "(one list of messages per field), or a rule refused the request.",
+    "(one list of messages per field), a rule refused the request, or a text (query "
+    "parameter, field, file name) holds a NUL character (U+0000), which no text can store.",
 )
 UNAUTHENTICATED = OpenApiResponse(
     ErrorOutputSerializer,

@@ -13,6 +13,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -20,7 +21,6 @@ from rest_framework.response import Response
 
 from agent.editing import EditedAnswer, EditedStep, EditError, apply_edit
 from annotation import blinding
-from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core import services as core_services
 from annotation.core.apis import ERROR, WorkflowApi
@@ -29,6 +29,7 @@ from annotation.core.models import AuditLog, ImageBlob
 from annotation.core.serializers import (
     BAD_REQUEST,
     CONFLICT,
+    ErrorOutputSerializer,
     JobOutputSerializer,
     _paginated,
     _username,
@@ -344,9 +345,9 @@ class CurationRevisionSaveApi(CurationApi):
         params.is_valid(raise_exception=True)
         data = params.validated_data
         base = curation.versions.filter(number=data["base_number"]).first()
-        if base is None:
-            raise core_errors.WorkflowError(
-                f"version {data['base_number']} of this trajectory does not exist"
+        if base is None:  # a version that names nothing: 404, like an id in the path
+            raise NotFound(
+                f"base_number: version {data['base_number']} of this trajectory does not exist"
             )
         trajectory = apply_edit(
             selectors.version_trajectory(base),
@@ -516,8 +517,8 @@ class CurationReassignApi(CurationApi):
         user = None
         if username is not None:
             user = get_user_model().objects.filter(username=username, is_active=True).first()
-            if user is None:
-                raise core_errors.WorkflowError(f"no active expert is called {username!r}")
+            if user is None:  # a name that names no one: 404, like an id in the path
+                raise NotFound(f"username: no active expert is called {username!r}")
         services.curation_reassign(
             curation=curation, role=params.validated_data["role"], user=user, actor=_expert(request)
         )
@@ -570,8 +571,11 @@ class DraftJobCreateApi(CurationApi):
             # Read when a request is checked, not when the schema is built (no database then).
             names = [key for key, _ in teacher_choices()]
             if teacher not in names:
+                # Names no teacher (a URL names none either): does_not_exist, a 404 when
+                # nothing else is wrong (webapp.api_errors).
                 raise serializers.ValidationError(
-                    f"teacher {teacher!r} is not one of: {', '.join(names)} (a URL is not accepted)"
+                    f"teacher {teacher!r} is not one of: {', '.join(names)} (a URL is not accepted)",
+                    code="does_not_exist",
                 )
             return teacher
 
@@ -701,13 +705,22 @@ class DatasetExportCreateApi(CurationApi):
 class DatasetDownloadApi(CurationApi):
     role_rule = permissions.DATASETS_READ
 
-    @extend_schema(responses={(200, "application/zip"): OpenApiResponse(description="the zip")})
+    @extend_schema(
+        responses={
+            (200, "application/zip"): OpenApiResponse(description="the zip"),
+            404: OpenApiResponse(
+                ErrorOutputSerializer,
+                description="No such export you may read, or its archive is missing from storage "
+                "(the reason says which).",
+            ),
+        }
+    )
     def get(self, request: Request, export_id: int) -> FileResponse:
         export = get_object_or_404(
             selectors.dataset_exports(user=request.user, kind=ExportKind.ACCEPTED), pk=export_id
         )
         return FileResponse(
-            export.archive.open("rb"),
+            selectors.dataset_export_archive(export),
             as_attachment=True,
             filename=f"specvet-sft-v{export.version}.zip",
             content_type="application/zip",

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.files import File
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.http import Http404
 
 from agent.trajectory import Trajectory
 from annotation import blinding
@@ -520,6 +522,23 @@ def dataset_exports(*, user: Any, kind: str = "") -> QuerySet[DatasetExport]:
     if kind:
         rows = rows.filter(kind=kind)
     return blinding.dataset_exports_visible_to(user=user, rows=rows)
+
+
+class ArchiveMissing(Http404):
+    """An export whose zip is no longer in storage: a 404 that says so (not a 500)."""
+
+
+def dataset_export_archive(export: DatasetExport) -> File:
+    """The export's zip, opened for reading; ArchiveMissing (a 404 with the reason) when the
+    file was deleted or moved out of MEDIA_ROOT since the export was made."""
+    try:
+        return export.archive.open("rb")
+    except (FileNotFoundError, ValueError):  # ValueError: the row names no file at all
+        raise ArchiveMissing(
+            f"the archive of {export.kind} export version {export.version} "
+            f"({export.archive.name or 'no file'}) is missing from the server's storage; "
+            "make a new export, or ask staff to restore MEDIA_ROOT"
+        ) from None
 
 
 def audit_default_base_number(curation: Curation) -> int:

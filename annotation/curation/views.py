@@ -596,10 +596,14 @@ def dataset_export(request: HttpRequest) -> HttpResponse:
 
 @require_role(permissions.DATASETS_READ)
 @require_GET
-def dataset_download(request: HttpRequest, export_id: int) -> FileResponse:
+def dataset_download(request: HttpRequest, export_id: int) -> HttpResponse | FileResponse:
     export = get_object_or_404(selectors.dataset_exports(user=request.user), pk=export_id)
+    try:
+        archive = selectors.dataset_export_archive(export)
+    except selectors.ArchiveMissing as missing:
+        return render(request, "404.html", {"reason": str(missing)}, status=404)
     return FileResponse(
-        export.archive.open("rb"),
+        archive,
         as_attachment=True,
         filename=(
             f"specvet-sft-v{export.version}.zip"

@@ -22,7 +22,7 @@ from annotation.core.serializers import BAD_REQUEST, CONFLICT, NOT_FOUND
 from annotation.inspections import interruptions, reproduction, selectors, services
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
-from annotation.spectra.models import Task
+from annotation.spectra.models import Spectrum, Task
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -180,14 +180,27 @@ class InspectionRunCreateApi(APIView):
         task = serializers.SlugRelatedField(slug_field="code", queryset=Task.objects.all())
         spectrum_ids = serializers.ListField(child=IdField(), min_length=1, max_length=100000)
         policy = serializers.DictField(
-            help_text='e.g. {"kind": "rule-based"} or {"kind": "openai", "endpoint": "default"} '
-            "(a registered endpoint, GET /api/endpoints/; base_url and api_key are refused)"
+            help_text='e.g. {"kind": "rule-based"} (optional: threshold, max_windows, name, '
+            'calibration), {"kind": "transformers", "model_path": ...} (optional: device, dtype, '
+            'max_pixels, reuse_cache) or {"kind": "openai", "endpoint": "default"} (a registered '
+            "endpoint, GET /api/endpoints/; base_url and api_key are refused). Any other key, or "
+            "a value out of range, is refused with 400 naming it."
         )
         sampling = serializers.DictField(required=False)
         rollouts = serializers.IntegerField(min_value=1, max_value=16, default=1)
         max_tool_calls = serializers.IntegerField(min_value=0, max_value=16, default=8)
         confidence_threshold = serializers.FloatField(min_value=0, max_value=1, default=0.0)
         name = serializers.CharField(max_length=120, required=False, allow_blank=True)
+
+        def validate_spectrum_ids(self, ids: list[int]) -> list[int]:
+            # code does_not_exist: a 404 when nothing else is wrong (webapp.api_errors)
+            found = set(Spectrum.objects.filter(pk__in=ids).values_list("pk", flat=True))
+            missing = sorted(set(ids) - found)
+            if missing:
+                raise serializers.ValidationError(
+                    f"unknown spectrum ids: {missing[:10]}", code="does_not_exist"
+                )
+            return ids
 
     @extend_schema(request=InputSerializer, responses={201: RunOutputSerializer})
     def post(self, request: Request) -> Response:
@@ -341,7 +354,7 @@ class CandidateStepsApi(APIView):
     def get(self, request: Request, candidate_id: int) -> Response:
         candidate = _get_candidate_for_user(request, candidate_id)
         try:
-            after = int(request.query_params.get("after", "0"))
+            after = int(request.query_params.get("after") or "0")  # ?after= is not given
         except ValueError:
             return Response({"after": ["must be an integer"]}, status=status.HTTP_400_BAD_REQUEST)
         steps = selectors.live_steps_after(candidate=candidate, after=after)

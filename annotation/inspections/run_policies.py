@@ -4,6 +4,7 @@ fresh one (``build_run_policy``) so the reference shares nothing with what it ch
 
 from __future__ import annotations
 
+import re
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -148,18 +149,101 @@ def endpoint_spec_check(
     return stored, endpoint
 
 
+# What a user's rule-based or local-checkpoint spec may hold besides its kind: each key, and
+# what it must be (refused at creation, naming the key, rather than stored and failing every
+# candidate when the policy is built). An endpoint's spec is checked by endpoint_spec_check.
+MAX_WINDOWS = 16  # a run makes at most 16 tool calls, so more windows change nothing
+MAX_NAME = 120
+DTYPES = ("float32", "float16", "bfloat16")
+DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:[0-9]{1,2})?")
+MAX_PIXELS = (28 * 28, 16_384 * 28 * 28)  # Qwen2.5-VL's patch area, and its default ceiling
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _rule_based_key(key: str, value: Any) -> str | None:
+    """Why ``value`` is refused for ``key`` of a rule-based spec, or None."""
+    if key == "threshold":
+        number = _is_int(value) or isinstance(value, float)
+        if not number or not 0.0 < value < 1.0:
+            return f"must be a number between 0 and 1 (exclusive); got {value!r}"
+    elif key == "max_windows":
+        if value is not None and (not _is_int(value) or not 0 <= value <= MAX_WINDOWS):
+            return f"must be an integer from 0 to {MAX_WINDOWS}, or null; got {value!r}"
+    elif key == "name":
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
+            return f"must be a non-empty text of at most {MAX_NAME} characters; got {value!r}"
+    elif key == "calibration" and value not in ("default", None):
+        return f'must be "default" (the fit on the development spectra) or null; got {value!r}'
+    return None
+
+
+def _transformers_key(key: str, value: Any) -> str | None:
+    """Why ``value`` is refused for ``key`` of a local-checkpoint spec, or None."""
+    if key == "device":
+        if not isinstance(value, str) or not DEVICE_PATTERN.fullmatch(value):
+            return f'must be "cpu", "cuda", "cuda:N" or "mps"; got {value!r}'
+    elif key == "dtype":
+        if value is not None and value not in DTYPES:
+            return f"must be one of {', '.join(DTYPES)}, or null (the checkpoint's); got {value!r}"
+    elif key == "max_pixels":
+        low, high = MAX_PIXELS
+        if value is not None and (not _is_int(value) or not low <= value <= high):
+            return f"must be an integer from {low} to {high}, or null; got {value!r}"
+    elif key == "reuse_cache" and not isinstance(value, bool):
+        return f"must be true or false; got {value!r}"
+    return None
+
+
+SPEC_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "rule-based": (("threshold", "max_windows", "name", "calibration"), _rule_based_key),
+    "transformers": (
+        ("model_path", "device", "dtype", "max_pixels", "reuse_cache"),
+        _transformers_key,
+    ),
+}
+
+
+def _spec_keys_check(kind: str, spec: dict[str, Any]) -> None:
+    """Refuse a key the kind does not take, or a value it cannot use, naming the key."""
+    allowed, reason_for = SPEC_KEYS[kind]
+    for key, value in spec.items():
+        if key == "kind":
+            continue
+        if key in ("base_url", "api_key"):
+            raise WorkflowError(f"a {kind} policy takes no base_url or api_key")
+        if key == "sampling":
+            raise WorkflowError(
+                "policy spec key 'sampling' is not accepted: give sampling beside the policy "
+                "(the run's own sampling field)"
+            )
+        if key not in allowed:
+            raise WorkflowError(
+                f"policy spec key {key!r} is not accepted for a {kind} policy; "
+                f"allowed: kind, {', '.join(allowed)}"
+            )
+        reason = reason_for(key, value)
+        if reason is not None:
+            raise WorkflowError(f"policy spec key {key!r} {reason}")
+
+
 def policy_spec_check(
     spec: dict[str, Any], *, user: User | None
 ) -> tuple[dict[str, Any], ModelEndpoint | None]:
+    """The stored form of a user's policy spec, every key checked for its kind (and the
+    endpoint it names, for an ``openai`` spec); WorkflowError names the key refused."""
+    if not isinstance(spec, dict):
+        raise WorkflowError(f"policy spec must be an object; got {type(spec).__name__}")
     kind = spec.get("kind")
     if kind not in POLICY_KINDS:
         raise WorkflowError(f"policy kind must be one of {', '.join(POLICY_KINDS)}; got {kind!r}")
     if kind == "openai":
         return endpoint_spec_check(spec, user=user)
+    _spec_keys_check(kind, spec)
     if kind == "transformers":
         spec = {**spec, "model_path": _checked_model_path(spec.get("model_path"))}
-    if "base_url" in spec or "api_key" in spec:
-        raise WorkflowError(f"a {kind} policy takes no base_url or api_key")
     return dict(spec), None
 
 

@@ -115,6 +115,7 @@ class CampaignCreateApi(APIView):
     role_rule = permissions.RATING_MANAGE
 
     class InputSerializer(serializers.Serializer):
+        names_objects = True  # raters, runs, curations: one that does not exist is a 404
         name = serializers.CharField(max_length=120)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         raters = serializers.ListField(
@@ -140,7 +141,9 @@ class CampaignCreateApi(APIView):
             users = get_user_model().objects.filter(username__in=usernames)
             missing = sorted(set(usernames) - {u.get_username() for u in users})
             if missing:
-                raise serializers.ValidationError(f"unknown users: {', '.join(missing)}")
+                raise serializers.ValidationError(
+                    f"unknown users: {', '.join(missing)}", code="does_not_exist"
+                )
             raters = users_holding(Role.RATER).filter(pk__in=[u.pk for u in users])
             not_raters = sorted(
                 {u.get_username() for u in users} - {u.get_username() for u in raters}
@@ -216,7 +219,9 @@ def _rows_by_id(rows: Any, ids: list[int], what: str) -> list[Any]:
     found = {row.pk: row for row in rows.filter(pk__in=ids)}
     missing = [str(pk) for pk in ids if pk not in found]
     if missing:
-        raise serializers.ValidationError(f"no such {what}: {', '.join(missing)}")
+        raise serializers.ValidationError(
+            f"no such {what}: {', '.join(missing)}", code="does_not_exist"
+        )
     return [found[pk] for pk in dict.fromkeys(ids)]
 
 

@@ -134,7 +134,16 @@ class SpectrumDetailApi(APIView):
         offset = serializers.IntegerField(required=False, default=0, min_value=0)
         # Bounded so one response stays a few MB whatever the spectrum holds; survey spectra
         # (DESI: 7,781 pixels) come whole in one page.
-        limit = serializers.IntegerField(required=False, min_value=1)
+        limit = serializers.IntegerField(
+            required=False,
+            min_value=1,
+            # Declared for the schema at start-up; validate_limit checks the setting as it is now.
+            max_value=settings.SPECTRUM_API_MAX_ARRAY_PIXELS,
+            error_messages={
+                "max_value": "limit is over the {max_value} pixels one response carries "
+                "(SPECTRUM_API_MAX_ARRAY_PIXELS); page with offset instead"
+            },
+        )
 
         def validate_limit(self, value: int) -> int:
             cap = settings.SPECTRUM_API_MAX_ARRAY_PIXELS
@@ -496,10 +505,10 @@ class SpectrumOverlayApi(APIView):
             )
             if part is None:
                 raise Http404("no such template")
-            return Response(part)
+            return Response(self.OutputSerializer(part).data)
         other = get_object_or_404(Spectrum, pk=data["other"])
-        return Response(
-            selectors.spectrum_overlay(
-                row=row, other=other, max_points=settings.SPECTRUM_PLOT_MAX_POINTS
-            )
+        part = selectors.spectrum_overlay(
+            row=row, other=other, max_points=settings.SPECTRUM_PLOT_MAX_POINTS
         )
+        # Through the serializer: a spectrum's id is a text, as documented (it was an integer).
+        return Response(self.OutputSerializer(part).data)

@@ -268,7 +268,7 @@ class TrainingRunMetricsApi(APIView):
     def get(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(TrainingRun, pk=run_id)
         try:
-            after = int(request.query_params.get("after", "0"))
+            after = int(request.query_params.get("after") or "0")  # ?after= is not given
         except ValueError:
             return Response({"after": ["must be an integer"]}, status=400)
         rows = selectors.training_metrics(

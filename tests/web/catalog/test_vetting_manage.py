@@ -214,3 +214,15 @@ def test_it_refuses_to_assign_an_expert_who_may_not_read_the_candidate(
     response = act(client, "reassign", [candidate], expert="blinded")
     assert "may not read 1 of these candidates" in client.get(response["Location"]).content.decode()
     assert Candidate.objects.get(pk=candidate.pk).assigned_to is None
+
+
+def test_it_refuses_a_candidate_id_past_64_bits_as_bad_input(staff):
+    client = APIClient()
+    client.force_authenticate(staff)
+    response = client.post(
+        reverse("api_vetting_queue_action"),
+        {"action": "requeue", "candidates": [2**70]},
+        format="json",
+    )
+    assert response.status_code == 400  # was a 500 (SQLite: OverflowError inside IN (...))
+    assert "candidates" in response.json()

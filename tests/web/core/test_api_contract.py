@@ -22,7 +22,9 @@ from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
+    negative_data_rejection,
     not_a_server_error,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -45,10 +47,47 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
     not_a_server_error,
+    positive_data_acceptance,  # a request the schema allows is not refused (400)
+    negative_data_rejection,  # a request the schema forbids is refused
 ]
-# Requests per operation and user: ~75 operations x 2 users stay well under a minute on 2 cores.
+# Requests per operation and user: ~80 operations x 2 users stay around a minute on 2 cores;
+# SPECVET_CONTRACT_EXAMPLES=25 (`make contract`) is the nightly-sized run (~5 minutes).
 EXAMPLES = int(os.getenv("SPECVET_CONTRACT_EXAMPLES", "4"))
+
+# Operations that still refuse (400) some requests their schema allows, each for a reason the
+# schema cannot state yet; only positive_data_acceptance is left out for them, every other
+# check runs. Shrink this list, never grow it (test_it_keeps_the_known_refusals_few).
+REFERENCE = "names an object (task code, username, endpoint, id, version) that may not exist"
+RULE = "a rule across fields or on a file's content, which the schema does not state"
+STATE = "refused in the server's present state (nothing accepted to export yet, say)"
+REFUSES_VALID: dict[str, str] = {
+    "GET /api/catalog/": RULE,  # confidence_min above confidence_max
+    "GET /api/spectra/{spectrum_id}/overlay/": RULE,  # other or template, not both
+    "GET /api/spectra/{spectrum_id}/plot/": RULE,  # hi above lo
+    "POST /api/curation/drafts/": STATE,  # no labelled spectrum matches the filters
+    "POST /api/curation/import/": RULE,  # the file must be a project JSONL or ShareGPT ZIP
+    "POST /api/curation/{curation_id}/screen/": RULE,  # discarding needs a reason
+    "POST /api/datasets/exports/": STATE,  # nothing accepted to export yet
+    "POST /api/endpoints/create/": RULE,  # the name's characters, an http(s) base URL
+    "POST /api/rating/campaigns/create/": STATE,  # a user who does not hold the rater role
+    "POST /api/rating/judges/create/": REFERENCE,  # no enabled endpoint of that name
+    "POST /api/spectra/upload/": RULE,  # the file's content, column roles, resolution text
+    "POST /api/spectra/{spectrum_id}/redshift/decide/": RULE,  # rank or z; rank in the fit
+    "POST /api/training/create/": STATE,  # DPO needs a preference export; a preset's model
+    "POST /api/vetting/queue/actions/": RULE,  # close needs a reason; candidates you may read
+}
+MAX_KNOWN = 14  # issue 32 found 24 operations refusing valid requests; 14 are left
 SKIP = {"GET /api/schema/"}  # the schema itself (one request is ~1 s; not described by itself)
+
+
+@pytest.fixture(scope="module")
+def contract_schema(request) -> Any:
+    """The served schema, generating no NUL characters: every text of this API refuses NUL
+    (400, documented on the refusal), which JSON Schema cannot say, so a valid request holding
+    one would read as wrongly refused. test_api_fuzz.py sends NUL on purpose."""
+    schema = request.getfixturevalue("api_schema")  # this module's own instance
+    schema.config.generation.update(allow_x00=False)
+    return schema
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +122,14 @@ def undocumented_keys(body: Any, schema: dict[str, Any], spec: dict[str, Any], a
     return found
 
 
-def failures_of(case: Any, headers: dict[str, str], statuses: list[int]) -> list[str]:
+def failures_of(
+    case: Any, headers: dict[str, str], statuses: list[int], checks: list[Any]
+) -> list[str]:
     """Each check that failed on one request: '<status> <check title>'."""
     response = case.call(headers=headers)
     statuses.append(response.status_code)
     try:
-        case.validate_response(response, checks=CHECKS, headers=headers)
+        case.validate_response(response, checks=checks, headers=headers)
     except FailureGroup as group:
         return [f"{response.status_code} {failure.title}" for failure in group.exceptions]
     except Failure as failure:
@@ -108,12 +149,12 @@ def failures_of(case: Any, headers: dict[str, str], statuses: list[int]) -> list
 # Set up before the test's own transaction: built inside it (by getfixturevalue alone), the
 # world and the tokens would be rolled back after the first test, and every later request
 # would meet 401 "Invalid token".
-@pytest.mark.usefixtures("world", "api_schema", "staff_token", "viewer_token")
+@pytest.mark.usefixtures("world", "contract_schema", "staff_token", "viewer_token")
 @pytest.mark.parametrize("who", ["staff", "viewer"])
 @pytest.mark.parametrize("label", [label for label in operation_labels() if label not in SKIP])
 def test_it_answers_only_what_the_schema_documents(label, who, request):
     # By name: parameters named like the imported fixtures would shadow them.
-    built, schema = request.getfixturevalue("world"), request.getfixturevalue("api_schema")
+    built, schema = request.getfixturevalue("world"), request.getfixturevalue("contract_schema")
     token = request.getfixturevalue("staff_token" if who == "staff" else "viewer_token")
     operation = schema.find_operation_by_label(label)
     assert operation is not None, label
@@ -124,6 +165,7 @@ def test_it_answers_only_what_the_schema_documents(label, who, request):
             lambda fixed: operation.as_strategy(generation_mode=mode, path_parameters=fixed)
         )
 
+    checks = [c for c in CHECKS if label not in REFUSES_VALID or c is not positive_data_acceptance]
     found: set[str] = set()
     statuses: list[int] = []
 
@@ -138,7 +180,7 @@ def test_it_answers_only_what_the_schema_documents(label, who, request):
     )
     def call(case: Any) -> None:
         with transaction.atomic():
-            found.update(failures_of(case, headers, statuses))
+            found.update(failures_of(case, headers, statuses, checks))
             transaction.set_rollback(True)
 
     call()
@@ -146,3 +188,10 @@ def test_it_answers_only_what_the_schema_documents(label, who, request):
     assert set(statuses) - {401}, f"{label} as {who}: every request was refused as anonymous"
     if found:
         pytest.fail(f"{label} as {who}: {'; '.join(sorted(found))}", pytrace=False)
+
+
+def test_it_keeps_the_known_refusals_few():
+    """The list names real operations, and only those the issue-32 run left (it may shrink)."""
+    labels = set(operation_labels())
+    assert set(REFUSES_VALID) <= labels
+    assert len(REFUSES_VALID) <= MAX_KNOWN

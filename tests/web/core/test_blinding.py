@@ -505,12 +505,12 @@ def test_it_answers_a_hidden_run_in_a_campaign_request_like_a_missing_one(world,
     hidden = world.runs["run-alpha"].pk
     body = {"name": "probe", "raters": ["rita"], "runs": [hidden]}
     response = api.post(reverse("api_rating_campaign_create"), body, format="json")
-    assert response.status_code == 400, response.content
-    assert response.data["runs"] == [f"no such inspection runs: {hidden}"]
+    assert response.status_code == 404, response.content  # a missing run's answer (issue 32)
+    assert response.data["detail"] == f"runs: no such inspection runs: {hidden}"
     body["pair_runs"] = [hidden, world.runs["run-gamma"].pk]
     body["runs"] = []
     response = api.post(reverse("api_rating_campaign_create"), body, format="json")
-    assert response.data["pair_runs"] == [f"no such inspection runs: {hidden}"]
+    assert response.data["detail"] == f"pair_runs: no such inspection runs: {hidden}"
 
 
 @pytest.fixture

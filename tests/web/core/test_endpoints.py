@@ -370,7 +370,8 @@ def test_it_drafts_with_an_endpoint_teacher_and_its_own_key(
         {"task": "CV", "teacher": attacker.base_url},
         format="json",
     )
-    assert refused.status_code == 400 and "teacher" in refused.json()
+    assert refused.status_code == 404  # names no teacher (issue 32: a reference to nothing)
+    assert "a URL is not accepted" in refused.json()["detail"]
     with django_capture_on_commit_callbacks(execute=True):
         response = api(ml).post(
             reverse("api_curation_drafts"),

@@ -175,3 +175,24 @@ def test_it_shares_login_counts_without_a_cache_url_by_default():
     assert not project_settings.CACHE_URL
     backend = project_settings.CACHES["logins"]["BACKEND"]
     assert backend == "django.core.cache.backends.db.DatabaseCache"
+
+
+def test_it_answers_a_lockout_on_the_token_api_in_json(irene):
+    """POST /api/token/issue/ with a password counts toward the lockout; once locked, it
+    answered the HTML lockout page, which no API client (nor its schema) expects."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient(REMOTE_ADDR="198.51.100.7")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=irene).key}")
+    url = reverse("api_token_issue")
+    statuses = [
+        client.post(url, {"password": "wrong"}, format="json").status_code for _ in range(LIMIT)
+    ]
+    assert statuses == [403] * (LIMIT - 1) + [429]
+    response = client.post(url, {"password": PASSWORD}, format="json")  # even the right one
+    assert response.status_code == 429
+    assert response["Content-Type"] == "application/json"
+    detail = response.json()["detail"]
+    assert f"locked after {LIMIT} failed attempts" in detail and "irene" in detail
+    assert response["Retry-After"] == str(15 * 60)

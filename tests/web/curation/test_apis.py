@@ -243,8 +243,8 @@ def test_it_refuses_the_openai_teacher_when_none_is_configured(reviser, settings
     response = token_client(reviser).post(
         reverse("api_curation_drafts"), {"task": "CV", "teacher": "openai"}, format="json"
     )
-    assert response.status_code == 400
-    assert "teacher" in response.json()
+    assert response.status_code == 404  # no such teacher: a reference to nothing (issue 32)
+    assert "teacher 'openai' is not one of" in response.json()["detail"]
     assert not Job.objects.exists()
 
 

@@ -127,8 +127,8 @@ def test_it_offers_a_rater_no_hidden_export_to_train_on(
         {"stage": "sft", "preset": "cpu-tiny", "dataset_export": export.version},
         format="json",
     )
-    assert response.status_code == 400
-    assert "dataset_export" in response.data
+    assert response.status_code == 404  # as a missing export answers (issue 32: 404)
+    assert response.data["detail"].startswith("dataset_export: ")
     page = logged_in(rating_engineer).get(reverse("training_create"))
     assert f'value="{export.pk}"' not in page.content.decode()
 

@@ -119,8 +119,9 @@ def test_it_names_unknown_raters(runs, stella):
         create_payload(runs, []) | {"raters": ["alice", "nobody"]},
         "json",
     )
-    assert response.status_code == 400
-    assert "unknown users: alice, nobody" in str(response.json()["raters"])
+    # Well formed, naming users that do not exist: 404 naming them (issue 32), as a path would.
+    assert response.status_code == 404
+    assert "raters: unknown users: alice, nobody" in response.json()["detail"]
 
 
 def test_it_names_runs_without_shared_spectra(cv, alice, stella):
