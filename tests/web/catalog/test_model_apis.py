@@ -129,6 +129,7 @@ def test_it_refuses_a_promotion_by_a_non_staff_user_or_of_an_unknown_model(world
     no_task = api(staff).post(
         reverse("api_model_promote"), {"task": "NOPE", "model_key": NEW}, format="json"
     )
-    assert no_task.status_code == 400 and "task" in no_task.json()
+    # a write naming an object that does not exist is a 404 naming the field (issue 32 item 9)
+    assert no_task.status_code == 404 and "task" in no_task.json()["detail"]
     assert not ModelPromotion.objects.exists()
     assert not AuditLog.objects.filter(action="model_promoted").exists()
