@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 from transformers import TrainerCallback
 
 from agent.policies.base import SamplingParams
-from agent.policies.transformers_policy import END_OF_TURN_TOKENS, TransformersPolicy
+from agent.policies.transformers_policy import TransformersPolicy
 
 VALIDATION_SOURCES = ("real", "synthetic")
 
@@ -149,18 +148,8 @@ class InMemoryPolicy(TransformersPolicy):
         self.model = model
         self.synced_gpus = synced_gpus
         # What TransformersPolicy.generate reads: one generation at a time, no cache reuse.
-        self._generating = threading.Lock()
-        self.reuse_cache = False
-        self._prefix = None
-        tokenizer = processor.tokenizer
-        vocabulary = tokenizer.get_vocab()
-        self._end_of_turn_ids = [
-            tokenizer.convert_tokens_to_ids(token)
-            for token in END_OF_TURN_TOKENS
-            if token in vocabulary
-        ]
-        self._image_token_id = processor.image_token_id
-        self._rng_states = None
+        self._init_generation(reuse_cache=False, record_logits=False)
+        self._rng_states = None  # validation draws from the trainer's own generator
         self.last_usage = {}
 
     def _generation_kwargs(self) -> dict[str, Any]:

@@ -290,6 +290,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "LabelEnum": "annotation.spectra.models.Label",
         "CandidateStateEnum": "annotation.inspections.models.CandidateState",
+        # what the API shows of a candidate: its state, or "interrupted" (no live worker runs it)
+        "CandidateShownStateEnum": "annotation.inspections.apis.SHOWN_STATES",
         "CurationStateEnum": "annotation.curation.models.CurationState",
         "JobStateEnum": "annotation.core.models.JobState",
         "ExpertDecisionEnum": "annotation.inspections.models.ExpertDecisionValue",

@@ -44,7 +44,6 @@ class TransformersPolicy(PerThreadUsage):
         reuse_cache: bool = False,
         record_logits: bool = False,
     ) -> None:
-        import torch
         from transformers import Qwen2_5_VLForConditionalGeneration
 
         from agent.policies.qwen_processor import load_processor
@@ -60,6 +59,13 @@ class TransformersPolicy(PerThreadUsage):
         )
         self.model.to(device)  # type: ignore[arg-type]  # transformers' decorated to()
         self.model.eval()
+        self._init_generation(reuse_cache=reuse_cache, record_logits=record_logits)
+
+    def _init_generation(self, *, reuse_cache: bool, record_logits: bool) -> None:
+        """The per-policy state ``generate`` reads, once ``processor``, ``model``, ``sampling``
+        and ``device`` are set (a subclass around a model already in memory calls it too)."""
+        import torch
+
         tokenizer = self.processor.tokenizer
         self._end_of_turn_ids = [
             tokenizer.convert_tokens_to_ids(token)
@@ -69,7 +75,7 @@ class TransformersPolicy(PerThreadUsage):
         self._image_token_id = self.processor.image_token_id
         self._rng_states: dict[str, torch.Tensor] | None = None
         if self.sampling.seed is not None:
-            self._rng_states = _seeded_rng_states(self.sampling.seed, device)
+            self._rng_states = _seeded_rng_states(self.sampling.seed, self.device)
         self._generating = threading.Lock()
         # Off by default: exact on the tiny CPU model (tests), not yet measured on a GPU.
         self.reuse_cache = reuse_cache

@@ -106,13 +106,16 @@ def test_it_decodes_only_new_tokens_up_to_the_end_of_turn(
     policy: TransformersPolicy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import torch
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
 
     tokenizer = policy.processor.tokenizer
     scripted = tokenizer.encode("<answer>", add_special_tokens=False)
     after_end = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
 
     def fake_generate(input_ids: Any, **kwargs: Any) -> Any:
-        return torch.cat([input_ids, torch.tensor([scripted + after_end])], dim=1)
+        sequences = torch.cat([input_ids, torch.tensor([scripted + after_end])], dim=1)
+        # what transformers answers with return_dict_in_generate (the policy always asks it)
+        return GenerateDecoderOnlyOutput(sequences=sequences)
 
     monkeypatch.setattr(policy.model, "generate", fake_generate)
     assert policy.generate(two_turn_conversation()) == "<answer>"
