@@ -1,5 +1,5 @@
 """The real-data corpus: observed spectra shipped inside pinned registry packages, plus the two
-LAMOST files in ``../shared/data/lamost``.
+LAMOST files shipped in ``agent/data/lamost`` (with their attribution and licence notice).
 
     python -m agent.real_corpus fetch            # what `make real-data` runs
     python -m agent.real_corpus list [--split development|validation]
@@ -27,7 +27,8 @@ Sources (see the manifest's ``sources`` for the references):
   with astropy (lenient header parsing for STELIB's non-standard APNUM1 card) and turned into
   vacuum wavelengths. Every MK type and luminosity class, supergiants, Wolf-Rayet (WN, WC), Be
   and other emission-line stars, subdwarfs, an R-type carbon star, S stars, a cool white dwarf.
-- ``../shared/data/lamost``: two LAMOST LRS spectra (pipeline subclasses G7 and A2).
+- ``agent/data/lamost`` (source id ``shared-lamost``): two LAMOST LRS spectra (pipeline
+  subclasses G7 and A2), shipped inside the project so that a bare clone has them.
 
 Labels follow the spectral type (``label_rule`` on ``parse_spectral_type``): O/B/A tasks by
 spectral letter (supergiants and emission-line stars included, subdwarfs of the letter
@@ -78,6 +79,8 @@ from agent.resolution import Resolution
 from agent.spectra import Spectrum, air_to_vacuum, load_spectra
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "data" / "real_corpus.json"
+# The two real LAMOST spectra shipped with the project (README.md and licence notice beside them).
+LAMOST_DIR = Path(__file__).resolve().parent / "data" / "lamost"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("CV", "CS", "SS", "MG", "WD", "O", "B", "A")
 SPLITS = ("development", "validation")
@@ -93,7 +96,7 @@ class CorpusUnavailable(RuntimeError):
 class CorpusEntry:
     id: str
     source: str  # a key of the manifest's "sources"
-    member: str  # path inside the wheel, or relative to the project root for "shared" files
+    member: str  # path inside the wheel, or relative to the project root for the LAMOST files
     object: str
     spectral_class: str  # STAR / GALAXY
     subclass: str  # MK type for stars
@@ -398,7 +401,7 @@ def load_entry(entry: CorpusEntry, archives: dict[str, zipfile.ZipFile] | None =
     if entry.source == "shared-lamost":
         path = (PROJECT_ROOT / entry.member).resolve()
         if not path.exists():
-            raise CorpusUnavailable(f"{path} is missing (the shared/ folder beside the project)")
+            raise CorpusUnavailable(f"{path} is missing (it ships in {LAMOST_DIR})")
         spectrum = load_spectra(path)[0]
     elif entry.source == LIBRARY_SOURCE:
         spectrum = _image_spectrum(entry, _wheel_member(entry.source, entry.member, archives))

@@ -4,16 +4,17 @@ from pathlib import Path
 
 import pytest
 
+from agent.real_corpus import LAMOST_DIR
 from tests.factories import UserFactory
 
-SHARED_LAMOST = Path(__file__).resolve().parents[2] / "shared" / "data" / "lamost"
+# The two real LAMOST spectra ship inside the project (agent/data/lamost): a bare clone has them,
+# so no test skips for want of ../shared.
+SHARED_LAMOST = LAMOST_DIR
 
 
 @pytest.fixture
 def shared_lamost_dir() -> Path:
-    if not SHARED_LAMOST.exists():
-        pytest.skip(f"the real LAMOST examples are not at {SHARED_LAMOST}")
-    return SHARED_LAMOST
+    return LAMOST_DIR
 
 
 # --- the named actors (one set for every test) ---------------------------------------------------

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from agent.real_corpus import LAMOST_DIR
 from agent.render import (
     LINE_COLOUR,
     PNG_COMPRESS_LEVEL,
@@ -48,7 +49,7 @@ from agent.render import (
 from agent.spectra import Spectrum, load_spectra
 from agent.tool import IMAGE_SIZE, SpectralVisualizationTool
 
-DEFAULT_LAMOST_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "lamost"
+DEFAULT_LAMOST_DIR = LAMOST_DIR  # shipped with the project (agent/data/lamost)
 WINDOW_WIDTH_RANGE = (30.0, 2000.0)  # Angstrom, sampled log-uniformly
 RENDER_SEED = 20261124
 RENDERERS = ("ours", "tuned", "tuned-isal", "paper")

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.real_corpus import LAMOST_DIR
 from agent.resolution import (
     C_KMS,
     Resolution,
@@ -25,7 +26,7 @@ from agent.spectra import (
 )
 from tests.agent import survey_fixtures
 
-SHARED_LAMOST = Path(__file__).resolve().parents[3] / "shared" / "data" / "lamost"
+SHARED_LAMOST = LAMOST_DIR
 
 
 def test_it_keeps_the_resolving_power_constant_for_a_constant_r_resolution() -> None:
@@ -116,7 +117,6 @@ def test_it_keeps_the_resolution_through_npz_bytes() -> None:
     assert restored.resolution == spectrum.resolution
 
 
-@pytest.mark.skipif(not SHARED_LAMOST.exists(), reason="../shared/data/lamost is not present")
 def test_it_gives_the_real_lamost_files_the_survey_resolution() -> None:
     for path in sorted(SHARED_LAMOST.glob("*.fits.gz")):
         spectrum = load_spectra(path)[0]

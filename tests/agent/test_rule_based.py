@@ -18,12 +18,13 @@ from agent.inspection_tasks import Task, get_task, task_from_dict
 from agent.policies import build_policy
 from agent.policies.base import PolicyError, code_version
 from agent.policies.rule_based import MODEL_NAME, RuleBasedInspector
+from agent.real_corpus import LAMOST_DIR
 from agent.rollout import inspect
 from agent.spectra import Spectrum, load_spectra
 from agent.synthetic import BENCH_TASKS, generate_sample, generate_split
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
-LAMOST_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lamost"
+
 INSPECTOR_SOURCES = (
     *sorted((AGENT_DIR / "policies" / "rule_based").glob("*.py")),
     AGENT_DIR / "measure.py",

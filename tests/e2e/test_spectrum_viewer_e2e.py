@@ -4,13 +4,13 @@ the inspected windows of a candidate that zoom the plot and show the step's imag
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import Page, expect
 
+from agent.real_corpus import LAMOST_DIR
 from annotation.inspections.models import Candidate
 from annotation.spectra import services as spectra_services
 from annotation.spectra.models import Spectrum, Task
@@ -19,13 +19,7 @@ from tests.factories import UserFactory, make_spectrum
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
-LAMOST_G7 = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "data"
-    / "lamost"
-    / "spec-55859-F5902_sp01-001_dr7.fits.gz"
-)
+LAMOST_G7 = LAMOST_DIR / "spec-55859-F5902_sp01-001_dr7.fits.gz"
 SCREENSHOT = os.environ.get("SPECVET_VIEWER_SCREENSHOT", "")
 
 PLOT = "document.getElementById('spectrum-plot')"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from agent.real_corpus import LAMOST_DIR
 from agent.redshift_templates import TemplateSet, synthetic_templates
 from annotation.spectra import selectors
 from annotation.spectra.models import RedshiftDecision
@@ -210,7 +211,7 @@ def test_it_moves_to_the_next_and_previous_spectrum_of_the_list(pages: BrowserPa
     pages.assert_clean()
 
 
-REAL_FILES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lamost"
+REAL_FILES = LAMOST_DIR
 
 
 def test_it_fits_a_real_lamost_star_against_the_corpus_templates(pages: BrowserPages) -> None:

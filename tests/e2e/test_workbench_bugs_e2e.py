@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
+from agent.real_corpus import LAMOST_DIR
 from annotation.core import charts
 from annotation.curation import services as curation_services
 from annotation.rating import services as rating_services
@@ -19,7 +18,7 @@ from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
-LAMOST_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lamost"
+
 LAMOST_G7 = LAMOST_DIR / "spec-55859-F5902_sp01-001_dr7.fits.gz"
 
 needs_lamost = pytest.mark.skipif(

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from agent.editing import apply_edit, edit_from_trajectory
+from agent.real_corpus import LAMOST_DIR
 from agent.spectra import SpectrumFormatError
 from annotation.core import services as core_services
 from annotation.core.roles import Role, has_role
@@ -36,7 +35,6 @@ DEMO_EXPERTS = [
     ("leavitt", "Henrietta Leavitt", {Role.EXPERT, Role.RATER}),
 ]
 DEMO_VIEWER = ("viewer", "Catalog Viewer", {Role.VIEWER})
-SHARED_LAMOST = settings.BASE_DIR.parent / "shared" / "data" / "lamost"
 
 
 def _reasoning(data: dict[str, Any]) -> list[Any]:
@@ -107,9 +105,9 @@ class Command(BaseCommand):
         return user
 
     def _load_real_lamost(self) -> None:
-        paths = sorted(Path(SHARED_LAMOST).glob("*.fits*")) if SHARED_LAMOST.exists() else []
+        paths = sorted(LAMOST_DIR.glob("*.fits*")) if LAMOST_DIR.exists() else []
         if not paths:
-            self.stdout.write(f"no real LAMOST examples at {SHARED_LAMOST}; skipped")
+            self.stdout.write(f"no real LAMOST examples at {LAMOST_DIR}; skipped")
             return
         for path in paths:
             try:
