@@ -14,7 +14,7 @@ Three renderers draw the same distinct, random windows of the same spectra in on
 - ``paper``: how the public Spec-o3 tool draws a view: a new pyplot figure per call, tight
   bounding box.
 
-Spectra are the real LAMOST files of ``../shared/data/lamost`` (or ``--spectra-dir``); when
+Spectra are the real LAMOST files shipped in ``agent/data/lamost`` (or ``--spectra-dir``); when
 none are there, synthetic LAMOST-like spectra are used and the report says so.
 """
 

@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation import blinding as selectors
+from annotation.catalog import search, trajectories
 from annotation.catalog import selectors as catalog
-from annotation.catalog import trajectories
 from annotation.catalog.queue import hidden_summary, vetter_queue, vetter_queue_hidden
 from annotation.core import errors as core_errors
 from annotation.core import permissions
@@ -187,7 +187,32 @@ class CatalogListApi(APIView):
         )
         snr_min = serializers.FloatField(required=False, allow_null=True, default=None)
         object_id = serializers.CharField(
-            required=False, allow_blank=True, default="", help_text="prefix, case-sensitive"
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="object id or IAU designation prefix (J2208 finds J220848.54-020324.3)",
+        )
+        dataset = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="the data set, exact name"
+        )
+        ra = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="cone search centre: degrees, or sexagesimal hours (22:08:48.54)",
+        )
+        dec = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="cone search centre: degrees, or sexagesimal degrees (-02:03:24.3)",
+        )
+        radius = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text=f"cone radius in arcsec (default {search.DEFAULT_RADIUS_ARCSEC:g}, at most "
+            f"{search.MAX_RADIUS_ARCSEC:g})",
         )
         run = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
         synthetic = serializers.BooleanField(required=False, allow_null=True, default=None)
@@ -242,9 +267,11 @@ class CatalogListApi(APIView):
         data = dict(params.validated_data)
         sort = catalog.normalize_sort(data.pop("sort"))
         page_number, page_size = data.pop("page"), data.pop("page_size")
-        filters = catalog.CatalogFilters(**data)
         try:
-            catalog.check_filters(filters)
+            # The page's reader: the same names, search and cone parsing on every read path.
+            filters = catalog.filters_from_query(
+                {k: str(v) for k, v in data.items() if v is not None}
+            )
         except catalog.CatalogQueryError as error:
             raise ValidationError({"detail": str(error)}) from error
         rows = selectors.catalog_entries_visible_to(

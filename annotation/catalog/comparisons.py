@@ -174,6 +174,26 @@ def default_baseline(
     return next((key for key, _ in models if key != new_key), None)
 
 
+def default_task(*, user: Any, tasks: list[str]) -> str:
+    """The task the page opens on: the first with two models ``user`` may read (something to
+    compare), else the first with one, else the first task."""
+    runs = blinding.runs_visible_to(user=user).exclude(model_key="").order_by()
+    counts: dict[str, int] = {}
+    for code, _ in runs.values_list("task__code", "model_key").distinct():
+        counts[code] = counts.get(code, 0) + 1
+    for wanted in (2, 1):
+        for code in tasks:
+            if counts.get(code, 0) >= wanted:
+                return code
+    return tasks[0] if tasks else ""
+
+
+def tasks_with_models(*, user: Any) -> list[str]:
+    """Codes of the tasks with a model ``user`` may read (for the page's empty state)."""
+    runs = blinding.runs_visible_to(user=user).exclude(model_key="").order_by()
+    return sorted(set(runs.values_list("task__code", flat=True)))
+
+
 def models_readable(*, user: Any, task: str) -> list[tuple[str, str]]:
     """(key, label) of the models on ``task`` behind the runs ``user`` may read, newest first:
     what they may compare, and (staff) promote."""
@@ -204,7 +224,7 @@ def model_choice(*, user: Any, task: str, new: str, old: str) -> ComparisonChoic
     task's current model (else the newest other); each must have answered the task in a run
     ``user`` may read, and the verdicts compared are the catalog entries ``user`` may read."""
     tasks = list(Task.objects.values_list("code", flat=True))
-    task = task.strip() or (tasks[0] if tasks else "")
+    task = task.strip() or default_task(user=user, tasks=tasks)
     if task not in tasks:
         return ComparisonChoice(
             tasks=tasks,

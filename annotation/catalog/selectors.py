@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from django.core.cache import cache
@@ -32,6 +32,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
+from annotation.catalog import search
+from annotation.catalog.search import CatalogQueryError
 from annotation.core.endpoints import public_policy_spec  # noqa: F401  (re-exported: views, reports)
 from annotation.inspections.decision_history import answered_by, expert_tallies
 from annotation.inspections.models import (
@@ -71,10 +73,6 @@ EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
 LABEL_STATE_CHOICES = (*LabelState.ALL, "none")
 # ?model= takes a model key, or "current": each task's promoted model (annotation.learning).
 CURRENT_MODEL = "current"
-
-
-class CatalogQueryError(ValueError):
-    """A catalog filter, sort or paging parameter that cannot be read; names the parameter."""
 
 
 # --- columns --------------------------------------------------------------------------------
@@ -286,11 +284,15 @@ class CatalogFilters:
     confidence_min: float | None = None
     confidence_max: float | None = None
     snr_min: float | None = None
-    object_id: str = ""  # prefix; case-sensitive on PostgreSQL (SQLite's LIKE ignores case)
+    object_id: str = ""  # object id or designation prefix (catalog.search.name_filter)
     run: int | None = None
     synthetic: bool | None = None
     label_state: str = ""  # pending | conflict | agreed | resolved | none (no decision yet)
     model: str = ""  # a model key, or "current" (each task's current model)
+    dataset: str = ""  # the spectrum's data set, exact
+    ra: float | None = None  # cone search (catalog.search): centre in degrees, radius in arcsec
+    dec: float | None = None
+    radius: float | None = None
 
     def as_query(self) -> dict[str, str]:
         """The GET parameters that give these filters back through filters_from_query."""
@@ -358,12 +360,16 @@ def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
         confidence_min=_float_param(params, "confidence_min"),
         confidence_max=_float_param(params, "confidence_max"),
         snr_min=_float_param(params, "snr_min"),
-        object_id=(params.get("object_id") or "").strip(),
+        object_id=search.check_name(params.get("object_id") or ""),
         run=_int_param(params, "run"),
         synthetic=_bool_param(params, "synthetic"),
         label_state=_choice_param(params, "label_state", LABEL_STATE_CHOICES),
         model=_model_param(params),
+        dataset=(params.get("dataset") or "").strip(),
     )
+    cone = search.cone_from_params(params)
+    if cone is not None:
+        filters = replace(filters, ra=cone.ra, dec=cone.dec, radius=cone.radius)
     check_filters(filters)
     return filters
 
@@ -447,7 +453,12 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
     if filters.snr_min is not None:
         rows = rows.filter(snr__gte=filters.snr_min)
     if filters.object_id:
-        rows = rows.filter(object_id__startswith=filters.object_id)
+        rows = rows.filter(search.name_filter(filters.object_id))
+    if filters.dataset:
+        rows = rows.filter(dataset=filters.dataset)
+    if filters.ra is not None and filters.dec is not None:
+        cone = search.Cone(filters.ra, filters.dec, filters.radius or search.DEFAULT_RADIUS_ARCSEC)
+        rows = search.cone_filter(rows, cone)
     if filters.run is not None:
         rows = rows.filter(run_id=filters.run)
     if filters.synthetic is not None:

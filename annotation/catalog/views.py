@@ -24,7 +24,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import blinding
-from annotation.catalog import comparisons, reports, trajectories
+from annotation.catalog import comparisons, reports, search, trajectories
 from annotation.catalog import exports as catalog_export
 from annotation.catalog import selectors as catalog
 from annotation.catalog.queue import (
@@ -146,6 +146,9 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         headers=_headers(request, sort),
         tasks=list(Task.objects.values_list("code", flat=True)),
         surveys=catalog.survey_choices(),
+        datasets=search.dataset_choices(),
+        default_radius=search.DEFAULT_RADIUS_ARCSEC,
+        max_radius=search.MAX_RADIUS_ARCSEC,
         verdicts=catalog.VERDICT_CHOICES,
         decisions=catalog.EXPERT_DECISION_CHOICES,
         label_states=catalog.LABEL_STATE_CHOICES,
@@ -607,6 +610,8 @@ def _compare_context(request: HttpRequest) -> tuple[dict[str, Any], int]:
         "current_label": choice.label(choice.current),
         "can_promote": permissions.MODEL_PROMOTE.allows(request.user),
     }
+    if len(choice.models) < 2:
+        context["tasks_with_models"] = comparisons.tasks_with_models(user=request.user)
     if choice.comparison is not None:
         context["comparison"] = choice.comparison
     return context, 400 if choice.error else 200

@@ -225,6 +225,15 @@ class CatalogEntry(models.Model):
                 name="catalog_object_prefix",
                 opclasses=["varchar_pattern_ops"],
             ),
+            # Finding rows (catalog.search): designation prefix, the cone search's (dec, ra)
+            # bounding box, the data-set filter.
+            models.Index(
+                fields=["designation"],
+                name="catalog_designation_prefix",
+                opclasses=["varchar_pattern_ops"],
+            ),
+            models.Index(fields=["dec", "ra"], name="catalog_position"),
+            models.Index(fields=["dataset"], name="catalog_dataset"),
             models.Index(fields=["expert_decision", "task_code"], name="catalog_expert"),
             models.Index(fields=["task_code", "label_state"], name="catalog_label_state"),
             models.Index(fields=["task_code", "model_key"], name="catalog_task_model"),

@@ -141,6 +141,19 @@ class ModelCalibration:
     fits: list[CalibrationFit]
 
 
+def tasks_with_models(runs: QuerySet[InspectionRun]) -> list[str]:
+    """Codes of the tasks (sorted) where a model has a finished candidate in ``runs``: what the
+    calibration page may open on."""
+    codes = (
+        Candidate.objects.filter(run__in=runs, state=CandidateState.DONE)
+        .exclude(run__model_key="")
+        .order_by()
+        .values_list("run__task__code", flat=True)
+        .distinct()
+    )
+    return sorted(set(codes))
+
+
 def calibration_overview(task: Task, *, runs: QuerySet[InspectionRun]) -> list[ModelCalibration]:
     """Per model on the task (of the ``runs`` a reader may see): its fits (newest first) and
     the threshold the newest gave."""

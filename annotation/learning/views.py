@@ -23,10 +23,13 @@ from annotation.spectra.models import Task
 GOLD_CHOICES_SHOWN = 50
 
 
-def _task(request: HttpRequest, source: Any) -> Task | None:
+def _task(request: HttpRequest, source: Any, with_data: list[str] | None = None) -> Task | None:
+    """The task asked for; else the first with data (``with_data``), else the first task."""
     code = source.get("task", "").strip()
     if code:
         return get_object_or_404(Task, code=code)
+    if with_data:
+        return Task.objects.filter(code=with_data[0]).first()
     return Task.objects.order_by("code").first()
 
 
@@ -51,18 +54,19 @@ def _chart(overview: list[selectors.ModelCalibration]) -> list[dict[str, Any]]:
 @require_role(permissions.CALIBRATION_READ)
 @require_GET
 def calibration(request: HttpRequest) -> HttpResponse:
-    task = _task(request, request.GET)
+    runs = blinding.runs_visible_to(user=request.user)
+    with_data = selectors.tasks_with_models(runs)
+    task = _task(request, request.GET, with_data)
     context: dict[str, Any] = {
         "tasks": list(Task.objects.values_list("code", flat=True)),
+        "tasks_with_data": with_data,
         "task": task,
         "can_refit": permissions.CALIBRATE.allows(request.user),
         "can_manage": permissions.TRIAGE_MANAGE.allows(request.user),
         "can_gold": permissions.GOLD_MANAGE.allows(request.user),
     }
     if task is not None:
-        overview = selectors.calibration_overview(
-            task, runs=blinding.runs_visible_to(user=request.user)
-        )
+        overview = selectors.calibration_overview(task, runs=runs)
         keys = {model.model_key for model in overview}
         target = selectors.current_target(task)
         context.update(

@@ -46,7 +46,7 @@ def test_it_saves_a_screenshot_of_each_main_page_for_the_docs(pages: BrowserPage
     run = InspectionRun.objects.order_by("pk").first()
     curation = Curation.objects.order_by("pk").first()
     campaign = RatingCampaign.objects.order_by("pk").first()
-    # A real LAMOST spectrum when ../shared/data/lamost was there to load, else a synthetic one.
+    # A real LAMOST spectrum (demo_setup loads the two shipped in agent/data/lamost).
     spectra = Spectrum.objects.order_by("pk")
     spectrum = spectra.filter(survey="LAMOST").first() or spectra.first()
     assert run and curation and campaign and spectrum, (

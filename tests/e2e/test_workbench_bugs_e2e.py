@@ -21,10 +21,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialize
 
 LAMOST_G7 = LAMOST_DIR / "spec-55859-F5902_sp01-001_dr7.fits.gz"
 
-needs_lamost = pytest.mark.skipif(
-    not LAMOST_G7.exists(), reason="../shared/data/lamost is not present"
-)
-
 
 def _load_g7() -> Spectrum:
     return spectra_services.spectra_import_path(path=LAMOST_G7, dataset="lamost").created[0]
@@ -42,7 +38,6 @@ def _zoom_x(page: Page, lo: float, hi: float) -> None:
     )
 
 
-@needs_lamost
 def test_it_scales_the_y_axis_to_the_flux_of_a_real_lamost_star(pages: BrowserPages) -> None:
     row = _load_g7()
     wave, flux, error = selectors.spectrum_plot_arrays(row)
@@ -88,7 +83,6 @@ def test_it_scales_the_y_axis_to_the_flux_of_a_real_lamost_star(pages: BrowserPa
     pages.assert_clean()
 
 
-@needs_lamost
 def test_it_forgets_a_chips_label_once_the_plot_is_zoomed_elsewhere(
     pages: BrowserPages,
 ) -> None:
@@ -120,7 +114,6 @@ def _boxes_overlap(a: dict[str, float], b: dict[str, float]) -> bool:
     )
 
 
-@needs_lamost
 @pytest.mark.parametrize("code", ["CV", "O", "A"])
 def test_it_keeps_the_window_labels_apart(pages: BrowserPages, code: str) -> None:
     row = _load_g7()
@@ -231,7 +224,6 @@ def test_it_labels_the_bradley_terry_axis_with_numbers_and_shows_whole_names(
 OVERFLOW = "document.documentElement.scrollWidth - window.innerWidth"
 
 
-@needs_lamost
 @pytest.mark.parametrize("width", [390, 820])
 def test_it_fits_every_menu_page_to_phone_and_tablet_widths(
     pages: BrowserPages, width: int
