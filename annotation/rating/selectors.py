@@ -98,6 +98,30 @@ def _pairwise_analysis(campaign: RatingCampaign) -> dict[str, Any]:
     return {"policies": policies, "reference": reference, "shares": shares, "strengths": strengths}
 
 
+def analysis_needs(*, n_raters: int, alpha: float | None, n_series: int) -> dict[str, str]:
+    """What an agreement figure still needs, in words ("" when it can be shown): Krippendorff's
+    alpha needs two raters scoring the same trajectory, the Spearman heatmap the human mean and
+    at least one judge."""
+    alpha_needs = ""
+    if n_raters < 2:
+        alpha_needs = (
+            f"needs scores from at least two raters on the same trajectories; "
+            f"{n_raters} rater{'' if n_raters == 1 else 's'} ha{'s' if n_raters == 1 else 've'} "
+            "scored so far"
+        )
+    elif alpha is None:
+        alpha_needs = (
+            "not defined yet: it needs a trajectory scored by two raters, and scores that differ "
+            "somewhere"
+        )
+    spearman_needs = (
+        ""
+        if n_series >= 2
+        else "needs a judge's scores beside the human mean: run an LLM judge on this campaign"
+    )
+    return {"alpha": alpha_needs, "spearman": spearman_needs}
+
+
 def campaign_analysis(*, campaign: RatingCampaign) -> dict[str, Any]:
     """Figure 4 of the paper for one campaign: distributions, agreement, judges, pairwise."""
     from agent import agreement
@@ -141,6 +165,8 @@ def campaign_analysis(*, campaign: RatingCampaign) -> dict[str, Any]:
     return {
         "n_items": len(items),
         "n_ratings": len(ratings),
+        "n_raters": len(by_rater),
+        "needs": analysis_needs(n_raters=len(by_rater), alpha=alpha, n_series=len(names)),
         "histograms": {
             name: agreement.score_histogram(values)
             for name, values in distributions.items()

@@ -43,7 +43,7 @@
 
   function spearman(data) {
     const names = data.spearman.names;
-    if (!names.length) return;
+    if (names.length < 2) return; // the page says what the heatmap needs
     const text = data.spearman.matrix.map(function (row) {
       return row.map(function (v) { return v === null ? "n/a" : v.toFixed(2); });
     });
