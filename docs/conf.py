@@ -14,7 +14,7 @@ copyright = "2026, the specvet authors"
 
 extensions = ["myst_parser", "specvet_generated"]
 source_suffix = {".md": "markdown"}
-exclude_patterns = ["_build", "README.md"]
+exclude_patterns = ["_build", "README.md", "_snippets"]  # _snippets: included by pages
 root_doc = "index"
 
 # Every internal link and cross-reference is checked: a missing page, heading anchor or
