@@ -1,4 +1,13 @@
 # specvet: `make demo` (install + demo data + serve) and `make test` (the whole suite).
+#
+# Which command installs what (`make help` prints this):
+#   make install      requirements.txt into .venv: what the app needs to run (`make demo` runs it)
+#   make install-dev  requirements-dev.txt on top: pytest, the Playwright *Python package*,
+#                     Sphinx, ruff, mypy (`make test`, `make docs`, `make screenshots` run it)
+#   make chromium     Debian's chromium (apt-get, as root), the browser Playwright drives; we do
+#                     not use `playwright install` (its download fails here)
+# So a demo venv has no Playwright: for the browser-driven steps (screenshots, tests/e2e) run
+# `make install-dev chromium` first.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +17,10 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install install-dev chromium demo serve test contract lint format bench real-data real-bench migrate clean docs docs-only screenshots
+.PHONY: help install install-dev chromium demo serve test contract lint format bench real-data real-bench migrate clean docs docs-only screenshots
+
+help:
+	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,7 +77,8 @@ contract: install-dev
 
 # The docs (docs/_build/html/index.html): offline, warnings as errors, every internal link and
 # cross-reference checked (nitpicky); the reference pages are generated from the code. The
-# screenshots come from a browser test first; without Chromium the build uses placeholders.
+# screenshots come from a browser test first; without Chromium each missing screenshot is a note
+# in the page saying how to make it (make install-dev chromium screenshots, then make docs-only).
 docs: install-dev chromium screenshots docs-only
 
 docs-only: install-dev
@@ -76,7 +89,7 @@ docs-only: install-dev
 screenshots: install-dev
 ifneq ($(SPECVET_SKIP_E2E),1)
 	@if test -x $(CHROMIUM); then $(VENV)/bin/pytest -q -p no:cacheprovider tests/e2e/test_screenshots_e2e.py; \
-	else echo "warning: no $(CHROMIUM): the docs use placeholder screenshots"; fi
+	else echo "warning: no $(CHROMIUM): no screenshots; the docs say where each belongs. Install it with 'make chromium' (as root)"; fi
 endif
 
 lint: install-dev

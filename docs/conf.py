@@ -27,4 +27,5 @@ suppress_warnings: list[str] = []
 html_theme = "furo"
 html_title = "specvet"
 html_static_path = ["_static"]
+html_css_files = ["specvet.css"]  # wrapped code blocks, a compact sidebar, screenshot notes
 html_last_updated_fmt = None

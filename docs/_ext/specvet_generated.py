@@ -14,11 +14,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import sys
 from contextlib import redirect_stderr
+from pathlib import Path
 from typing import Any
 
 import env_reference
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -183,29 +186,52 @@ def api_reference() -> None:
 SCREENSHOTS = ROOT / "docs" / "_static" / "screenshots"
 
 
-def screenshot_placeholders(app: Sphinx) -> None:
-    """A grey placeholder for every screenshot a page shows that the browser test has not
-    made yet (a fresh clone without Chromium): the build still passes, and says so."""
-    import re
+SCREENSHOT_URI = re.compile(r"_static/screenshots/([\w-]+\.png)$")
+MAKE_SCREENSHOTS = (
+    "This picture is taken from the running app by a browser test and has not been made on this "
+    "machine yet. Make it with `make screenshots` (it needs Chromium: `make chromium` installs "
+    "Debian's package, as root), then rebuild with `make docs-only`; `make docs` does both."
+)
 
-    from PIL import Image, ImageDraw
 
-    wanted = set()
-    for page in (ROOT / "docs").rglob("*.md"):
-        wanted |= set(re.findall(r"_static/screenshots/([\w-]+\.png)", page.read_text()))
-    missing = sorted(name for name in wanted if not (SCREENSHOTS / name).exists())
-    if not missing:
-        return
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for name in missing:
-        image = Image.new("RGB", (640, 360), "#e8e8e8")
-        ImageDraw.Draw(image).text(
-            (20, 170), f"{name}: run `make screenshots` (needs Chromium)", fill="#333333"
+def _is_old_placeholder(path: Path) -> bool:
+    """A grey 640 x 360 placeholder an earlier build wrote (they looked like pictures)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.size == (640, 360) and image.convert("RGB").getpixel((0, 0)) == (
+            232,
+            232,
+            232,
         )
-        image.save(SCREENSHOTS / name)
-    LOGGER.info(
-        "screenshots: placeholders for %s (make screenshots makes them)", ", ".join(missing)
-    )
+
+
+def remove_old_placeholders(app: Sphinx) -> None:
+    for path in sorted(SCREENSHOTS.glob("*.png")):
+        if _is_old_placeholder(path):
+            path.unlink()
+
+
+def screenshot_notes(app: Sphinx, doctree: nodes.document) -> None:
+    """A screenshot the browser test has not made (a fresh clone without Chromium) becomes a
+    note saying how to make it, in place of the picture: the build still passes and says so."""
+    missing = []
+    for image in list(doctree.findall(nodes.image)):
+        match = SCREENSHOT_URI.search(image.get("uri", ""))
+        if not match or (SCREENSHOTS / match.group(1)).exists():
+            continue
+        alt = image.get("alt", "") or match.group(1)
+        note = nodes.admonition(classes=["screenshot-missing"])
+        note += nodes.title(text=f"Screenshot not built: {alt}")
+        note += nodes.paragraph(text=MAKE_SCREENSHOTS)
+        parent = image.parent
+        if isinstance(parent, nodes.paragraph) and len(parent.children) == 1:
+            parent.replace_self(note)
+        else:
+            image.replace_self(nodes.emphasis(text=f"[{alt}: run make screenshots]"))
+        missing.append(match.group(1))
+    if missing:
+        LOGGER.info("screenshots not built yet (make screenshots): %s", ", ".join(missing))
 
 
 def tasks_reference() -> None:
@@ -265,7 +291,7 @@ def formats_reference() -> None:
 
 
 def generate(app: Sphinx) -> None:
-    screenshot_placeholders(app)
+    remove_old_placeholders(app)
     settings_reference()
     _django()
     commands_reference()
@@ -276,4 +302,6 @@ def generate(app: Sphinx) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("builder-inited", generate)
+    # Before Sphinx's image collector (priority 500) warns about the missing file.
+    app.connect("doctree-read", screenshot_notes, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -7,9 +7,27 @@
   const CONFIG = { displaylogo: false, responsive: true };
   const MARGIN = { t: 40, r: 10, l: 55, b: 45 };
 
+  // A plot is drawn when it comes near the window (IntersectionObserver): the page settles
+  // after the plots in view, not after all five (issue 37 item 10).
+  const observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (!entry.isIntersecting) return;
+      observer.unobserve(entry.target);
+      const pending = entry.target.specvetPending;
+      delete entry.target.specvetPending;
+      if (pending) pending();
+    });
+  }, { rootMargin: "200px" }) : null;
+
   function plot(id, traces, layout) {
     const node = document.getElementById(id);
-    if (node) Plotly.newPlot(node, traces, Object.assign({ margin: MARGIN }, layout), CONFIG);
+    if (!node) return;
+    const render = function () {
+      Plotly.newPlot(node, traces, Object.assign({ margin: MARGIN }, layout), CONFIG);
+    };
+    if (!observer) { render(); return; }
+    node.specvetPending = render;
+    observer.observe(node);
   }
 
   // Shares, not counts: humans give several scores per trajectory, a judge one.

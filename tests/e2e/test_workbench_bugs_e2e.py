@@ -199,6 +199,7 @@ def test_it_labels_the_bradley_terry_axis_with_numbers_and_shows_whole_names(
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"/rating/{campaign.pk}/analysis/")
     plot = page.locator("#strengths-plot")
+    plot.scroll_into_view_if_needed()  # plots below the fold are drawn when they come near
     expect(plot.locator(".ytick text").first).to_be_attached()
     low, high = (
         10**v

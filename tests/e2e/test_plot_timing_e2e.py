@@ -1,0 +1,92 @@
+"""Time to a drawn plot on the plot-heavy pages (issue 37 item 10): rating, pairs, analysis and
+screening, on the demo data, as their users open them. Printed, never asserted against a
+threshold (the machine's load decides the seconds); what is asserted is that each spectrum page
+draws its plot. -1 ms: the page drew no plot (an analysis with nothing to chart yet).
+
+    .venv/bin/pytest -q -s -p no:cacheprovider tests/e2e/test_plot_timing_e2e.py
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from playwright.sync_api import Page
+
+from annotation.curation.models import Curation, CurationState
+from annotation.rating.models import RatingCampaign
+from tests.e2e.conftest import BrowserPages
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+VIEWPORT = {"width": 1440, "height": 900}
+# Records, in each page, when the first Plotly plot has drawn data (ms since navigation start).
+FIRST_PLOT = """
+(() => {
+  function drawn() {
+    return Array.from(document.querySelectorAll(".js-plotly-plot")).filter(function (node) {
+      return node._fullData && node._fullData.length && node.querySelector(".main-svg");
+    }).length;
+  }
+  function poll() {
+    const n = drawn();
+    if (n && window.__firstPlotAt === undefined) window.__firstPlotAt = performance.now();
+    if (n) window.__plotsDrawn = n;
+    requestAnimationFrame(poll);
+  }
+  requestAnimationFrame(poll);
+})();
+"""
+
+
+def time_to_plot(page: Page, path: str) -> dict[str, float]:
+    page.set_viewport_size(VIEWPORT)
+    response = page.goto(path)
+    assert response is not None and response.status == 200, path
+    page.wait_for_load_state("networkidle")
+    if page.locator("[data-plot-source]").count():  # a spectrum plot: it must be drawn
+        page.wait_for_function("window.__firstPlotAt !== undefined", timeout=30_000)
+    page.wait_for_timeout(300)  # let a plot due after idle show up in the count
+    return page.evaluate(
+        """() => {
+          const nav = performance.getEntriesByType("navigation")[0];
+          return {
+            first_plot_ms: window.__firstPlotAt === undefined ? -1 : window.__firstPlotAt,
+            load_ms: nav.loadEventEnd,
+            plots_drawn: window.__plotsDrawn || 0,
+            plot_nodes: document.querySelectorAll(".plot, [data-plot-source]").length,
+          };
+        }"""
+    )
+
+
+def test_it_times_the_first_drawn_plot_on_each_plot_heavy_page(pages: BrowserPages) -> None:
+    call_command("demo_setup", scale=0.1, stdout=open(os.devnull, "w"))  # noqa: SIM115
+    users = get_user_model().objects
+    campaign = RatingCampaign.objects.order_by("pk").first()
+    draft = Curation.objects.filter(state=CurationState.DRAFTED).order_by("pk").first()
+    assert campaign is not None and draft is not None
+    cannon = pages.open("cannon", users.get(username="cannon"))
+    leavitt = pages.open("leavitt", users.get(username="leavitt"))
+    payne = pages.open("payne", users.get(username="payne"))
+    for page in (cannon, leavitt, payne):
+        page.add_init_script(FIRST_PLOT)
+    visits = [
+        ("rating", leavitt, f"/rating/{campaign.pk}/rate/"),
+        ("pairs", payne, f"/rating/{campaign.pk}/pairs/"),
+        ("analysis", cannon, f"/rating/{campaign.pk}/analysis/"),
+        ("screening", cannon, f"/curation/{draft.pk}/screen/"),
+    ]
+    results = {name: time_to_plot(page, path) for name, page, path in visits}
+    print(f"\ntime to a drawn plot, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores:")
+    for name, row in results.items():
+        print(
+            f"  {name:10s} first plot {row['first_plot_ms']:7.0f} ms   load event "
+            f"{row['load_ms']:7.0f} ms   plots drawn {row['plots_drawn']} of "
+            f"{row['plot_nodes']} plot nodes"
+        )
+    for name in ("rating", "pairs", "screening"):  # each shows the spectrum it is about
+        assert results[name]["first_plot_ms"] > 0, (name, results[name])
+    pages.assert_clean()
