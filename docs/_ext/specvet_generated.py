@@ -206,13 +206,22 @@ def _is_old_placeholder(path: Path) -> bool:
         )
 
 
-def remove_old_placeholders(app: Sphinx) -> None:
+def remove_old_placeholders(app: Sphinx | None) -> None:
     for path in sorted(SCREENSHOTS.glob("*.png")):
         if _is_old_placeholder(path):
             path.unlink()
 
 
-def screenshot_notes(app: Sphinx, doctree: nodes.document) -> None:
+def _with_literals(text: str) -> nodes.paragraph:
+    """A paragraph of ``text`` whose `backticked` parts are code."""
+    paragraph = nodes.paragraph()
+    for i, part in enumerate(text.split("`")):
+        if part:
+            paragraph += nodes.literal(text=part) if i % 2 else nodes.Text(part)
+    return paragraph
+
+
+def screenshot_notes(app: Sphinx | None, doctree: nodes.document) -> None:
     """A screenshot the browser test has not made (a fresh clone without Chromium) becomes a
     note saying how to make it, in place of the picture: the build still passes and says so."""
     missing = []
@@ -223,7 +232,7 @@ def screenshot_notes(app: Sphinx, doctree: nodes.document) -> None:
         alt = image.get("alt", "") or match.group(1)
         note = nodes.admonition(classes=["screenshot-missing"])
         note += nodes.title(text=f"Screenshot not built: {alt}")
-        note += nodes.paragraph(text=MAKE_SCREENSHOTS)
+        note += _with_literals(MAKE_SCREENSHOTS)
         parent = image.parent
         if isinstance(parent, nodes.paragraph) and len(parent.children) == 1:
             parent.replace_self(note)
