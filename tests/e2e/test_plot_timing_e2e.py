@@ -25,18 +25,17 @@ VIEWPORT = {"width": 1440, "height": 900}
 # Records, in each page, when the first Plotly plot has drawn data (ms since navigation start).
 FIRST_PLOT = """
 (() => {
-  function drawn() {
-    return Array.from(document.querySelectorAll(".js-plotly-plot")).filter(function (node) {
-      return node._fullData && node._fullData.length && node.querySelector(".main-svg");
-    }).length;
+  // A light poll (not requestAnimationFrame: that would make the page paint every frame).
+  function drawn(node) {
+    return node._fullData && node._fullData.length && node.querySelector(".main-svg");
   }
-  function poll() {
-    const n = drawn();
-    if (n && window.__firstPlotAt === undefined) window.__firstPlotAt = performance.now();
-    if (n) window.__plotsDrawn = n;
-    requestAnimationFrame(poll);
-  }
-  requestAnimationFrame(poll);
+  const timer = setInterval(function () {
+    const plots = Array.from(document.querySelectorAll(".js-plotly-plot"));
+    if (plots.some(drawn)) {
+      window.__firstPlotAt = performance.now();
+      clearInterval(timer);
+    }
+  }, 20);
 })();
 """
 
@@ -57,7 +56,8 @@ def time_to_plot(page: Page, path: str) -> dict[str, float]:
           return {
             first_plot_ms: window.__firstPlotAt === undefined ? -1 : window.__firstPlotAt,
             load_ms: nav.loadEventEnd,
-            plots_drawn: window.__plotsDrawn || 0,
+            plots_drawn: Array.from(document.querySelectorAll(".js-plotly-plot")).filter(
+              (node) => node._fullData && node._fullData.length).length,
             plot_nodes: document.querySelectorAll(".plot, [data-plot-source]").length,
           };
         }"""
