@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
@@ -87,8 +88,10 @@ def _angle(raw: str, name: str, hours: bool) -> float:
         except ValueError:
             pass
         in_hours = hours and not any(mark in text for mark in ("d", "°"))
-        angle = Angle(text, unit=u.hourangle if in_hours else u.deg)
-    except (ValueError, u.UnitsError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # astropy warns on 12:60:00 and reads it as 13:00
+            angle = Angle(text, unit=u.hourangle if in_hours else u.deg)
+    except (ValueError, u.UnitsError, Warning):
         example = "332.2023 or 22:08:48.54" if hours else "-2.0568 or -02:03:24.3"
         raise CatalogQueryError(
             f"{name} must be an angle in degrees or sexagesimal (e.g. {example}); got {raw!r}"

@@ -199,6 +199,7 @@ def test_it_agrees_with_astropy_on_which_rows_are_inside_the_cone(run):
         ({"dec": "-2"}, "a cone search needs both ra and dec; ra is missing"),
         ({"radius": "5"}, "radius needs a position: give ra and dec too"),
         ({"ra": "east", "dec": "-2"}, "ra must be an angle in degrees or sexagesimal"),
+        ({"ra": "12:60:00", "dec": "-2"}, "ra must be an angle in degrees or sexagesimal"),
         ({"ra": "332", "dec": "-95"}, "dec must be between -90 and 90 degrees; got -95"),
         ({"ra": "400", "dec": "0"}, "ra must be between 0 and 360 degrees"),
         ({"ra": "1", "dec": "0", "radius": "0"}, "radius must be above 0 and at most 36000"),
