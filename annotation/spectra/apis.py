@@ -24,6 +24,7 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.http import _expert
+from annotation.core.serializers import CONFLICT
 from annotation.spectra import selectors, services
 from annotation.spectra.models import Label, RedshiftSource, Spectrum, Task
 
@@ -452,7 +453,9 @@ class SpectrumRedshiftDecideApi(APIView):
                 raise serializers.ValidationError("give rank (an alternative) or z")
             return attrs
 
-    @extend_schema(request=InputSerializer, responses={201: RedshiftDecisionOutputSerializer})
+    @extend_schema(
+        request=InputSerializer, responses={201: RedshiftDecisionOutputSerializer, 409: CONFLICT}
+    )
     def post(self, request: Request, spectrum_id: int) -> Response:
         row = get_object_or_404(Spectrum, pk=spectrum_id)
         params = self.InputSerializer(data=request.data)
@@ -496,7 +499,7 @@ class SpectrumRedshiftUndoApi(APIView):
     class OutputSerializer(serializers.Serializer):
         current = RedshiftDecisionOutputSerializer(allow_null=True)
 
-    @extend_schema(request=None, responses={200: OutputSerializer})
+    @extend_schema(request=None, responses={200: OutputSerializer, 409: CONFLICT})
     def post(self, request: Request, spectrum_id: int) -> Response:
         row = get_object_or_404(Spectrum, pk=spectrum_id)
         try:
