@@ -21,8 +21,9 @@ best fit's class and redshift shares its quality; another is 2 (possible) within
 of the best and 1 (unknown) otherwise.
 
 Cost: one matrix product per template over its grid (the grid's template rows x the spectrum's
-pixels), at most MAX_PIXELS pixels (a longer spectrum is averaged down) and MAX_TEMPLATES
-templates.
+pixels, averaged to about the grid's step for the scan: COARSE_STEP_DEX), at most MAX_PIXELS
+pixels (a longer spectrum is averaged down) and MAX_TEMPLATES templates; the minima are refined
+on every pixel.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ MAX_VELO_DIFF_KMS = {"STAR": 100.0, "GALAXY": 1000.0, "QSO": 1000.0}  # Redrock'
 MINIMA_PER_TEMPLATE = 3
 PER_CLASS = 3  # alternatives kept per class (Redrock's nminima per spectype)
 FINE_POINTS = 15  # Redrock's zminfit_npoints
+# log10 wavelength per pixel of the coarse scan: about each class's grid step (stars: none)
+COARSE_STEP_DEX = {"STAR": 0.0, "GALAXY": 3e-4, "QSO": 5e-4}
 # (lower bound of the margin, QOP): the best fit's quality from min(delta_chi2, class margin).
 QUALITY_DELTA_CHI2 = ((100.0, 4), (25.0, 3), (MIN_DELTA_CHI2, 2))
 QUALITY_LABELS = {4: "great", 3: "good", 2: "possible", 1: "unknown", 6: "star"}
@@ -162,6 +165,35 @@ def _noise_weights(flux: np.ndarray) -> np.ndarray:
     return np.full(flux.size, 1.0 / scatter**2)
 
 
+def _made(wave: np.ndarray, values: np.ndarray, weight: np.ndarray) -> _Prepared:
+    x = 2.0 * (wave - wave[0]) / max(wave[-1] - wave[0], 1e-9) - 1.0
+    basis = np.polynomial.legendre.legvander(x, POLY_DEGREE).T
+    n = basis.shape[0]
+    wpp = (weight * basis[:, None, :] * basis[None, :, :]).reshape(n * n, -1)
+    return _Prepared(wave, values, weight, basis, np.log10(wave), wpp, weight * values * basis)
+
+
+def _averaged(wave: np.ndarray, values: np.ndarray, weight: np.ndarray, block: int) -> _Prepared:
+    """Inverse-variance weighted means of ``block`` pixels at a time."""
+    if block <= 1:
+        return _made(wave, values, weight)
+    n = wave.size // block * block
+    w = weight[:n].reshape(-1, block)
+    total = w.sum(axis=1)
+    keep = total > 0
+    mean_wave = (wave[:n].reshape(-1, block) * w).sum(axis=1)[keep] / total[keep]
+    mean_flux = (values[:n].reshape(-1, block) * w).sum(axis=1)[keep] / total[keep]
+    return _made(mean_wave, mean_flux, total[keep])
+
+
+def _coarse(spec: _Prepared, spectype: str) -> _Prepared:
+    """The spectrum averaged to about the class's grid step (the scan's pixels: a galaxy's
+    3e-4 in log10(1 + z) spans three SDSS pixels), for the coarse scan only."""
+    pixel = float(np.median(np.diff(spec.log_wave)))
+    block = int(COARSE_STEP_DEX[spectype] / pixel) if pixel > 0 else 1
+    return _averaged(spec.wave, spec.flux, spec.weight, block)
+
+
 def _padding(flux: np.ndarray) -> np.ndarray:
     """Runs of PADDING_RUN or more pixels of exactly zero flux: filler, not data (LAMOST pads
     its red end with zeros yet gives them an inverse variance)."""
@@ -190,19 +222,7 @@ def _prepare(
         return None
     wave, values = wave[good], values[good]
     weight = np.asarray(ivar, dtype=float)[good] if ivar is not None else _noise_weights(values)
-    if wave.size > MAX_PIXELS:  # average down: inverse-variance weighted means of blocks
-        block = math.ceil(wave.size / MAX_PIXELS)
-        n = wave.size // block * block
-        w = weight[:n].reshape(-1, block)
-        total = w.sum(axis=1)
-        wave = (wave[:n].reshape(-1, block) * w).sum(axis=1) / total
-        values = (values[:n].reshape(-1, block) * w).sum(axis=1) / total
-        weight = total
-    x = 2.0 * (wave - wave[0]) / max(wave[-1] - wave[0], 1e-9) - 1.0
-    basis = np.polynomial.legendre.legvander(x, POLY_DEGREE).T
-    n = basis.shape[0]
-    wpp = (weight * basis[:, None, :] * basis[None, :, :]).reshape(n * n, -1)
-    return _Prepared(wave, values, weight, basis, np.log10(wave), wpp, weight * values * basis)
+    return _averaged(wave, values, weight, math.ceil(wave.size / MAX_PIXELS))
 
 
 # --- chi2 over a grid -------------------------------------------------------------------------
@@ -322,11 +342,12 @@ def _parabola(zs: np.ndarray, chi2: np.ndarray) -> tuple[float, float] | None:
 
 
 def _template_minima(
-    spec: _Prepared, template: Template, spectype: str, total: float
+    spec: _Prepared, coarse: _Prepared, template: Template, spectype: str, total: float
 ) -> list[Alternative]:
     resampled = _resample(template)
     zs = z_grid(spectype)
-    chi2, _ = _chi2_at(spec, resampled, zs, total, exact=False)
+    coarse_total = float(np.sum(coarse.weight * coarse.flux**2))
+    chi2, _ = _chi2_at(coarse, resampled, zs, coarse_total, exact=False)
     found: list[Alternative] = []
     limit = MAX_VELO_DIFF_KMS[spectype]
     for index in _local_minima(chi2).tolist():
@@ -427,10 +448,11 @@ def fit_class_and_redshift(
         notes.insert(0, f"fewer than {MIN_GOOD_PIXELS} good pixels")
         return ClassFit((), "", math.inf, n_templates=len(used), note="; ".join(notes))
     total = float(np.sum(spec.weight * spec.flux**2))
+    coarse = {c: _coarse(spec, c) for c in CLASSES}
     candidates: list[Alternative] = []
     for template in used:
         spectype = CLASS_OF_KIND.get(template.kind, "GALAXY")
-        candidates += _template_minima(spec, template, spectype, total)
+        candidates += _template_minima(spec, coarse[spectype], template, spectype, total)
     dof = spec.size - spec.basis.shape[0]
     if not candidates:
         notes.insert(0, "no template covers the spectrum")
