@@ -60,6 +60,7 @@ import argparse
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import subprocess
@@ -419,9 +420,11 @@ def load_entry(entry: CorpusEntry, archives: dict[str, zipfile.ZipFile] | None =
     return spectrum
 
 
-def _library_spectrum(entry: CorpusEntry, raw: bytes) -> Spectrum:
+def _library_spectrum(
+    entry: CorpusEntry, raw: bytes, cut: tuple[float, float] = OPTICAL
+) -> Spectrum:
     """A STSDAS table (WAVELENGTH, FLUX[, STATERROR]) of the Pickles or BPGS library, cut to the
-    optical range of a survey spectrum."""
+    optical range of a survey spectrum (``cut``)."""
     with fits.open(io.BytesIO(raw), memmap=False) as hdus:
         table = hdus[1].data
         wave = np.asarray(table["WAVELENGTH"], dtype=np.float64)
@@ -431,7 +434,7 @@ def _library_spectrum(entry: CorpusEntry, raw: bytes) -> Spectrum:
             if "STATERROR" in hdus[1].columns.names
             else None
         )
-    keep = (wave >= OPTICAL[0]) & (wave <= OPTICAL[1])
+    keep = (wave >= cut[0]) & (wave <= cut[1])
     wave, flux = wave[keep], flux[keep]
     ivar = None
     if error is not None:
@@ -451,6 +454,15 @@ def _library_spectrum(entry: CorpusEntry, raw: bytes) -> Spectrum:
         source=f"{entry.source}:{entry.member}",
         resolution=Resolution.from_dict(entry.resolution),
     )
+
+
+def library_spectrum_full_range(
+    entry: CorpusEntry, archives: dict[str, zipfile.ZipFile] | None = None
+) -> Spectrum:
+    """A Pickles or BPGS spectrum over its whole range (Pickles: 1150 A to 2.5 um), not cut to
+    OPTICAL: a redshift template must still cover a spectrum it is redshifted onto."""
+    raw = _wheel_member(entry.source, entry.member, archives)
+    return _library_spectrum(entry, raw, cut=(0.0, math.inf))
 
 
 def _image_spectrum(entry: CorpusEntry, raw: bytes) -> Spectrum:

@@ -251,6 +251,31 @@ def make_revised_curation(
     return curation
 
 
+def make_star_spectrum(
+    *, velocity_kms: float = 30.0, object_id: str = "STAR-1", seed: int = 0
+) -> Spectrum:
+    """An SDSS-like spectrum of the synthetic K star template (agent.redshift_templates) at
+    ``velocity_kms``, S/N about 30."""
+    from agent.redshift import C_KMS
+    from agent.redshift_templates import synthetic_templates
+
+    template = next(t for t in synthetic_templates() if t.name == "synthetic K star")
+    rng = np.random.default_rng(seed)
+    wave = 10.0 ** np.arange(np.log10(3700.0), np.log10(9200.0), 1e-4)
+    flux = np.interp(wave / (1.0 + velocity_kms / C_KMS), template.wavelength, template.flux)
+    noise = float(np.median(np.abs(flux))) / 30.0
+    value = SpectrumValue(
+        wavelength=wave,
+        flux=flux + rng.normal(0.0, noise, wave.size),
+        ivar=np.full(wave.size, 1.0 / noise**2),
+        survey="TEST",
+        object_id=object_id,
+    )
+    return spectra_services.spectra_store(
+        values=[value], dataset="tests", source_name=f"{object_id}.fits"
+    ).created[0]
+
+
 def make_galaxy_spectrum(
     *,
     z: float,

@@ -24,6 +24,7 @@ from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.http import _expert
+from annotation.core.serializers import CONFLICT
 from annotation.spectra import selectors, services
 from annotation.spectra.models import Label, RedshiftSource, Spectrum, Task
 
@@ -375,8 +376,9 @@ class RedshiftDecisionOutputSerializer(serializers.Serializer):
 
 
 class SpectrumRedshiftApi(APIView):
-    """The cross-correlation fit (agent.redshift): the best alternatives, highest Tonry & Davis
-    r first, and the expert's current redshift (null until one is accepted or typed)."""
+    """The class-and-redshift fit (agent.redshift_fit, Redrock's method): the class of the
+    lowest chi2 and its margin over the next class, the best alternatives (lowest chi2 first)
+    with MARZ's quality, and the expert's current redshift (null until one is stored)."""
 
     role_rule = permissions.BROWSE
 
@@ -384,17 +386,26 @@ class SpectrumRedshiftApi(APIView):
         rank = serializers.IntegerField()
         z = serializers.FloatField()
         z_err = serializers.FloatField()
+        velocity_kms = serializers.FloatField(help_text="c z: a star's velocity")
+        velocity_err_kms = serializers.FloatField()
         template = serializers.CharField(source="template_text")
-        kind = serializers.CharField()
-        r_value = serializers.FloatField()
-        peak_height = serializers.FloatField()
-        peak_fwhm_kms = serializers.FloatField()
+        kind = serializers.CharField(help_text="the template's: star, galaxy or qso")
+        spectype = serializers.CharField(help_text="STAR, GALAXY or QSO")
+        chi2 = serializers.FloatField()
+        chi2_above_best = serializers.FloatField()
+        delta_chi2 = serializers.FloatField(
+            allow_null=True, help_text="to the next fit > 1000 km/s away (100 for stars)"
+        )
+        quality = serializers.IntegerField(help_text="MARZ's: 4, 3, 2, 1, or 6 for a star")
+        quality_label = serializers.CharField()
 
     class OutputSerializer(serializers.Serializer):
+        spectype = serializers.CharField(allow_blank=True)
+        class_delta_chi2 = serializers.FloatField(allow_null=True)
+        small_delta_chi2 = serializers.BooleanField()
         candidates = serializers.ListField(child=serializers.DictField())
         n_pixels = serializers.IntegerField()
         n_templates = serializers.IntegerField()
-        log_step = serializers.FloatField()
         seconds = serializers.FloatField()
         note = serializers.CharField(allow_blank=True)
         current = RedshiftDecisionOutputSerializer(allow_null=True)
@@ -406,10 +417,12 @@ class SpectrumRedshiftApi(APIView):
         current = selectors.spectrum_redshift_current(row)
         return Response(
             {
+                "spectype": fit["spectype"],
+                "class_delta_chi2": fit["class_delta_chi2"],
+                "small_delta_chi2": fit["small_delta_chi2"],
                 "candidates": self.CandidateSerializer(fit["candidates"], many=True).data,
                 "n_pixels": fit["n_pixels"],
                 "n_templates": fit["n_templates"],
-                "log_step": fit["log_step"],
                 "seconds": fit["seconds"],
                 "note": fit["note"],
                 "current": RedshiftDecisionOutputSerializer(current).data if current else None,
@@ -419,29 +432,41 @@ class SpectrumRedshiftApi(APIView):
 
 class SpectrumRedshiftDecideApi(APIView):
     """Accept the fit's alternative ``rank`` (the server recomputes the fit), or store a typed
-    ``z`` (override, with an optional ``z_err``)."""
+    ``z`` (override, with an optional ``z_err``). One that contradicts the fit's class (a STAR
+    with |z| > 0.01, an alternative of another class) is refused with 409 unless ``confirm``."""
 
     role_rule = permissions.REDSHIFT_DECIDE
 
     class InputSerializer(serializers.Serializer):
         rank = serializers.IntegerField(required=False, min_value=1, max_value=20)
-        z = serializers.FloatField(required=False, min_value=-0.01, max_value=10.0)
+        z = serializers.FloatField(required=False)
         z_err = serializers.FloatField(required=False, min_value=0.0)
+        confirm = serializers.BooleanField(required=False, default=False)
+
+        def validate_z(self, value: float) -> float:
+            if error := services.redshift_range_error(value):
+                raise serializers.ValidationError(error)
+            return value
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
             if "rank" not in attrs and "z" not in attrs:
                 raise serializers.ValidationError("give rank (an alternative) or z")
             return attrs
 
-    @extend_schema(request=InputSerializer, responses={201: RedshiftDecisionOutputSerializer})
+    @extend_schema(
+        request=InputSerializer, responses={201: RedshiftDecisionOutputSerializer, 409: CONFLICT}
+    )
     def post(self, request: Request, spectrum_id: int) -> Response:
         row = get_object_or_404(Spectrum, pk=spectrum_id)
         params = self.InputSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         data = params.validated_data
+        fit = selectors.spectrum_redshift_fit(row)
+        verdict = {"fit_class": fit["spectype"], "class_delta_chi2": fit["class_delta_chi2"],
+                   "confirmed": data["confirm"]}  # fmt: skip
         try:
             if data.get("rank"):
-                candidates = selectors.spectrum_redshift_fit(row)["candidates"]
+                candidates = fit["candidates"]
                 if data["rank"] > len(candidates):
                     raise core_errors.WorkflowError(
                         f"the fit has {len(candidates)} alternatives, not {data['rank']}"
@@ -450,18 +475,39 @@ class SpectrumRedshiftDecideApi(APIView):
                 decision = services.spectrum_redshift_decide(
                     spectrum=row, actor=_expert(request), z=chosen["z"], z_err=chosen["z_err"],
                     source=RedshiftSource.FIT, template=chosen["template_text"],
-                    rank=data["rank"], r_value=chosen["r_value"],
+                    rank=data["rank"], kind=chosen["kind"], quality=chosen["quality"], **verdict,
                 )  # fmt: skip
             else:
                 decision = services.spectrum_redshift_decide(
                     spectrum=row, actor=_expert(request), z=data["z"], z_err=data.get("z_err"),
-                    source=RedshiftSource.OVERRIDE,
+                    source=RedshiftSource.OVERRIDE, **verdict,
                 )  # fmt: skip
         except core_errors.WorkflowError as error:
             return error_response(error)
         return Response(
             RedshiftDecisionOutputSerializer(decision).data, status=status.HTTP_201_CREATED
         )
+
+
+class SpectrumRedshiftUndoApi(APIView):
+    """Withdraw the caller's own newest redshift of the spectrum; answers the one vetted
+    again as ``current`` (null: none, the file's z stands). 409 when there is none, 403 when it is another
+    expert's."""
+
+    role_rule = permissions.REDSHIFT_DECIDE
+
+    class OutputSerializer(serializers.Serializer):
+        current = RedshiftDecisionOutputSerializer(allow_null=True)
+
+    @extend_schema(request=None, responses={200: OutputSerializer, 409: CONFLICT})
+    def post(self, request: Request, spectrum_id: int) -> Response:
+        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        try:
+            current = services.spectrum_redshift_undo(spectrum=row, actor=_expert(request))
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        data = RedshiftDecisionOutputSerializer(current).data if current else None
+        return Response({"current": data})
 
 
 class SpectrumOverlayApi(APIView):

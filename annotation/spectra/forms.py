@@ -102,11 +102,29 @@ class RenderForm(forms.Form):
 
 
 class RedshiftDecisionForm(forms.Form):
-    """An expert's redshift: the fit's alternative ``rank`` (1 = best), or a typed ``z``."""
+    """An expert's redshift: the fit's alternative ``rank`` (1 = best), or a typed ``z``;
+    ``confirm`` stores one that contradicts the fit's class. The range is checked by the
+    service, with its own message (not the browser's or Django's)."""
 
     rank = forms.IntegerField(required=False, min_value=1, max_value=20)
-    z = forms.FloatField(required=False, min_value=-0.01, max_value=10.0)
-    z_err = forms.FloatField(required=False, min_value=0.0)
+    z = forms.CharField(required=False, max_length=40)
+    z_err = forms.CharField(required=False, max_length=40)
+    confirm = forms.BooleanField(required=False)
+
+    def _number(self, name: str) -> float | None:
+        text = (self.cleaned_data.get(name) or "").strip()
+        if not text:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise forms.ValidationError(f"{name} must be a number, got {text[:40]!r}") from None
+
+    def clean_z(self) -> float | None:
+        return self._number("z")
+
+    def clean_z_err(self) -> float | None:
+        return self._number("z_err")
 
     def clean(self) -> dict[str, object]:
         data = super().clean() or {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections import OrderedDict
@@ -17,7 +18,8 @@ from django.urls import reverse
 from agent import inspection_tasks as agent_tasks
 from agent.policies.rule_based.view import SKY_LINES as POLICY_SKY_MASKS
 from agent.redshift import Template as RedshiftTemplate
-from agent.redshift import cross_correlate, template_scaled_to
+from agent.redshift import template_scaled_to
+from agent.redshift_fit import fit_class_and_redshift
 from agent.redshift_templates import TemplateSet, default_template_set
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import air_to_vacuum, spectrum_from_npz_bytes
@@ -495,6 +497,9 @@ def vetted_label(*, spectrum_id: int, task_id: int) -> SpectrumLabel | None:
 # --- redshift by cross-correlation (agent.redshift) -----------------------------------------------
 
 REDSHIFT_TEMPLATE_MAX_POINTS = 2000  # per template sent to the viewer
+REDSHIFT_FITS_KEPT = 256  # fits kept per process (a fit costs ~0.5-3 s)
+_redshift_fits: OrderedDict[tuple[str, int, int], dict[str, Any]] = OrderedDict()
+_redshift_fits_lock = Lock()
 _template_set_lock = Lock()
 _template_set: list[TemplateSet] = []
 
@@ -521,58 +526,65 @@ def _thinned_template(template: RedshiftTemplate) -> dict[str, Any]:
     }
 
 
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
 def spectrum_redshift_fit(row: Spectrum, n_best: int = 5) -> dict[str, Any]:
-    """The fit's alternatives (best first), each with the template's index in ``templates`` and
-    the factor that scales it to the observed flux; the templates (rest frame, thinned) the
-    alternatives use; what the fit cost (pixels, templates, seconds)."""
-    value = spectrum_value(row)
+    """The class and the fit's alternatives, lowest chi2 first (agent.redshift_fit), each with
+    MARZ's quality, the template's index in ``templates`` and the factor that scales it to the
+    observed flux; the templates (rest frame, thinned) the alternatives use; what the fit cost.
+    Kept per process for the spectrum's content and the template set (_redshift_fits)."""
     template_set = redshift_template_set()
+    key = (row.content_hash, id(template_set), n_best)
+    with _redshift_fits_lock:
+        if key in _redshift_fits:
+            return copy.deepcopy(_redshift_fits[key])
+    value = spectrum_value(row)
     started = time.perf_counter()
-    fit = cross_correlate(
-        value.wavelength,
-        value.flux,
-        ivar=value.ivar,
-        mask=value.mask,
-        templates=template_set.templates,
-        n_best=n_best,
-    )
+    fit = fit_class_and_redshift(
+        value.wavelength, value.flux, ivar=value.ivar, mask=value.mask,
+        templates=template_set.templates, n_best=n_best,
+    )  # fmt: skip
     seconds = time.perf_counter() - started
     by_name = {t.name: i for i, t in enumerate(template_set.templates)}
     used: dict[int, int] = {}
     candidates = []
     good = value.good
-    for rank, candidate in enumerate(fit.candidates, start=1):
-        index = by_name[candidate.template]
+    for rank, alternative in enumerate(fit.alternatives, start=1):
+        index = by_name[alternative.template]
+        ivar = None if value.ivar is None else value.ivar[good]
         template = template_set.templates[index]
         scale = template_scaled_to(
-            template,
-            candidate.z,
-            value.wavelength[good],
-            value.flux[good],
-            None if value.ivar is None else value.ivar[good],
+            template, alternative.z, value.wavelength[good], value.flux[good], ivar
         )
+        entry = alternative.as_dict()
         candidates.append(
             {
-                **candidate.as_dict(),
+                **entry,
+                "delta_chi2": _finite(entry["delta_chi2"]),
                 "rank": rank,
-                "template": charts.plotly_text(candidate.template),
-                "template_text": candidate.template,
+                "template": charts.plotly_text(alternative.template),
+                "template_text": alternative.template,
                 "template_index": used.setdefault(index, len(used)),
                 "scale": scale,
             }
         )
     order = sorted(used, key=used.__getitem__)
-    templates = [_thinned_template(template_set.templates[index]) for index in order]
-    return {
+    result = {
+        **fit.as_dict(),
+        "class_delta_chi2": _finite(fit.class_delta_chi2),
         "candidates": candidates,
-        "templates": templates,
-        "log_step": fit.log_step,
-        "n_pixels": fit.n_pixels,
-        "n_templates": fit.n_templates,
+        "templates": [_thinned_template(template_set.templates[i]) for i in order],
         "seconds": round(seconds, 4),
         "note": "; ".join(part for part in (template_set.note, fit.note) if part),
         "template_source": template_set.source,
     }
+    with _redshift_fits_lock:
+        _redshift_fits[key] = result
+        while len(_redshift_fits) > REDSHIFT_FITS_KEPT:
+            _redshift_fits.popitem(last=False)
+    return copy.deepcopy(result)
 
 
 def spectrum_redshift_current(row: Spectrum) -> RedshiftDecision | None:

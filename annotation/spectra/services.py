@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tempfile
 from collections.abc import Iterable
@@ -19,11 +20,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agent import inspection_tasks as agent_tasks
+from agent.redshift_fit import class_disagreement
 from agent.resolution import Resolution
 from agent.spectra import Declared, SpectrumFormatError, load_spectra, spectrum_to_npz_bytes
 from agent.spectra import Spectrum as SpectrumValue
 from agent.splits import content_hash
-from annotation.core.errors import NotAllowed, UploadRejected, WorkflowError
+from annotation.core.errors import NotAllowed, UploadRejected, WorkflowError, WrongState
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
 from annotation.spectra.labels import DecisionRecord, LabelState, label_from_decisions
@@ -415,6 +417,20 @@ def label_export_create(
 REDSHIFT_BOUNDS = (-0.01, 10.0)  # selectors.VIEWER_LIMITS: 1 + z is a stretch factor
 
 
+class RedshiftNeedsConfirmation(WrongState):
+    """The redshift contradicts the fit's class; stored only when the expert confirms it."""
+
+
+def redshift_range_error(z: float) -> str:
+    """Why ``z`` cannot be a vetted redshift (empty when it can)."""
+    if not math.isfinite(z):
+        return f"z must be a finite number, got {z}"
+    low, high = REDSHIFT_BOUNDS
+    if not low <= z <= high:
+        return f"z = {z:g} is out of range: a redshift here lies between {low:g} and {high:g}"
+    return ""
+
+
 @transaction.atomic
 def spectrum_redshift_decide(
     *,
@@ -426,19 +442,27 @@ def spectrum_redshift_decide(
     template: str = "",
     rank: int | None = None,
     r_value: float | None = None,
+    kind: str = "",
+    fit_class: str = "",
+    class_delta_chi2: float | None = None,
+    quality: int | None = None,
+    confirmed: bool = False,
 ) -> RedshiftDecision:
     """Record an expert's redshift for ``spectrum``: a fit alternative accepted (``source`` fit,
-    with its template, rank and r) or a typed value (override). The previous vetted redshift
-    (or the file's) and the new one go to the audit log."""
+    with its template, its ``kind`` and rank) or a typed value (override). A redshift that
+    contradicts the fit's class (``fit_class``: a star's |z| is at most 0.01; an alternative of
+    another class) is refused unless ``confirmed``. The previous vetted redshift (or the
+    file's), the new one and the fit's class go to the audit log."""
     if source not in RedshiftSource.values:
         raise WorkflowError(f"unknown redshift source {source!r}")
-    if not (REDSHIFT_BOUNDS[0] <= z <= REDSHIFT_BOUNDS[1]) or z != z:
-        raise WorkflowError(
-            f"z = {z} is out of range: it must lie between {REDSHIFT_BOUNDS[0]} and "
-            f"{REDSHIFT_BOUNDS[1]}"
-        )
+    if error := redshift_range_error(z):
+        raise WorkflowError(error)
     if z_err is not None and not (z_err >= 0):
         raise WorkflowError(f"the redshift error must be zero or more, got {z_err}")
+    margin = math.inf if class_delta_chi2 is None else class_delta_chi2
+    disagreement = class_disagreement(fit_class, margin, z, kind)
+    if disagreement and not confirmed:
+        raise RedshiftNeedsConfirmation(f"{disagreement}: confirm to store it anyway")
     previous = spectrum.redshift_decisions.order_by("-decided_at", "-id").first()
     decision = RedshiftDecision.objects.create(
         spectrum=spectrum,
@@ -456,13 +480,66 @@ def spectrum_redshift_decide(
         obj=spectrum,
         from_state=f"z={previous.z:.6f}" if previous else f"z={spectrum.redshift:.6f} (file)",
         to_state=f"z={z:.6f}",
-        comment=f"{source}" + (f": alternative {rank}, {template}" if rank else ""),
+        comment=f"{source}"
+        + (f": alternative {rank}, {template}" if rank else "")
+        + (f"; confirmed against the fit: {disagreement}" if disagreement else ""),
         data={
             "decision": decision.pk,
             "z_err": z_err,
             "template": template,
             "rank": rank,
-            "r_value": r_value,
+            "fit_class": fit_class,
+            "class_delta_chi2": class_delta_chi2,
+            "quality": quality,
+            "confirmed_disagreement": disagreement,
         },
     )
     return decision
+
+
+@transaction.atomic
+def spectrum_redshift_undo(*, spectrum: Spectrum, actor: User) -> RedshiftDecision | None:
+    """Withdraw the spectrum's newest redshift decision, which ``actor`` made: the one before
+    it (or none: the file's z) is the vetted redshift again. The withdrawn row is deleted and
+    its values kept in the audit log. Locks the spectrum's decisions (select_for_update) so two
+    undos cannot withdraw two rows."""
+    newest = (
+        RedshiftDecision.objects.select_for_update()
+        .filter(spectrum=spectrum)
+        .order_by("-decided_at", "-id")
+        .first()
+    )
+    if newest is None:
+        raise WrongState("this spectrum has no vetted redshift to undo")
+    if newest.decided_by_id != actor.pk:
+        raise NotAllowed(
+            "only the expert who stored the newest redshift may undo it "
+            f"(it is {newest.decided_by.username if newest.decided_by else 'nobody'}'s)"
+        )
+    previous = (
+        RedshiftDecision.objects.filter(spectrum=spectrum)
+        .exclude(pk=newest.pk)
+        .order_by("-decided_at", "-id")
+        .first()
+    )
+    audit_log_record(
+        actor=actor,
+        action="spectrum_redshift_undone",
+        obj=spectrum,
+        from_state=f"z={newest.z:.6f}",
+        to_state=f"z={previous.z:.6f}" if previous else f"z={spectrum.redshift:.6f} (file)",
+        comment=f"withdrew the {newest.get_source_display()} of {newest.decided_at:%Y-%m-%d %H:%M}",
+        data={
+            "withdrawn": {
+                "id": newest.pk,
+                "z": newest.z,
+                "z_err": newest.z_err,
+                "source": newest.source,
+                "template": newest.template,
+                "rank": newest.rank,
+                "decided_at": newest.decided_at.isoformat(),
+            }
+        },
+    )
+    newest.delete()
+    return previous

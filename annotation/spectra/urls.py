@@ -21,6 +21,11 @@ urlpatterns = [
         views.spectrum_redshift_decide,
         name="spectrum_redshift_decide",
     ),
+    path(
+        "spectra/<int:spectrum_id>/redshift/undo/",
+        views.spectrum_redshift_undo,
+        name="spectrum_redshift_undo",
+    ),
     path("api/tasks/", apis.TaskListApi.as_view(), name="api_task_list"),
     path("api/spectra/", apis.SpectrumListApi.as_view(), name="api_spectrum_list"),
     path(
@@ -47,6 +52,11 @@ urlpatterns = [
         "api/spectra/<int:spectrum_id>/redshift/decide/",
         apis.SpectrumRedshiftDecideApi.as_view(),
         name="api_spectrum_redshift_decide",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/redshift/undo/",
+        apis.SpectrumRedshiftUndoApi.as_view(),
+        name="api_spectrum_redshift_undo",
     ),
     path(
         "api/spectra/<int:spectrum_id>/overlay/",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from urllib.parse import urlencode
 
@@ -150,17 +151,41 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
 @require_POST
 def spectrum_redshift_decide(request: HtmxHttpRequest, spectrum_id: int) -> HttpResponse:
     """Accept the fit's alternative ``rank`` (recomputed here: the stored z, error and template
-    are the server's), or the typed ``z`` (with an optional ``z_err``)."""
+    are the server's), or the typed ``z`` (with an optional ``z_err``). One that contradicts
+    the fit's class is answered with the reason and a button that sends it again with
+    ``confirm``."""
     row = get_object_or_404(Spectrum, pk=spectrum_id)
     form = RedshiftDecisionForm(request.POST)
-    error = ""
+    error, status, confirm = "", 200, None
     if form.is_valid():
         try:
             _decide_redshift(row, form.cleaned_data, _expert(request))
+        except services.RedshiftNeedsConfirmation as refused:
+            error, status = str(refused), core_errors.http_status(refused)
+            confirm = {k: request.POST.get(k, "") for k in ("rank", "z", "z_err")}
         except core_errors.WorkflowError as refused:
-            error = str(refused)
+            error, status = str(refused), core_errors.http_status(refused)
     else:
-        error = form.errors.as_text()
+        error, status = "; ".join(str(m) for ms in form.errors.values() for m in ms), 400
+    return _redshift_answer(request, row, error, status, confirm)
+
+
+@require_role(permissions.REDSHIFT_DECIDE)
+@require_POST
+def spectrum_redshift_undo(request: HtmxHttpRequest, spectrum_id: int) -> HttpResponse:
+    """Withdraw the expert's own newest redshift: the one before it is vetted again."""
+    row = get_object_or_404(Spectrum, pk=spectrum_id)
+    error, status = "", 200
+    try:
+        services.spectrum_redshift_undo(spectrum=row, actor=_expert(request))
+    except core_errors.WorkflowError as refused:
+        error, status = str(refused), core_errors.http_status(refused)
+    return _redshift_answer(request, row, error, status, None)
+
+
+def _redshift_answer(
+    request: HtmxHttpRequest, row: Spectrum, error: str, status: int, confirm: Any
+) -> HttpResponse:
     if not request.htmx:
         if error:
             messages.error(request, error)
@@ -169,18 +194,22 @@ def spectrum_redshift_decide(request: HtmxHttpRequest, spectrum_id: int) -> Http
         "spectrum": row,
         "redshift_current": selectors.spectrum_redshift_current(row),
         "redshift_error": error,
+        "redshift_confirm": confirm,
         "may_decide_redshift": True,
+        "user": request.user,
     }
-    status = 400 if error else 200
     return render(
         request, "spectra/_workbench_panels.html#redshift-current", context, status=status
     )
 
 
 def _decide_redshift(row: Spectrum, data: dict[str, Any], actor: Any) -> None:
+    fit = selectors.spectrum_redshift_fit(row)
+    verdict = {"fit_class": fit["spectype"], "class_delta_chi2": fit["class_delta_chi2"],
+               "confirmed": bool(data.get("confirm"))}  # fmt: skip
     rank = data.get("rank")
     if rank:
-        candidates = selectors.spectrum_redshift_fit(row)["candidates"]
+        candidates = fit["candidates"]
         if rank > len(candidates):
             raise core_errors.WorkflowError(
                 f"the fit has {len(candidates)} alternatives, not {rank}"
@@ -188,16 +217,17 @@ def _decide_redshift(row: Spectrum, data: dict[str, Any], actor: Any) -> None:
         chosen = candidates[rank - 1]
         services.spectrum_redshift_decide(
             spectrum=row, actor=actor, z=chosen["z"], z_err=chosen["z_err"], source=RedshiftSource.FIT,
-            template=chosen["template_text"], rank=rank, r_value=chosen["r_value"],
+            template=chosen["template_text"], rank=rank, kind=chosen["kind"],
+            quality=chosen["quality"], **verdict,
         )  # fmt: skip
         return
+    z_err = data.get("z_err")
+    if z_err is not None and not math.isfinite(z_err):
+        raise core_errors.WorkflowError(f"the redshift error must be a finite number, got {z_err}")
     services.spectrum_redshift_decide(
-        spectrum=row,
-        actor=actor,
-        z=data["z"],
-        z_err=data.get("z_err"),
-        source=RedshiftSource.OVERRIDE,
-    )
+        spectrum=row, actor=actor, z=data["z"], z_err=z_err, source=RedshiftSource.OVERRIDE,
+        **verdict,
+    )  # fmt: skip
 
 
 @require_role(permissions.BROWSE)

@@ -66,9 +66,13 @@
     this.index = (index + candidates.length) % candidates.length;
     const c = candidates[this.index];
     const template = this.fit.templates[c.template_index];
-    shown.textContent = (this.index + 1) + "/" + candidates.length + ": z = " + c.z.toFixed(5) +
-      " \u00b1 " + c.z_err.toFixed(5) + " \u00b7 " + c.template_text + " (" + c.kind + ") \u00b7 r = " +
-      c.r_value.toFixed(1);
+    // A star's redshift is a velocity: km/s. Quality on MARZ's scale (6: a star).
+    const where = c.spectype === "STAR"
+      ? "v = " + c.velocity_kms.toFixed(1) + " \u00b1 " + c.velocity_err_kms.toFixed(1) + " km/s"
+      : "z = " + c.z.toFixed(5) + " \u00b1 " + c.z_err.toFixed(5);
+    shown.textContent = (this.index + 1) + "/" + candidates.length + ": " + c.spectype + " " + where +
+      " \u00b7 " + c.template_text + " \u00b7 quality " + c.quality + " (" + c.quality_label + ")" +
+      (this.index ? " \u00b7 \u0394\u03c7\u00b2 +" + c.chi2_above_best.toFixed(0) : "");
     const stretch = (1 + c.z) / (1 + this.frameZ);
     const box = this.field("fit-template");
     this.setTrace("template", {
@@ -81,6 +85,7 @@
     if (moveLines) this.moveLines(c.z);
     this.node.dataset.fitRank = String(c.rank);
     this.node.dataset.fitZ = String(c.z);
+    this.node.dataset.fitQuality = String(c.quality);
   };
 
   Workbench.prototype.overlay = function (id) {
@@ -116,7 +121,10 @@
     this.bar.hidden = false;
     const fitNote = this.field("fit-note");
     if (fitNote) {
-      fitNote.textContent = this.fit.n_pixels + " px, " + this.fit.n_templates + " templates, " +
+      const margin = this.fit.class_delta_chi2;
+      fitNote.textContent = (this.fit.spectype ? "class " + this.fit.spectype + (margin === null
+        ? "" : " (\u0394\u03c7\u00b2 " + margin.toFixed(0) + " over the next class)") + "; " : "") +
+        this.fit.n_pixels + " px, " + this.fit.n_templates + " templates, " +
         (this.fit.seconds * 1000).toFixed(0) + " ms" + (this.fit.note ? "; " + this.fit.note : "");
     }
     this.field("fit-previous").addEventListener("click", function () { self.show(self.index - 1, true); });
@@ -175,6 +183,16 @@
       }
     });
   }
+
+  // A refused or unconfirmed redshift answers with its reason (400, 403, 409): shown in place.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const target = event.detail.target;
+    const status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (target && target.id === "redshift-current" && [400, 403, 409].indexOf(status) >= 0) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();

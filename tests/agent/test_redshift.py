@@ -208,6 +208,5 @@ def test_it_falls_back_to_synthetic_templates_without_the_cache(monkeypatch):
     assert with_corpus.source == "corpus"
     assert [t.name for t in with_corpus.templates] == [
         real.name,
-        "synthetic emission-line galaxy",
         "synthetic quasar (SpecVI-mini lines)",
     ]

@@ -76,12 +76,14 @@ REFUSES_VALID: dict[str, str] = {
     "POST /api/rating/judges/create/": REFERENCE,  # no enabled endpoint of that name
     "POST /api/spectra/upload/": RULE,  # the file's content, column roles, resolution text
     "POST /api/spectra/{spectrum_id}/redshift/decide/": RULE,  # rank or z; rank in the fit
+    "POST /api/spectra/{spectrum_id}/redshift/undo/": STATE,  # no redshift of the caller's
     "POST /api/training/create/": STATE,  # DPO needs a preference export; a preset's model
     "POST /api/vetting/queue/actions/": RULE,  # close needs a reason; candidates you may read
 }
 # issue 32 found 24 operations refusing valid requests; 14 were left, and the loop's API twins
-# (vetted-label and DPO exports, the model comparison) added three of the same kinds
-MAX_KNOWN = 17
+# (vetted-label and DPO exports, the model comparison) added three of the same kinds; undoing a
+# redshift (issue 37) needs one stored first
+MAX_KNOWN = 18
 SKIP = {"GET /api/schema/"}  # the schema itself (one request is ~1 s; not described by itself)
 
 

@@ -158,6 +158,8 @@ MATRIX: dict[str, set[str]] = {
     "api_spectrum_overlay": READERS,
     "spectrum_redshift_decide": {E},
     "api_spectrum_redshift_decide": {E},
+    "spectrum_redshift_undo": {E},
+    "api_spectrum_redshift_undo": {E},
     # catalog and vetting
     "catalog_list": READERS,
     "catalog_detail": READERS,

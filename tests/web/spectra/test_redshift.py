@@ -39,13 +39,14 @@ def test_it_fits_a_stored_galaxy_and_ships_the_alternatives_to_the_viewer(client
     assert best["template_text"] == "synthetic emission-line galaxy"
     assert abs(best["z"] - 0.2345) < 3 * best["z_err"] + 1e-5
     assert [c["rank"] for c in fit["candidates"]] == list(range(1, len(fit["candidates"]) + 1))
-    assert [c["r_value"] for c in fit["candidates"]] == sorted(
-        (c["r_value"] for c in fit["candidates"]), reverse=True
-    )
+    assert [c["chi2"] for c in fit["candidates"]] == sorted(c["chi2"] for c in fit["candidates"])
+    assert fit["spectype"] == "GALAXY" and best["spectype"] == "GALAXY"
+    assert best["quality"] == 4 and best["quality_label"] == "great"
     template = fit["templates"][best["template_index"]]
     assert len(template["wavelength"]) <= selectors.REDSHIFT_TEMPLATE_MAX_POINTS
     assert best["scale"] == pytest.approx(1.0, rel=0.05)  # the factory's galaxy is the template x1
     assert fit["n_templates"] == 5 and fit["n_pixels"] > 3000
+    assert fit["class_delta_chi2"] > 25
     assert 'data-key="a"' in body  # an expert may accept
 
 
