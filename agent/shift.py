@@ -195,7 +195,11 @@ def corpus_library_distance(split: str = "development") -> LibraryDistance | Non
 # --- two-sample statistics ----------------------------------------------------------------------
 
 
-def psi(reference: Sequence[float], sample: Sequence[float], bins: int = PSI_BINS) -> float:
+def psi(
+    reference: Sequence[float] | np.ndarray,
+    sample: Sequence[float] | np.ndarray,
+    bins: int = PSI_BINS,
+) -> float:
     """Population stability index of ``sample`` against ``reference`` over bins at the pooled
     values' quantiles (a value tied across a quantile is one bin, so point masses count).
 
@@ -345,3 +349,13 @@ def grouped(
     for survey, features in rows:
         groups.setdefault(f"survey={survey}", []).append(features)
     return groups
+
+
+def held_groups(groups: Sequence[GroupShift]) -> list[str]:
+    """The groups whose confident answers are held: each shifted survey subset; the whole run
+    ("") only when no subset of it has shifted on its own (a shift spread over surveys too
+    small to test alone), since a mixture with a shifted subset differs as a whole too."""
+    subsets = [group.key for group in groups if group.key and group.shifted]
+    if subsets:
+        return subsets
+    return [group.key for group in groups if group.key == "" and group.shifted]

@@ -182,6 +182,9 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "meta.code",
         "True for a synthetic (simulated) spectrum",
     ),
+    CatalogColumn(
+        "shifted", "shifted", "bool", "", "meta.code", "True: its run shifted from calibration"
+    ),
     CatalogColumn("run_id", "run_id", "int", "", "meta.id", "Inspection run that gave the verdict"),
     CatalogColumn(
         "created_at", "created_at", "time", "", "time.creation", "When the entry was written (UTC)"
@@ -289,6 +292,7 @@ class CatalogFilters:
     object_id: str = ""  # prefix; case-sensitive on PostgreSQL (SQLite's LIKE ignores case)
     run: int | None = None
     synthetic: bool | None = None
+    shifted: bool | None = None  # the shift sentinel held the entry's run or subset
     label_state: str = ""  # pending | conflict | agreed | resolved | none (no decision yet)
     model: str = ""  # a model key, or "current" (each task's current model)
 
@@ -361,6 +365,7 @@ def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
         object_id=(params.get("object_id") or "").strip(),
         run=_int_param(params, "run"),
         synthetic=_bool_param(params, "synthetic"),
+        shifted=_bool_param(params, "shifted"),
         label_state=_choice_param(params, "label_state", LABEL_STATE_CHOICES),
         model=_model_param(params),
     )
@@ -452,6 +457,8 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
         rows = rows.filter(run_id=filters.run)
     if filters.synthetic is not None:
         rows = rows.filter(synthetic=filters.synthetic)
+    if filters.shifted is not None:
+        rows = rows.filter(shifted=filters.shifted)
     rows = rows.annotate(
         duplicates=_duplicates(),
         vetted_z=_vetted_redshift("z"),
@@ -585,6 +592,7 @@ class CatalogRowView:
     run_url: str
     object_id: str
     synthetic: bool
+    shifted: bool
     survey: str
     ra: str
     dec: str
@@ -656,6 +664,7 @@ def list_rows(
             run_url=f"{list_url}?run={entry.run_id}",
             object_id=entry.object_id,
             synthetic=entry.synthetic,
+            shifted=entry.shifted,
             survey=entry.survey,
             ra=_fixed(entry.ra, 5),
             dec=_fixed(entry.dec, 5),

@@ -31,6 +31,7 @@ from agent.shift import (
     compare_groups,
     corpus_library_distance,
     grouped,
+    held_groups,
     spectrum_features,
 )
 from annotation.core.errors import WrongState
@@ -150,9 +151,10 @@ def shift_check_run(*, check_id: int) -> ShiftCheck:
         grouped([(survey, f) for _, survey, f in run_rows]),
     )
     found, shifted, recalibrated = [], [], []
+    held = held_groups(groups)
     for group in groups:
         row = group.as_dict()
-        if group.shifted:
+        if group.key in held:
             row["vetted_in_calibration_set"] = _vetted_in(group.key, run_rows, reference)
             if row["vetted_in_calibration_set"] >= MIN_REFERENCE:
                 recalibrated.append(group.key)
