@@ -18,7 +18,7 @@ from annotation.core.apis import error_response
 from annotation.core.endpoints import public_policy_spec
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
-from annotation.core.serializers import BAD_REQUEST, CONFLICT, NOT_FOUND
+from annotation.core.serializers import BAD_REQUEST, CONFLICT, FORBIDDEN, NOT_FOUND
 from annotation.inspections import interruptions, reproduction, selectors, services, shifts
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
@@ -277,9 +277,12 @@ class InspectionRunShiftCheckApi(APIView):
     @extend_schema(request=None, responses={202: OutputSerializer, 404: NOT_FOUND, 409: CONFLICT})
     def post(self, request: Request, run_id: int) -> Response:
         run = _get_run_for_user(request, run_id)
-        if not inspection_permissions.can_control(request.user, run):
-            raise core_errors.NotAllowed("only the run's owner or staff may compare it again")
-        check = shifts.shift_check_request(run=run, actor=_expert(request))
+        try:
+            if not inspection_permissions.can_control(request.user, run):
+                raise core_errors.NotAllowed("only the run's owner or staff may compare it again")
+            check = shifts.shift_check_request(run=run, actor=_expert(request))
+        except core_errors.WorkflowError as error:
+            return error_response(error)
         return Response(
             {"check_id": check.pk, "state": check.state, "job_id": check.job_id}, status=202
         )
