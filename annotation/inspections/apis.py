@@ -274,7 +274,10 @@ class InspectionRunShiftCheckApi(APIView):
         state = serializers.CharField(help_text="pending: the comparison runs as a job")
         job_id = serializers.IntegerField(allow_null=True)
 
-    @extend_schema(request=None, responses={202: OutputSerializer, 404: NOT_FOUND, 409: CONFLICT})
+    @extend_schema(
+        request=None,
+        responses={202: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+    )
     def post(self, request: Request, run_id: int) -> Response:
         run = _get_run_for_user(request, run_id)
         try:
