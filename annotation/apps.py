@@ -43,12 +43,16 @@ class AnnotationConfig(AppConfig):
         from annotation.curation import jobs as curation_jobs  # noqa: F401
         from annotation.inspections import evaluations  # noqa: F401
         from annotation.inspections import jobs as inspections_jobs  # noqa: F401
-        from annotation.inspections.triage import register_confidence_rules
+        from annotation.inspections.triage import (
+            register_calibration_sets,
+            register_confidence_rules,
+        )
         from annotation.learning import jobs as learning_jobs  # noqa: F401
-        from annotation.learning.selectors import confidence_rules_for
+        from annotation.learning.selectors import calibration_set_for, confidence_rules_for
         from annotation.rating import jobs as rating_jobs  # noqa: F401
 
         register_confidence_rules(confidence_rules_for)
+        register_calibration_sets(calibration_set_for)
         register_job_read_rule(hidden_jobs)
         register_audit_read_rule(hidden_audit_entries)
 

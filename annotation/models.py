@@ -37,6 +37,8 @@ from annotation.inspections.models import (
     LiveStep,
     ModelPromotion,
     Rollout,
+    ShiftCheck,
+    ShiftState,
 )
 from annotation.learning.models import (
     AuditSample,
@@ -106,6 +108,8 @@ __all__ = [
     "CandidateState",
     "Candidate",
     "Rollout",
+    "ShiftCheck",
+    "ShiftState",
     "LiveStep",
     "ExpertDecisionValue",
     "ExpertDecision",

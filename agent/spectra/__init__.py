@@ -6,6 +6,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 from astropy.io import fits
 
 from agent.reading import ReadLimits as ReadLimits
@@ -114,10 +115,20 @@ def _apply_declared_frame(spectrum: Spectrum, frame: str | None, source: str) ->
     if said_by in ("file", "survey"):
         return
     if frame == "air":
+        assumed = spectrum.wavelength
         spectrum.wavelength = vacuum_wavelengths(spectrum.wavelength, "air", source)
+        if "flux_from_ab_magnitudes" in spectrum.meta:
+            # f_lambda = f_nu c / lambda^2 was taken at the assumed (vacuum) wavelengths
+            _rescale_flux(spectrum, (assumed / spectrum.wavelength) ** 2)
     spectrum.meta = {**spectrum.meta, **frame_meta(frame, "declared", "declared on upload")}
     if "wavelength_frame_in_file" in spectrum.meta:
         spectrum.meta["wavelength_frame_in_file"] = frame
+
+
+def _rescale_flux(spectrum: Spectrum, factor: np.ndarray) -> None:
+    spectrum.flux = spectrum.flux * factor
+    if spectrum.ivar is not None:
+        spectrum.ivar = spectrum.ivar / factor**2
 
 
 def _check_counts(spectra: list[Spectrum], source: str, limits: ReadLimits) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COLUMN_ROLES = ("wavelength", "flux", "error", "ivar", "mask", "ignore")
+COLUMN_ROLES = ("wavelength", "flux", "ab_mag", "error", "ivar", "mask", "ignore")
 FRAMES = ("air", "vacuum")
 COLUMNS_HELP = (
     "The role of each column of a text table, in file order, separated by commas: wavelength, "
-    "flux, error (1-sigma), ivar, mask or ignore; the wavelength may carry its unit, e.g. "
-    "'wavelength[nm], flux, ignore'. Overrides the table's header line."
+    "flux, ab_mag (AB magnitudes, converted to flux), error (1-sigma, in magnitudes beside "
+    "ab_mag), ivar, mask or ignore; the wavelength may carry its unit, e.g. "
+    "'wavelength[nm], flux, ignore', and an IRAF onedstds standard is "
+    "'wavelength, ab_mag, ignore'. Overrides the table's header line."
 )
 
 
@@ -37,11 +39,20 @@ def parse_columns(text: str) -> tuple[str, ...] | None:
         if role.split("[", 1)[0].strip() not in COLUMN_ROLES:
             raise DeclarationError(f"column role {role!r} is not one of {', '.join(COLUMN_ROLES)}")
     named = [role.split("[", 1)[0].strip() for role in roles]
-    for required in ("wavelength", "flux"):
-        if named.count(required) != 1:
-            raise DeclarationError(
-                f"declare exactly one {required!r} column; got {named.count(required)} in {text!r}"
-            )
+    if named.count("wavelength") != 1:
+        raise DeclarationError(
+            f"declare exactly one 'wavelength' column; got {named.count('wavelength')} in {text!r}"
+        )
+    spectra = named.count("flux") + named.count("ab_mag")
+    if spectra != 1:
+        raise DeclarationError(
+            "declare exactly one 'flux' or 'ab_mag' (AB magnitude) column; got "
+            f"{spectra} in {text!r}"
+        )
+    if "ab_mag" in named and "ivar" in named:
+        raise DeclarationError(
+            "'ivar' beside 'ab_mag' is not read; give the magnitudes' 1-sigma error as 'error'"
+        )
     repeated = sorted({r for r in named if r != "ignore" and named.count(r) > 1})
     if repeated:
         raise DeclarationError(f"more than one column declared as {repeated}")

@@ -13,6 +13,7 @@ from astropy.io import fits
 
 from agent.reading import ReadLimits, SpectrumFormatError, over_limit
 from agent.spectra.images import _ivar_from, _kept, _resolution, _survey
+from agent.spectra.magnitudes import refuse_magnitude_unit
 from agent.spectra.value import (
     Spectrum,
     _finish,
@@ -103,6 +104,7 @@ def load_table(hdus: fits.HDUList, table: Any, source: str, limits: ReadLimits) 
             ivar = _ivar_from(values(columns[kind]), kind)
             break
     mask = values(columns["mask"]) != 0 if "mask" in columns else None
+    refuse_magnitude_unit(_unit(table, columns["flux"]), f"{where} column {columns['flux']}")
     arrays = validate_arrays(wavelength, values(columns["flux"]), ivar, source=where, mask=mask)
     primary = hdus[0].header
     meta.update(_kept(primary, table.header))

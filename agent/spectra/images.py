@@ -12,6 +12,7 @@ from astropy.io import fits
 
 from agent.reading import ReadLimits, SpectrumFormatError, over_limit
 from agent.resolution import Resolution, ResolutionError
+from agent.spectra.magnitudes import refuse_magnitude_unit
 from agent.spectra.value import (
     Spectrum,
     _finish,
@@ -85,6 +86,7 @@ def load_image(hdus: fits.HDUList, source: str, limits: ReadLimits) -> Spectrum:
             mask = _extension(hdus, name, flux.size, source, limits) != 0
             break
     wavelength, frame = _wavelengths(hdus, header, primary, flux.size, where, source, limits, meta)
+    refuse_magnitude_unit(header_flux_unit(header) or header_flux_unit(primary), f"{where} BUNIT")
     arrays = validate_arrays(wavelength, flux, ivar, source=where, mask=mask)
     meta.update(_kept(primary, header))
     flux_unit = header_flux_unit(header) or header_flux_unit(primary)

@@ -15,6 +15,7 @@ from astropy import units
 
 from agent.reading import FileContent, ReadLimits, SpectrumFormatError, SpectrumTooLarge, over_limit
 from agent.resolution import Resolution, ResolutionError, parse_user_value
+from agent.spectra import magnitudes
 from agent.spectra.value import (
     Spectrum,
     _check_lengths,
@@ -59,7 +60,9 @@ _TEXT_CHUNK = 1 << 18  # characters decoded at a time
 
 @dataclass(frozen=True)
 class _ColumnSpec:
-    role: str  # "wavelength" | "flux" | "error" | "ivar" | "mask" | "other"
+    # "wavelength" | "flux" | "ab_mag" | "error" | "ivar" | "mask" | "other", and "magnitude"
+    # (magnitudes in no stated system: refused)
+    role: str
     name: str
     unit: str | None
     frame: str | None
@@ -220,7 +223,8 @@ def _table_header(
         raise SpectrumFormatError(
             f"{source}: headerless table with {width} columns: which column is the flux and "
             "whether any is an uncertainty is not guessed. Name the columns in a header line "
-            f"(e.g. 'wavelength flux error') or {_DECLARE_HINT}"
+            f"(e.g. 'wavelength flux error') or {_DECLARE_HINT}; an IRAF onedstds standard "
+            "(wavelength, AB magnitude, bandpass) is 'wavelength,ab_mag,ignore'"
         )
     return _column_specs(["wavelength", "flux"], source, headerless=True), rows
 
@@ -228,6 +232,11 @@ def _table_header(
 _DECLARE_HINT = (
     "declare them on upload (form field 'Columns', API parameter 'columns', e.g. "
     "'wavelength,flux,error' or 'wavelength,flux,ignore')"
+)
+_DECLARE_WHERE = "on upload (form field 'Columns', API parameter 'columns')"
+_DECLARE_AB_HINT = (
+    "declare the columns on upload (form field 'Columns', API parameter 'columns') with the "
+    "role 'ab_mag', e.g. 'wavelength,ab_mag' or 'wavelength,ab_mag,ignore'"
 )
 
 
@@ -291,6 +300,8 @@ def _role(name: str) -> str:
     for role, names in (
         ("wavelength", _WAVELENGTH_NAMES),
         ("flux", _FLUX_NAMES),
+        ("ab_mag", magnitudes.AB_NAMES),
+        ("magnitude", magnitudes.OTHER_MAGNITUDE_NAMES),
         ("error", _ERROR_NAMES),
         ("ivar", _IVAR_NAMES),
         ("mask", _MASK_NAMES),
@@ -303,7 +314,12 @@ def _role(name: str) -> str:
 def _parse_column(token: str) -> _ColumnSpec:
     raw_name, unit = _split_unit(token)
     name, frame = _normalise_name(raw_name)
-    return _ColumnSpec(role=_role(name), name=raw_name.strip(), unit=unit or None, frame=frame)
+    role = _role(name)
+    in_magnitudes = magnitudes.magnitude_unit(unit)
+    if role in ("flux", "magnitude") and in_magnitudes:
+        # "flux [mag(AB)]", "mag (AB)": the unit says which magnitudes
+        role = "ab_mag" if in_magnitudes == "ab" else "magnitude"
+    return _ColumnSpec(role=role, name=raw_name.strip(), unit=unit or None, frame=frame)
 
 
 def _split_unit(token: str) -> tuple[str, str | None]:
@@ -326,8 +342,16 @@ def _column_specs(tokens: list[str], source: str, *, headerless: bool = False) -
 
 def _check_error_unit(specs: list[_ColumnSpec], source: str) -> None:
     """An 'error' column in another unit than the flux is not the flux's uncertainty."""
-    flux = next(spec for spec in specs if spec.role == "flux")
+    flux = next(spec for spec in specs if spec.role in ("flux", "ab_mag"))
     for spec in specs:
+        if spec.role == "error" and flux.role == "ab_mag":
+            if spec.unit and magnitudes.magnitude_unit(spec.unit) is None:
+                raise SpectrumFormatError(
+                    f"{source}: column {spec.name!r} is in {spec.unit!r}, the spectrum in AB "
+                    "magnitudes: it is not read as the magnitudes' uncertainty. Rename it or "
+                    f"{_DECLARE_HINT}"
+                )
+            continue
         if (
             spec.role == "error"
             and spec.unit
@@ -352,7 +376,25 @@ def _same_unit(first: str, second: str) -> bool:
 
 def _require_roles(specs: list[_ColumnSpec], source: str) -> None:
     roles = [spec.role for spec in specs if spec.role != "other"]
-    for required, accepted in (("wavelength", _WAVELENGTH_NAMES), ("flux", _FLUX_NAMES)):
+    for spec in specs:
+        if spec.role == "magnitude":
+            if magnitudes.magnitude_unit(spec.unit):
+                what, said = f"column {spec.name!r} in unit", str(spec.unit)
+            else:
+                what, said = "column", spec.name
+            raise magnitudes.refuse_non_ab(said, source, what, _DECLARE_AB_HINT)
+    if "flux" in roles and "ab_mag" in roles:
+        raise SpectrumFormatError(
+            f"{source}: both a flux and an AB-magnitude column: which one is the spectrum is not "
+            f"guessed; {_DECLARE_HINT}"
+        )
+    if "ab_mag" in roles and "ivar" in roles:
+        raise SpectrumFormatError(
+            f"{source}: an inverse variance beside AB magnitudes is not read (of the magnitudes "
+            "or of a flux?); give the magnitudes' 1-sigma error as an 'error' column instead"
+        )
+    flux_role = "ab_mag" if "ab_mag" in roles else "flux"
+    for required, accepted in (("wavelength", _WAVELENGTH_NAMES), (flux_role, _FLUX_NAMES)):
         if required not in roles:
             raise SpectrumFormatError(
                 f"{source}: missing column {required!r} (found {[s.name for s in specs]}; "
@@ -490,6 +532,7 @@ def _table_spectrum(
     }
     if frame == "air":
         wavelength = _air_column_to_vacuum(wavelength, source)
+    arrays = _flux_arrays(arrays, columns, wavelength, meta, source)
     ivar, mask = _table_ivar(arrays)
     if ignored:
         meta["ignored_columns"] = ignored
@@ -498,6 +541,33 @@ def _table_spectrum(
     validated = validate_arrays(wavelength, arrays["flux"], ivar, source=source, mask=mask)
     resolution = _directive_resolution(settings.extra, source)
     return _finish(validated, source=source, survey="table", meta=meta, resolution=resolution)
+
+
+def _flux_arrays(
+    arrays: dict[str, np.ndarray],
+    columns: list[_ColumnSpec],
+    wavelength: np.ndarray,
+    meta: dict[str, Any],
+    source: str,
+) -> dict[str, np.ndarray]:
+    """AB magnitudes become f_lambda (and their error a flux error); a headerless flux column
+    that looks like magnitudes is refused (agent.spectra.magnitudes)."""
+    if "ab_mag" not in arrays:
+        flux_spec = next(spec for spec in columns if spec.role == "flux")
+        if flux_spec.name.endswith("(headerless)"):
+            magnitudes.refuse_magnitude_like(arrays["flux"], source, _DECLARE_WHERE)
+        return arrays
+    mag_spec = next(spec for spec in columns if spec.role == "ab_mag")
+    converted = {role: array for role, array in arrays.items() if role != "ab_mag"}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        converted["flux"] = magnitudes.ab_to_flambda(arrays["ab_mag"], wavelength)
+    if "error" in arrays:
+        converted["error"] = magnitudes.magnitude_error_to_flux_error(
+            converted["flux"], np.asarray(arrays["error"], dtype=np.float64)
+        )
+    meta["flux_unit"] = magnitudes.FLUX_UNIT
+    meta["flux_from_ab_magnitudes"] = {"column": mag_spec.name, "conversion": magnitudes.CONVERSION}
+    return converted
 
 
 _RESOLUTION_KEYS = {"resolution": "", "resolving_power": "", "r": "", "fwhm": "fwhm="}

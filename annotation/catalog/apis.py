@@ -66,6 +66,7 @@ class CatalogEntryOutputSerializer(serializers.ModelSerializer):
             "expert_quality",
             "expert_issues",
             "synthetic",
+            "shifted",
             "run",
             "candidate",
             "created_at",
@@ -216,6 +217,12 @@ class CatalogListApi(APIView):
         )
         run = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
         synthetic = serializers.BooleanField(required=False, allow_null=True, default=None)
+        shifted = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="its run or survey subset shifted from the calibration set (shift sentinel)",
+        )
         label_state = serializers.ChoiceField(
             choices=["", *catalog.LABEL_STATE_CHOICES],
             required=False,

@@ -180,6 +180,9 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "meta.code",
         "True for a synthetic (simulated) spectrum",
     ),
+    CatalogColumn(
+        "shifted", "shifted", "bool", "", "meta.code", "True: its run shifted from calibration"
+    ),
     CatalogColumn("run_id", "run_id", "int", "", "meta.id", "Inspection run that gave the verdict"),
     CatalogColumn(
         "created_at", "created_at", "time", "", "time.creation", "When the entry was written (UTC)"
@@ -287,6 +290,7 @@ class CatalogFilters:
     object_id: str = ""  # object id or designation prefix (catalog.search.name_filter)
     run: int | None = None
     synthetic: bool | None = None
+    shifted: bool | None = None  # the shift sentinel held the entry's run or subset
     label_state: str = ""  # pending | conflict | agreed | resolved | none (no decision yet)
     model: str = ""  # a model key, or "current" (each task's current model)
     dataset: str = ""  # the spectrum's data set, exact
@@ -363,6 +367,7 @@ def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
         object_id=search.check_name(params.get("object_id") or ""),
         run=_int_param(params, "run"),
         synthetic=_bool_param(params, "synthetic"),
+        shifted=_bool_param(params, "shifted"),
         label_state=_choice_param(params, "label_state", LABEL_STATE_CHOICES),
         model=_model_param(params),
         dataset=(params.get("dataset") or "").strip(),
@@ -463,6 +468,8 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
         rows = rows.filter(run_id=filters.run)
     if filters.synthetic is not None:
         rows = rows.filter(synthetic=filters.synthetic)
+    if filters.shifted is not None:
+        rows = rows.filter(shifted=filters.shifted)
     rows = rows.annotate(
         duplicates=_duplicates(),
         vetted_z=_vetted_redshift("z"),
@@ -596,6 +603,7 @@ class CatalogRowView:
     run_url: str
     object_id: str
     synthetic: bool
+    shifted: bool
     survey: str
     ra: str
     dec: str
@@ -667,6 +675,7 @@ def list_rows(
             run_url=f"{list_url}?run={entry.run_id}",
             object_id=entry.object_id,
             synthetic=entry.synthetic,
+            shifted=entry.shifted,
             survey=entry.survey,
             ra=_fixed(entry.ra, 5),
             dec=_fixed(entry.dec, 5),

@@ -18,8 +18,8 @@ from annotation.core.apis import error_response
 from annotation.core.endpoints import public_policy_spec
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
-from annotation.core.serializers import BAD_REQUEST, CONFLICT, NOT_FOUND
-from annotation.inspections import interruptions, reproduction, selectors, services
+from annotation.core.serializers import BAD_REQUEST, CONFLICT, FORBIDDEN, NOT_FOUND
+from annotation.inspections import interruptions, reproduction, selectors, services, shifts
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
 from annotation.spectra.models import Spectrum, Task
@@ -117,6 +117,12 @@ class RunDetailOutputSerializer(RunOutputSerializer):
         allow_null=True, help_text="on a labelled set: F1, accuracy, calibration (else null)"
     )
     reproducibility = serializers.DictField(help_text="what the background re-check found")
+    shift = serializers.DictField(
+        allow_null=True,
+        help_text="the shift sentinel's latest comparison with the calibration set (state "
+        "pending, clear, shifted, recalibrated or failed; per group and feature: KS D, p, PSI); "
+        "null: never compared",
+    )
     candidates = CandidateOutputSerializer(many=True, help_text="this page of the candidates")
     candidates_count = serializers.IntegerField(help_text="all the candidates this user may read")
 
@@ -126,6 +132,7 @@ class RunDetailOutputSerializer(RunOutputSerializer):
             "progress",
             "metrics",
             "reproducibility",
+            "shift",
             "candidates",
             "candidates_count",
         ]
@@ -237,6 +244,7 @@ class InspectionRunDetailApi(APIView):
         data["progress"] = selectors.run_progress(run=run, user=request.user)
         data["metrics"] = selectors.run_metrics(run=run, user=request.user)
         data["reproducibility"] = selectors.run_reproducibility(run=run, user=request.user)
+        data["shift"] = selectors.run_shift(run=run, user=request.user)
         paginator = PageNumberPagination()
         candidates = blinding.candidates_visible_to(user=request.user).filter(run=run)
         page = paginator.paginate_queryset(
@@ -253,6 +261,34 @@ class InspectionRunDetailApi(APIView):
         assert paginator.page is not None  # set by paginate_queryset (PAGE_SIZE is set)
         data["candidates_count"] = paginator.page.paginator.count
         return Response(data)
+
+
+class InspectionRunShiftCheckApi(APIView):
+    """Compare the run with its model's calibration set again (the shift sentinel): its owner
+    or staff. Its confident answers wait for experts until the comparison is done."""
+
+    role_rule = permissions.INSPECTION_CONTROL
+
+    class OutputSerializer(serializers.Serializer):
+        check_id = serializers.IntegerField()
+        state = serializers.CharField(help_text="pending: the comparison runs as a job")
+        job_id = serializers.IntegerField(allow_null=True)
+
+    @extend_schema(
+        request=None,
+        responses={202: OutputSerializer, 403: FORBIDDEN, 404: NOT_FOUND, 409: CONFLICT},
+    )
+    def post(self, request: Request, run_id: int) -> Response:
+        run = _get_run_for_user(request, run_id)
+        try:
+            if not inspection_permissions.can_control(request.user, run):
+                raise core_errors.NotAllowed("only the run's owner or staff may compare it again")
+            check = shifts.shift_check_request(run=run, actor=_expert(request))
+        except core_errors.WorkflowError as error:
+            return error_response(error)
+        return Response(
+            {"check_id": check.pk, "state": check.state, "job_id": check.job_id}, status=202
+        )
 
 
 class InspectionRunCancelApi(APIView):

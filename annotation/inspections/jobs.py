@@ -11,7 +11,7 @@ from agent.policies.base import EndpointUnavailable
 from annotation.core import services as core_services
 from annotation.core.jobs import OutageWatch, retry_delay, runner, waiting_reason
 from annotation.core.models import Job
-from annotation.inspections import services
+from annotation.inspections import services, shifts
 from annotation.inspections.run_policies import policy_for
 
 logger = logging.getLogger(__name__)
@@ -231,6 +231,19 @@ def run_recheck(job: Job) -> dict[str, Any]:
         "checked": sum(r.checked for r in reproductions),
         "mismatched": sum(r.checked and not r.matches for r in reproductions),
     }
+
+
+@runner(shifts.SHIFT_JOB)
+def run_shift_check(job: Job) -> dict[str, Any]:
+    """Compare a run with its model's calibration set (annotation.inspections.shifts); when the
+    comparison fails, the answers it holds keep waiting for experts and the error is shown."""
+    check_id = job.params["check_id"]
+    try:
+        check = shifts.shift_check_run(check_id=check_id)
+    except Exception as error:
+        shifts.shift_check_fail(check_id=check_id, error=f"{type(error).__name__}: {error}")
+        raise
+    return {"run_id": check.run_id, "state": check.state, **check.routed}
 
 
 # --- sending a large run's candidates -----------------------------------------------------------

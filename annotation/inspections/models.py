@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F
 
-from annotation.core.models import ModelEndpoint
+from annotation.core.models import Job, ModelEndpoint
 from annotation.spectra.models import Label, Spectrum, Task
 
 # --- inspection runs, catalog and triage --------------------------------------------------------
@@ -64,6 +64,10 @@ class TriageReason(models.TextChoices):
     LOW_CONFIDENCE = "low confidence", "low confidence"
     OUTSIDE_KNOWLEDGE = "outside what I know", "outside what I know"
     MISSING_DATA = "missing data", "missing data"
+    # The run (or its subset) differs from the calibration set, or is not compared with it
+    # yet (annotation.inspections.shifts): a confident answer waits for experts.
+    DISTRIBUTION_SHIFT = "distribution shift", "distribution shift"
+    SHIFT_PENDING = "shift check pending", "shift check pending"
 
 
 class Candidate(models.Model):
@@ -198,6 +202,8 @@ class CatalogEntry(models.Model):
     expert_quality = models.FloatField(null=True, blank=True)
     expert_issues = models.CharField(max_length=200, blank=True, default="", db_default="")
     synthetic = models.BooleanField(default=False)
+    # The entry's run, or its subset, has shifted from the calibration set (ShiftCheck).
+    shifted = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Which stored spectrum the entry is about: the same file in three data sets is three
     # spectra, told apart by data set and spectrum id and grouped by content hash (issue 26).
@@ -247,6 +253,41 @@ class CatalogEntry(models.Model):
             ),
             models.Index(F("confidence").desc(), F("id").desc(), name="catalog_confidence"),
         ]
+
+
+class ShiftState(models.TextChoices):
+    PENDING = "pending", "pending"  # not compared yet: confident answers wait for experts
+    CLEAR = "clear", "clear"
+    SHIFTED = "shifted", "shifted"
+    # Was shifted; a recalibration's calibration set (with the vetted labels) now covers it.
+    RECALIBRATED = "recalibrated", "recalibrated"
+    FAILED = "failed", "failed"  # the comparison could not run; answers wait for experts
+
+
+class ShiftCheck(models.Model):
+    """The shift sentinel's comparison of a run's spectra with its model's calibration set
+    (annotation.inspections.shifts); the latest check of a run holds. ``groups`` keeps, per
+    group (the run, then each survey in it), each feature's KS statistic, p-value and PSI."""
+
+    run = models.ForeignKey(InspectionRun, on_delete=models.CASCADE, related_name="shift_checks")
+    state = models.CharField(max_length=12, choices=ShiftState.choices)
+    # learning.CalibrationFit's id (no foreign key: learning sits above this domain)
+    calibration_fit_id = models.PositiveIntegerField(null=True, blank=True)
+    reference = models.CharField(max_length=200)  # what the run was compared with, in words
+    n_run = models.PositiveIntegerField(default=0)
+    n_reference = models.PositiveIntegerField(default=0)
+    shifted_groups = models.JSONField(default=list)  # group keys: "" the run, "survey=X"
+    groups = models.JSONField(default=list)
+    library = models.CharField(max_length=200, blank=True)  # the distance used, or why none
+    routed = models.JSONField(default=dict)  # candidates sent to experts / released
+    error = models.TextField(blank=True)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["run", "-id"], name="shift_check_run_latest")]
 
 
 class ModelPromotion(models.Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,9 @@ from annotation.inspections.models import (
     LiveStep,
     ModelPromotion,
     Rollout,
+    ShiftCheck,
+    ShiftState,
+    TriageReason,
 )
 
 # --- vetting decisions ---------------------------------------------------------------------------
@@ -307,3 +311,87 @@ def vetted_figures_by_model(*, user: Any) -> list[dict[str, Any]]:
 
 def _shown(value: float | None) -> str:
     return "—" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
+# --- the shift sentinel (annotation.inspections.shifts) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShiftHold:
+    """What a run's latest shift check holds back from automatic acceptance: every confident
+    answer while the comparison is pending or failed; once it is done, those of the shifted
+    groups ("" the whole run, "survey=<survey>" a subset)."""
+
+    state: str
+    groups: frozenset[str] = frozenset()
+
+    def reason(self, survey: str) -> str:
+        """The triage reason for a confident answer on a spectrum of ``survey`` ("": none)."""
+        if self.state in (ShiftState.PENDING, ShiftState.FAILED):
+            return TriageReason.SHIFT_PENDING
+        if self.state == ShiftState.SHIFTED and (
+            "" in self.groups or f"survey={survey}" in self.groups
+        ):
+            return TriageReason.DISTRIBUTION_SHIFT
+        return ""
+
+    def shifted(self, survey: str) -> bool:
+        """A spectrum of ``survey`` lies in a shifted group (the catalog's ``shifted``)."""
+        return self.reason(survey) == TriageReason.DISTRIBUTION_SHIFT
+
+
+NO_HOLD = ShiftHold(state=ShiftState.CLEAR)
+
+
+def shift_holds(run_ids: set[int]) -> dict[int, ShiftHold]:
+    """run id -> the hold of its latest shift check (runs never checked are absent)."""
+    if not run_ids:
+        return {}
+    holds: dict[int, ShiftHold] = {}
+    rows = ShiftCheck.objects.filter(run_id__in=run_ids).order_by("run_id", "-id")
+    for run_id, state, groups in rows.values_list("run_id", "state", "shifted_groups"):
+        if run_id not in holds:
+            holds[run_id] = ShiftHold(state=state, groups=frozenset(groups or ()))
+    return holds
+
+
+def latest_shift_check(run: InspectionRun) -> ShiftCheck | None:
+    return ShiftCheck.objects.filter(run=run).order_by("-id").first()
+
+
+def run_shift(*, run: InspectionRun, user: Any) -> dict[str, Any] | None:
+    """The run's latest shift check for its page and API (None: never compared), with how many
+    of the candidates this user may read are held for experts by it."""
+    check = latest_shift_check(run)
+    if check is None:
+        return None
+    held = (
+        candidates_visible_to(user=user)
+        .filter(
+            run=run,
+            triage_reason__in=[TriageReason.DISTRIBUTION_SHIFT, TriageReason.SHIFT_PENDING],
+        )
+        .count()
+    )
+    return {
+        "id": check.pk,
+        "state": check.state,
+        "flagged": check.state in (ShiftState.SHIFTED, ShiftState.PENDING, ShiftState.FAILED),
+        "reference": check.reference,
+        "calibration_fit_id": check.calibration_fit_id,
+        "n_run": check.n_run,
+        "n_reference": check.n_reference,
+        "shifted_groups": [key or "the whole run" for key in check.shifted_groups],
+        "groups": check.groups,
+        "library": check.library,
+        "routed": check.routed,
+        "error": check.error,
+        "held_for_experts": held,
+        "created_at": check.created_at.isoformat(),
+        "finished_at": check.finished_at.isoformat() if check.finished_at else None,
+        "history": list(
+            ShiftCheck.objects.filter(run=run)
+            .order_by("-id")
+            .values("id", "state", "reference", "created_at")[:10]
+        ),
+    }

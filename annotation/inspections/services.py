@@ -34,6 +34,8 @@ from annotation.inspections.models import (
     Rollout,
 )
 from annotation.inspections.run_policies import policy_spec_check, sampling_check
+from annotation.inspections.selectors import NO_HOLD, shift_holds
+from annotation.inspections.shifts import shift_check_start
 from annotation.inspections.triage import confidence_rules, triage_reason
 from annotation.spectra.models import Spectrum, Task
 from annotation.spectra.selectors import vetted_labels_of
@@ -110,6 +112,7 @@ def inspection_run_create(
         comment=f"{len(unique_ids)} candidates, {run.policy_spec.get('kind')}"
         + (f" on endpoint {endpoint.name}" if endpoint else ""),
     )
+    shift_check_start(run=run, actor=created_by)  # before any verdict is accepted
     if enqueue and len(unique_ids) > settings.INSPECTION_ENQUEUE_INLINE_MAX:
         job_create(
             kind=ENQUEUE_JOB,
@@ -515,6 +518,7 @@ _CATALOG_COLUMNS = [
     "vetted_label",
     "label_state",
     "synthetic",
+    "shifted",
     "spectrum_id",
     "dataset",
     "designation",
@@ -536,6 +540,7 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
         pairs=[(candidate.spectrum_id, candidate.run.task_id) for candidate, _ in finished]
     )
     rules = confidence_rules({(c.run.task_id, c.run.model_key) for c, _ in finished})
+    holds = shift_holds({candidate.run_id for candidate, _ in finished})
     for candidate, rollouts in finished:
         run = candidate.run
         verdict, confidence, share = candidate_verdict(rollouts)
@@ -549,6 +554,7 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
             threshold=run.confidence_threshold,
             rollouts=rollouts,
             rule=rules.get((run.task_id, run.model_key)),
+            held=(hold := holds.get(run.pk, NO_HOLD)).reason(candidate.spectrum.survey),
         )
         candidate.needs_expert = bool(candidate.triage_reason)
         candidate.finished_at = now
@@ -576,6 +582,7 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
                 expert_quality=agreed.quality,
                 expert_issues=agreed.issues,
                 synthetic=spectrum.synthetic,
+                shifted=hold.shifted(spectrum.survey),
                 spectrum=spectrum,
                 dataset=spectrum.dataset,
                 designation=iau_designation(spectrum.ra, spectrum.dec),

@@ -49,6 +49,36 @@ def confidence_rules(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], Confi
     return rules
 
 
+# --- calibration sets (the shift sentinel, annotation.inspections.shifts) ----------------------
+
+
+@dataclass(frozen=True)
+class CalibrationSet:
+    """The spectra a model's confidence was calibrated on, for one task."""
+
+    fit_id: int | None
+    label: str  # in words, for the run page
+    spectrum_ids: tuple[int, ...]
+
+
+CalibrationSetSource = Callable[[int, str], CalibrationSet | None]
+_SOURCES: list[CalibrationSetSource] = []
+
+
+def register_calibration_sets(source: CalibrationSetSource) -> None:
+    """Where calibration sets come from: (task id, model key) -> the set (AppConfig.ready)."""
+    if source not in _SOURCES:
+        _SOURCES.append(source)
+
+
+def calibration_set(task_id: int, model_key: str) -> CalibrationSet | None:
+    for source in _SOURCES:
+        found = source(task_id, model_key)
+        if found is not None:
+            return found
+    return None
+
+
 def confidence_is_low(
     *, verdict: str, confidence: float | None, threshold: float, rule: ConfidenceRule | None
 ) -> bool:
@@ -85,11 +115,14 @@ def triage_reason(
     threshold: float,
     rollouts: list[Rollout],
     rule: ConfidenceRule | None = None,
+    held: str = "",
 ) -> str:
     """Why the candidate goes to experts, blank when it does not: no verdict; the policy said
     the spectrum lies outside what it knows (a class none of the task's criteria describe);
-    the windows the decision rests on are missing; or a low confidence (``confidence_is_low``).
-    The first two send a candidate to experts whatever its confidence."""
+    the windows the decision rests on are missing; a low confidence (``confidence_is_low``);
+    or, for a confident answer, the shift sentinel's hold (``held``: distribution shift, or
+    the comparison with the calibration set not done yet; annotation.inspections.shifts). The
+    first two send a candidate to experts whatever its confidence."""
     if not verdict:
         return TriageReason.NO_VERDICT
     kinds = _scope_kinds(rollouts)
@@ -99,7 +132,7 @@ def triage_reason(
         return TriageReason.MISSING_DATA
     if confidence_is_low(verdict=verdict, confidence=confidence, threshold=threshold, rule=rule):
         return TriageReason.LOW_CONFIDENCE
-    return ""
+    return held
 
 
 @transaction.atomic

@@ -47,6 +47,11 @@ urlpatterns = [
         name="api_run_detail",
     ),
     path(
+        "api/inspections/<int:run_id>/shift-check/",
+        apis.InspectionRunShiftCheckApi.as_view(),
+        name="api_run_shift_check",
+    ),
+    path(
         "api/inspections/<int:run_id>/cancel/",
         apis.InspectionRunCancelApi.as_view(),
         name="api_run_cancel",

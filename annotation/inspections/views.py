@@ -145,6 +145,7 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
             "can_resend": permissions.INSPECTION_RESEND.allows(request.user),
             "interrupted": interrupted,
             "reproducibility": selectors.run_reproducibility(run=run, user=request.user),
+            "shift": selectors.run_shift(run=run, user=request.user),
         },
     )
 

@@ -19,7 +19,7 @@ from agent.vetting_statistics import (
     wilson_interval,
 )
 from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, InspectionRun
-from annotation.inspections.triage import ConfidenceRule
+from annotation.inspections.triage import CalibrationSet, ConfidenceRule
 from annotation.learning.models import (
     AuditSample,
     AuditSampleItem,
@@ -307,6 +307,27 @@ def confidence_rules_for(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], C
                 yes_threshold=row.threshold,
             )
     return rules
+
+
+def calibration_set_for(task_id: int, model_key: str) -> CalibrationSet | None:
+    """The spectra of the vetted labels the model's latest recalibration on the task was fit on
+    (registered with ``inspections.shifts``: the shift sentinel compares runs with them)."""
+    fit = (
+        CalibrationFit.objects.filter(task_id=task_id, model_key=model_key)
+        .select_related("task")
+        .order_by("-version", "-id")
+        .first()
+    )
+    if fit is None:
+        return None
+    ids = tuple(
+        sorted({int(item["spectrum_id"]) for item in fit.labels if item.get("spectrum_id")})
+    )
+    label = (
+        f"calibration set of recalibration v{fit.version} on task {fit.task.code}: "
+        f"{len(ids)} vetted spectra"
+    )
+    return CalibrationSet(fit_id=fit.pk, label=label, spectrum_ids=ids)
 
 
 def gold_eligible_entries(entries: QuerySet[CatalogEntry]) -> QuerySet[CatalogEntry]:

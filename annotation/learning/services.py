@@ -33,6 +33,7 @@ from annotation.inspections.models import (
     ExpertDecisionValue,
     InspectionRun,
 )
+from annotation.inspections.shifts import shift_checks_recalibrate
 from annotation.inspections.triage import (
     MOVABLE,
     ConfidenceRule,
@@ -288,6 +289,9 @@ def recalibrate_task(
             "version": fit.version,
             "threshold": threshold.threshold,
             **threshold.changed,
+            # the shifted runs compared again with the new calibration set (their vetted
+            # labels are in it now); after triage_apply, so a shifted run stays held
+            "shift_checks": shift_checks_recalibrate(task_id=task.pk, model_key=key),
         }
     return result
 
