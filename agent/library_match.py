@@ -349,7 +349,7 @@ def compare(observed: Prepared, library: LibraryTier, exclude_object: str | None
     o = np.zeros((n, shifts.size))
     g = np.zeros((n, shifts.size))
     for column, shift in enumerate(shifts):
-        # observed pixel i + shift lies on library pixel i: the observation moved by -shift
+        # observed pixel i + shift lies on library pixel i: the star moves at +shift pixels
         if shift >= 0:
             o[: n - shift, column], g[: n - shift, column] = observed.flux[shift:], weights[shift:]
         else:
@@ -385,7 +385,7 @@ def compare(observed: Prepared, library: LibraryTier, exclude_object: str | None
     return Match(
         library.tier,
         distances,
-        -shifts[column] * pixel_kms,
+        shifts[column] * pixel_kms,
         ebv,
         tuple(library.ids),
         tuple(library.types),
@@ -442,32 +442,48 @@ def build_library() -> dict[float, LibraryTier]:
             archive.close()
     tiers: dict[float, LibraryTier] = {}
     for tier, members in rows.items():
-        if not members:
-            continue
-        mask = np.array([p.good for _, p in members], dtype=np.float32)
-        flux = np.array([p.flux for _, p in members], dtype=np.float32)
-        env = np.log(np.clip(np.array([p.envelope for _, p in members]), 1e-30, None)).astype(
-            np.float32
-        )
-        labels = {
-            task: np.array(
-                [-1 if e.label(task) is None else int(e.label(task) == "YES") for e, _ in members]
+        if members:
+            tiers[tier] = library_tier(
+                tier,
+                [
+                    (
+                        e.id,
+                        object_key(e.object),
+                        e.subclass,
+                        {task: e.label(task) for task in TASKS},
+                        p,
+                    )
+                    for e, p in members
+                ],
             )
-            for task in TASKS
-        }
-        tiers[tier] = LibraryTier(
-            tier=tier,
-            wave=grid(tier),
-            ids=[e.id for e, _ in members],
-            objects=[object_key(e.object) for e, _ in members],
-            types=[e.subclass for e, _ in members],
-            labels=labels,
-            mask=mask,
-            masked=mask * flux,
-            masked_sq=mask * flux * flux,
-            log_env=mask * env,
-        )
     return tiers
+
+
+def library_tier(
+    tier: float, members: Sequence[tuple[str, str, str, dict[str, str | None], Prepared]]
+) -> LibraryTier:
+    """The matrices of one tier from (id, object key, type, {task: YES/NO/None}, prepared)."""
+    mask = np.array([p.good for *_, p in members], dtype=np.float32)
+    flux = np.array([p.flux for *_, p in members], dtype=np.float32)
+    env = np.log(np.clip(np.array([p.envelope for *_, p in members]), 1e-30, None))
+    tasks = sorted({task for _, _, _, labels, _ in members for task in labels})
+    return LibraryTier(
+        tier=tier,
+        wave=grid(tier),
+        ids=[m[0] for m in members],
+        objects=[m[1] for m in members],
+        types=[m[2] for m in members],
+        labels={
+            task: np.array(
+                [-1 if m[3].get(task) is None else int(m[3].get(task) == "YES") for m in members]
+            )
+            for task in tasks
+        },
+        mask=mask,
+        masked=mask * flux,
+        masked_sq=mask * flux * flux,
+        log_env=(mask * env).astype(np.float32),
+    )
 
 
 def save_library(tiers: dict[float, LibraryTier], path: Path) -> None:
