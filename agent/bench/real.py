@@ -97,16 +97,25 @@ def score_spectra(
     library: LibraryMatcher | None = None,
     leave_out: bool = False,
     timings: dict[str, float] | None = None,
+    rules_cache: Path | None = None,
 ) -> list[Scored]:
     """Raw scores of the uncalibrated inspector; ``items`` are (id, spectrum, {task: label}).
     With ``library`` each spectrum is also compared with the library spectra (once for all
     tasks); ``leave_out`` leaves the spectrum's own object out of the library (the development
-    part, whose spectra the library holds)."""
+    part, whose spectra the library holds). ``rules_cache``: a JSON file of the rules' scores
+    and notes from an earlier run of this very code (a development aid, ``--rules-cache``): read
+    when present, written when not, so a change of the library part is measured again fast."""
+    cached: dict[str, Any] = {}
+    if rules_cache is not None and rules_cache.exists():
+        cached = json.loads(rules_cache.read_text(encoding="utf-8"))
+    clock = timings if timings is not None else {}
+    if "_rules_seconds" in cached:  # the cost measured when the cache was written
+        clock["rules"] = clock.get("rules", 0.0) + float(cached["_rules_seconds"])
     inspector = RuleBasedInspector(calibration=None, library=None)
     definitions = {task: get_task(task) for task in tasks}
     by_task: dict[str, list[Scored]] = {task: [] for task in tasks}
     objects = {entry.id: object_key(entry.object) for entry in load_manifest()}
-    clock = timings if timings is not None else {}
+    spent = 0.0
     for item, spectrum, labels in items:
         started = time.process_time()
         match = (
@@ -116,34 +125,46 @@ def score_spectra(
         )
         middle = time.process_time()
         clock["library"] = clock.get("library", 0.0) + middle - started
-        view = SpectrumView(spectrum)  # each line measured once for all the tasks
+        view: SpectrumView | None = None
         for task in tasks:
             label = labels.get(task)
             if label is None:
                 continue
-            decision = inspector.begin(
-                spectrum=spectrum, task=definitions[task], use_tool=False, view=view
-            ).decision
-            assert decision is not None
-            evidence = decision["evidence"]
-            notes = tuple(
-                ScopeNote(note["kind"], note["subject"], note["text"])
-                for note in evidence.get("scope", [])
-            )
+            key = f"{item}|{task}"
+            if key not in cached:
+                if view is None:
+                    view = SpectrumView(spectrum)  # each line measured once for all the tasks
+                decision = inspector.begin(
+                    spectrum=spectrum, task=definitions[task], use_tool=False, view=view
+                ).decision
+                assert decision is not None
+                scope = decision["evidence"].get("scope", [])
+                cached[key] = [
+                    float(decision["score"]),
+                    [[note["kind"], note["subject"], note["text"]] for note in scope],
+                ]
+            score, scope_notes = cached[key]
+            notes = tuple(ScopeNote(*note) for note in scope_notes)
             by_task[task].append(
                 Scored(
                     task,
                     item,
                     label,
-                    float(decision["score"]),
+                    float(score),
                     tuple(note.kind for note in notes),
                     notes,
                     decide(match, task) if match is not None else None,
                     library is not None,
                 )
             )
-        clock["rules"] = clock.get("rules", 0.0) + time.process_time() - middle
+        spent += time.process_time() - middle
         clock["spectra"] = clock.get("spectra", 0.0) + 1
+    if "_rules_seconds" not in cached:
+        clock["rules"] = clock.get("rules", 0.0) + spent
+        cached["_rules_seconds"] = spent
+    if rules_cache is not None and not rules_cache.exists():
+        rules_cache.parent.mkdir(parents=True, exist_ok=True)
+        rules_cache.write_text(json.dumps(cached), encoding="utf-8")
     return [row for task in tasks for row in by_task[task]]
 
 
@@ -433,10 +454,25 @@ class Run:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def run(*, synthetic_per_task: int, refit: bool) -> Run:
+def run(
+    *,
+    synthetic_per_task: int,
+    refit: bool,
+    rules_cache: Path | None = None,
+    parts_wanted: Sequence[str] = PARTS,
+) -> Run:
     matcher = default_matcher()
     started = time.process_time()
-    development = score_spectra(real_items("development"), library=matcher, leave_out=True)
+
+    def cache_of(part: str) -> Path | None:
+        return None if rules_cache is None else rules_cache / f"{part}.json"
+
+    development = score_spectra(
+        real_items("development"),
+        library=matcher,
+        leave_out=True,
+        rules_cache=cache_of("development"),
+    )
     fits = fit_calibration(development)
     calibration = _platts(fits)
     pulls = {task: float(fit["scope_pull"]) for task, fit in fits.items()}
@@ -445,12 +481,20 @@ def run(*, synthetic_per_task: int, refit: bool) -> Run:
         write_calibration(fits)
         write_library_calibration(library_fits)
     seconds: dict[str, float] = {}
-    parts = {
-        "development": development,
-        "validation": score_spectra(real_items("validation"), library=matcher, timings=seconds),
-    }
-    if synthetic_per_task > 0:
-        parts["synthetic"] = score_spectra(synthetic_items(synthetic_per_task), library=matcher)
+    parts = {"development": development}
+    if "validation" in parts_wanted:
+        parts["validation"] = score_spectra(
+            real_items("validation"),
+            library=matcher,
+            timings=seconds,
+            rules_cache=cache_of("validation"),
+        )
+    if synthetic_per_task > 0 and "synthetic" in parts_wanted:
+        parts["synthetic"] = score_spectra(
+            synthetic_items(synthetic_per_task),
+            library=matcher,
+            rules_cache=cache_of(f"synthetic-{synthetic_per_task}"),
+        )
     seconds["total"] = time.process_time() - started
     tables: dict[str, dict[str, dict[str, PartReport]]] = {}
     wrongs: dict[str, list[ConfidentWrong]] = {}
@@ -528,12 +572,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commit", default="", help="baseline: the commit of the code measured")
     parser.add_argument("--date", default="", help="baseline: the day it was measured")
     parser.add_argument("--note", default="", help="baseline: what the figures are")
+    parser.add_argument(
+        "--rules-cache",
+        type=Path,
+        help="a folder for the rules' scores of each part, reused when present (a development "
+        "aid: delete it when the rules change)",
+    )
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="parts to score (development is always scored)"
+    )
     args = parser.parse_args(argv)
     if args.command == "baseline" and args.output is None:
         parser.error(
             "baseline needs --output (the stored baseline is never overwritten by default)"
         )
-    result = run(synthetic_per_task=args.synthetic, refit=args.command == "calibrate")
+    result = run(
+        synthetic_per_task=args.synthetic,
+        refit=args.command == "calibrate",
+        rules_cache=args.rules_cache,
+        parts_wanted=tuple(args.parts.split(",")),
+    )
     if args.command == "calibrate":
         print(f"wrote {CALIBRATION_PATH}")
         for task, fit in result.fits.items():
