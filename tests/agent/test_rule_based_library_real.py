@@ -38,9 +38,11 @@ def test_it_does_not_reject_a_reddened_b_star_as_too_cool(real, identifier: str)
     matcher = default_matcher()
     assert matcher is not None
     match = matcher.match(spectrum, exclude_object=object_key(entry.object))
-    decision = RuleBasedInspector().begin(
-        spectrum=spectrum, task=get_task("B"), use_tool=False, match=match
-    ).decision
+    decision = (
+        RuleBasedInspector()
+        .begin(spectrum=spectrum, task=get_task("B"), use_tool=False, match=match)
+        .decision
+    )
     assert decision is not None
     wrong_and_sure = decision["prediction"] == "NO" and decision["confidence"] >= 0.9
     assert not wrong_and_sure, decision["evidence"]
