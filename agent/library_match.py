@@ -12,7 +12,8 @@ only**, so the validation part stays unseen:
    and twice its pixel; library spectra coarser than a tier are left out of it. A spectrum
    coarser than the last tier is not compared at all ("resolution too coarse").
 2. **Continuum divided out.** Each spectrum is divided by its upper envelope (the 90th
-   percentile over ``ENVELOPE`` Å, smoothed), the same operator for both sides, so the lines
+   percentile over ``ENVELOPE`` Å, smoothed, taken after a quartic trend in 1/λ is divided
+   out and multiplied back), the same operator for both sides, so the lines
    and bands are compared and the continuum slope is not: reddening cannot be read as
    temperature. The extinction is then **fitted** separately: for each library spectrum,
    ln(observed envelope / library envelope) = c - 0.4 ln(10) E(B-V) k(λ) by weighted least
@@ -65,7 +66,8 @@ MAX_SHIFT_KMS = 450.0
 MIN_OVERLAP = 0.7
 MIN_GRID_PIXELS = 200  # fewer good working pixels: nothing to compare
 R_V = 3.1
-LIBRARY_VERSION = 1  # bump when the preparation changes: the cached library is rebuilt
+TREND_DEGREE = 4
+LIBRARY_VERSION = 2  # bump when the preparation changes: the cached library is rebuilt
 # tasks the library can decide: those with library positives of at least 3 development objects
 DECIDABLE = ("O", "B", "A", "MG")
 
@@ -207,9 +209,13 @@ def prepare(spectrum: Spectrum, tier: float, *, trim: float = EDGE_TRIM) -> Prep
     if np.count_nonzero(usable) < MIN_GRID_PIXELS:
         return None
     filled = np.interp(target, target[usable], working[usable])
+    trend = _smooth_trend(target, filled, usable)
     size = max(int(round(ENVELOPE / (target[target.size // 2] * (target[1] / target[0] - 1)))), 5)
-    envelope = ndimage.percentile_filter(filled, ENVELOPE_PERCENTILE, size=size, mode="nearest")
-    envelope = ndimage.uniform_filter1d(envelope, size, mode="nearest")
+    # the envelope is taken on the spectrum flattened by its smooth trend, so a smooth factor
+    # (dust, a calibration tilt) leaves the continuum-divided spectrum as it was
+    flat = filled / trend
+    envelope = ndimage.percentile_filter(flat, ENVELOPE_PERCENTILE, size=size, mode="nearest")
+    envelope = ndimage.uniform_filter1d(envelope, size, mode="nearest") * trend
     positive = usable & (envelope > 0)
     if np.count_nonzero(positive) < MIN_GRID_PIXELS:
         return None
@@ -224,6 +230,28 @@ def prepare(spectrum: Spectrum, tier: float, *, trim: float = EDGE_TRIM) -> Prep
         boost = math.sqrt(max(pixel / max(own_pixel, 1e-6), 1.0))
         sigma = 1.0 / max(per_pixel * boost, 1e-3)
     return Prepared(tier, divided, envelope, positive, sigma, (low, high))
+
+
+def _smooth_trend(wave: np.ndarray, flux: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """exp of a quartic in 1/λ fitted to ln F (points more than 1σ below the fit dropped
+    twice, so absorption lines do not pull it down): the smooth part of the spectrum that an
+    extinction law (a smooth function of 1/λ) multiplies."""
+    x = 1.0e4 / wave
+    positive = usable & (flux > 0) & np.isfinite(flux)
+    if np.count_nonzero(positive) < 20:
+        return np.ones_like(flux)
+    keep = positive.copy()
+    log_flux = np.log(np.where(positive, flux, 1.0))
+    centre = float(np.mean(x[positive]))
+    coefficients = np.zeros(TREND_DEGREE + 1)
+    for _ in range(3):
+        coefficients = np.polyfit(x[keep] - centre, log_flux[keep], TREND_DEGREE)
+        residual = log_flux - np.polyval(coefficients, x - centre)
+        spread = float(np.std(residual[keep])) or 1e-6
+        keep = positive & (residual > -spread)
+        if np.count_nonzero(keep) < 20:
+            break
+    return np.exp(np.polyval(coefficients, x - centre))
 
 
 # --- the library -----------------------------------------------------------------------------
