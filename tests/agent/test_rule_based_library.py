@@ -105,7 +105,8 @@ def test_it_fits_combination_weights_that_follow_the_informative_part() -> None:
     informative = np.where(labels, 0.85, 0.15)
     noise = rng.random(400)
     weights = fit_weights(list(noise), list(informative), list(labels))
-    assert weights[1] > 1.0 > weights[0] >= 0.0
+    assert weights[1] > 0.5 > weights[0] >= 0.0
+    assert weights[0] + weights[1] == pytest.approx(1.0) and abs(weights[2]) <= 2.0
 
 
 def test_it_fits_a_pull_that_keeps_noted_answers_below_confidence() -> None:
