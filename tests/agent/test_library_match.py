@@ -140,3 +140,10 @@ def test_it_does_not_compare_a_spectrum_coarser_than_every_working_resolution() 
 def test_it_compares_at_the_finest_tier_as_coarse_as_the_spectrum() -> None:
     assert choose_tier(star("hot", fwhm=2.5)) == 4.0
     assert choose_tier(star("hot", fwhm=6.0, step=2.0)) == 8.0
+
+
+def test_it_switches_the_library_off_by_the_environment(monkeypatch) -> None:
+    from agent.library_match import default_matcher
+
+    monkeypatch.setenv("SPECVET_LIBRARY", "off")
+    assert default_matcher() is None
