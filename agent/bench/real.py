@@ -28,8 +28,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,27 @@ from agent.calibration import (
     fit_platt,
 )
 from agent.inspection_tasks import get_task
+from agent.library_match import (
+    DECIDABLE,
+    LIBRARY_VERSION,
+    LibraryMatcher,
+    TaskEvidence,
+    decide,
+    default_matcher,
+)
 from agent.policies.rule_based import CALIBRATION_PATH, RuleBasedInspector, SpectrumView
 from agent.policies.rule_based.inspector import pulled
-from agent.policies.rule_based.scope import DEFAULT_PULL, MAX_PULL
+from agent.policies.rule_based.library import (
+    LIBRARY_CALIBRATION_PATH,
+    combine,
+    fit_pull,
+    fit_weights,
+    library_probability,
+    ool_distance,
+)
+from agent.policies.rule_based.scope import DEFAULT_PULL, MAX_PULL, ScopeNote
 from agent.policies.rule_based.view import MODEL_NAME
-from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus, load_manifest
+from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus, load_manifest, object_key
 from agent.real_evaluation import (
     CONFIDENT,
     PartReport,
@@ -68,35 +85,86 @@ class Scored:
     label: str  # YES / NO
     score: float  # raw evidence score (log-odds before calibration)
     scope: tuple[str, ...] = ()  # kinds of the scope notes ("out of scope", "coverage")
+    notes: tuple[ScopeNote, ...] = ()  # the rules' scope notes themselves
+    evidence: TaskEvidence | None = None  # the library's, None where not compared
+    compared: bool = False  # the library was there (the evidence may still be None)
 
 
 def score_spectra(
-    items: Sequence[tuple[str, Spectrum, dict[str, str | None]]], tasks: Sequence[str] = TASKS
+    items: Sequence[tuple[str, Spectrum, dict[str, str | None]]],
+    tasks: Sequence[str] = TASKS,
+    *,
+    library: LibraryMatcher | None = None,
+    leave_out: bool = False,
+    timings: dict[str, float] | None = None,
+    rules_cache: Path | None = None,
 ) -> list[Scored]:
-    """Raw scores of the uncalibrated inspector; ``items`` are (id, spectrum, {task: label})."""
-    inspector = RuleBasedInspector(calibration=None)
+    """Raw scores of the uncalibrated inspector; ``items`` are (id, spectrum, {task: label}).
+    With ``library`` each spectrum is also compared with the library spectra (once for all
+    tasks); ``leave_out`` leaves the spectrum's own object out of the library (the development
+    part, whose spectra the library holds). ``rules_cache``: a JSON file of the rules' scores
+    and notes from an earlier run of this very code (a development aid, ``--rules-cache``): read
+    when present, written when not, so a change of the library part is measured again fast."""
+    cached: dict[str, Any] = {}
+    if rules_cache is not None and rules_cache.exists():
+        cached = json.loads(rules_cache.read_text(encoding="utf-8"))
+    clock = timings if timings is not None else {}
+    if "_rules_seconds" in cached:  # the cost measured when the cache was written
+        clock["rules"] = clock.get("rules", 0.0) + float(cached["_rules_seconds"])
+    inspector = RuleBasedInspector(calibration=None, library=None)
     definitions = {task: get_task(task) for task in tasks}
     by_task: dict[str, list[Scored]] = {task: [] for task in tasks}
+    objects = {entry.id: object_key(entry.object) for entry in load_manifest()}
+    spent = 0.0
     for item, spectrum, labels in items:
-        view = SpectrumView(spectrum)  # each line measured once for all the tasks
+        started = time.process_time()
+        match = (
+            library.match(spectrum, exclude_object=objects.get(item) if leave_out else None)
+            if library is not None
+            else None
+        )
+        middle = time.process_time()
+        clock["library"] = clock.get("library", 0.0) + middle - started
+        view: SpectrumView | None = None
         for task in tasks:
             label = labels.get(task)
             if label is None:
                 continue
-            decision = inspector.begin(
-                spectrum=spectrum, task=definitions[task], use_tool=False, view=view
-            ).decision
-            assert decision is not None
-            evidence = decision["evidence"]
+            key = f"{item}|{task}"
+            if key not in cached:
+                if view is None:
+                    view = SpectrumView(spectrum)  # each line measured once for all the tasks
+                decision = inspector.begin(
+                    spectrum=spectrum, task=definitions[task], use_tool=False, view=view
+                ).decision
+                assert decision is not None
+                scope = decision["evidence"].get("scope", [])
+                cached[key] = [
+                    float(decision["score"]),
+                    [[note["kind"], note["subject"], note["text"]] for note in scope],
+                ]
+            score, scope_notes = cached[key]
+            notes = tuple(ScopeNote(*note) for note in scope_notes)
             by_task[task].append(
                 Scored(
                     task,
                     item,
                     label,
-                    float(decision["score"]),
-                    tuple(note["kind"] for note in evidence.get("scope", [])),
+                    float(score),
+                    tuple(note.kind for note in notes),
+                    notes,
+                    decide(match, task) if match is not None else None,
+                    library is not None,
                 )
             )
+        spent += time.process_time() - middle
+        clock["spectra"] = clock.get("spectra", 0.0) + 1
+    if "_rules_seconds" not in cached:
+        clock["rules"] = clock.get("rules", 0.0) + spent
+        cached["_rules_seconds"] = spent
+    if rules_cache is not None and not rules_cache.exists():
+        rules_cache.parent.mkdir(parents=True, exist_ok=True)
+        rules_cache.write_text(json.dumps(cached), encoding="utf-8")
     return [row for task in tasks for row in by_task[task]]
 
 
@@ -199,29 +267,62 @@ def _platts(fits: dict[str, dict[str, Any]]) -> dict[str, Calibrator]:
     return {task: calibrator_from_dict(fit) for task, fit in fits.items()}
 
 
+VARIANTS = ("rules", "library", "combined")
+
+
 def probability_yes(
-    s: Scored, calibration: Mapping[str, Calibrator], pulls: Mapping[str, float] | None = None
-) -> float:
-    """P(YES) of one answer as the inspector gives it: calibrated, and pulled towards 0.5 when
-    it carries a scope note (``pulls``: per task, DEFAULT_PULL where absent)."""
+    s: Scored,
+    calibration: Mapping[str, Calibrator],
+    pulls: Mapping[str, float] | None = None,
+    library_fits: Mapping[str, Mapping[str, Any]] | None = None,
+    variant: str = "rules",
+) -> float | None:
+    """P(YES) of one answer: ``rules`` as the rule-based part gives it (calibrated, pulled
+    towards 0.5 when it carries a scope note; ``pulls`` per task, DEFAULT_PULL where absent);
+    ``library`` the library alone (None where it cannot decide); ``combined`` as the inspector
+    gives it (``agent.policies.rule_based.library.combine``)."""
     raw = (
         calibration[s.task](s.score)
         if s.task in calibration
         else 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0)))
     )
-    return pulled(raw, (pulls or {}).get(s.task, DEFAULT_PULL) if s.scope else 1.0)
+    rules_pull = (pulls or {}).get(s.task, DEFAULT_PULL)
+    if variant == "rules":
+        return pulled(raw, rules_pull if s.scope else 1.0)
+    fits = library_fits or {}
+    if variant == "library":
+        p = library_probability(s.task, s.evidence, fits.get(s.task, {}))
+        return None if math.isnan(p) else p
+    notes = s.notes or tuple(ScopeNote(kind, kind, kind) for kind in s.scope)
+    combined = combine(
+        s.task,
+        raw,
+        notes,
+        s.evidence,
+        library_present=s.compared,
+        fits=fits,
+        rules_pull=rules_pull,
+    )
+    return pulled(combined.probability, combined.pull)
 
 
 def report(
     scored: Sequence[Scored],
     calibration: Mapping[str, Calibrator],
     pulls: Mapping[str, float] | None = None,
+    library_fits: Mapping[str, Mapping[str, Any]] | None = None,
+    variant: str = "rules",
 ) -> PartReport:
-    """Figures of one part, from the answers as the inspector gives them."""
-    labels = [s.label for s in scored]
-    probabilities = [probability_yes(s, calibration, pulls) for s in scored]
-    predictions: list[str | None] = ["YES" if p >= 0.5 else "NO" for p in probabilities]
-    return part_report(labels, predictions, [max(p, 1.0 - p) for p in probabilities])
+    """Figures of one part, from the answers as the variant gives them (the library alone: the
+    spectra it can decide)."""
+    answered = [
+        (s.label, p)
+        for s in scored
+        if (p := probability_yes(s, calibration, pulls, library_fits, variant)) is not None
+    ]
+    labels = [label for label, _ in answered]
+    predictions: list[str | None] = ["YES" if p >= 0.5 else "NO" for _, p in answered]
+    return part_report(labels, predictions, [max(p, 1.0 - p) for _, p in answered])
 
 
 @dataclass(frozen=True)
@@ -238,13 +339,17 @@ def confident_wrong(
     parts: Mapping[str, Sequence[Scored]],
     calibration: Mapping[str, Calibrator],
     pulls: Mapping[str, float] | None = None,
+    library_fits: Mapping[str, Mapping[str, Any]] | None = None,
+    variant: str = "rules",
 ) -> list[ConfidentWrong]:
     """Every answer wrong at confidence >= CONFIDENT, per part, most confident first."""
     subclasses = {entry.id: entry.subclass for entry in load_manifest()}
     rows = []
     for part, scored in parts.items():
         for s in scored:
-            p = probability_yes(s, calibration, pulls)
+            p = probability_yes(s, calibration, pulls, library_fits, variant)
+            if p is None:
+                continue
             answer = "YES" if p >= 0.5 else "NO"
             confidence = max(p, 1.0 - p)
             if answer != s.label and confidence >= CONFIDENT:
@@ -256,8 +361,8 @@ def confident_wrong(
     return sorted(rows, key=lambda r: (PARTS.index(r.part), r.task, -r.confidence, r.item))
 
 
-def format_wrong(rows: Sequence[ConfidentWrong]) -> str:
-    lines = [f"Wrong at confidence >= {CONFIDENT:g}: {len(rows)}"]
+def format_wrong(rows: Sequence[ConfidentWrong], title: str = "") -> str:
+    lines = [f"{title}Wrong at confidence >= {CONFIDENT:g}: {len(rows)}"]
     for r in rows:
         typed = f" ({r.subclass})" if r.subclass else ""
         lines.append(
@@ -267,30 +372,152 @@ def format_wrong(rows: Sequence[ConfidentWrong]) -> str:
     return "\n".join(lines)
 
 
+def fit_library(
+    scored: Sequence[Scored],
+    calibration: Mapping[str, Calibrator],
+    pulls: Mapping[str, float],
+) -> dict[str, dict[str, Any]]:
+    """Per task, on the development part (each object left out of its own library): the
+    library's Platt scaling (tasks it decides), the out-of-library distance, the weights of the
+    combination and the pull of noted answers (``agent.policies.rule_based.library``)."""
+    fits: dict[str, dict[str, Any]] = {}
+    for task in TASKS:
+        rows = [s for s in scored if s.task == task and s.compared]
+        if not rows:
+            continue
+        fit: dict[str, Any] = {
+            "ool": round(ool_distance([s.evidence.nearest_distance for s in rows if s.evidence]), 4)
+        }
+        decidable = [
+            s for s in rows if task in DECIDABLE and s.evidence and math.isfinite(s.evidence.score)
+        ]
+        labels = [s.label == "YES" for s in decidable]
+        if decidable and sum(labels) >= MIN_POSITIVES:
+            assert all(s.evidence is not None for s in decidable)
+            platt = fit_platt([s.evidence.score for s in decidable if s.evidence], labels)
+            fit["platt"] = {"slope": round(platt.slope, 6), "intercept": round(platt.intercept, 6)}
+            rules = [_raw(s, calibration) for s in decidable]
+            library = [library_probability(task, s.evidence, fit) for s in decidable]
+            weights = fit_weights(rules, library, labels)
+            fit["weights"] = [round(w, 6) for w in weights]
+        fits[task] = fit
+        noted: list[tuple[float, bool]] = []
+        for s in rows:
+            raw = _raw(s, calibration)
+            notes = s.notes or tuple(ScopeNote(kind, kind, kind) for kind in s.scope)
+            combined = combine(
+                task,
+                raw,
+                notes,
+                s.evidence,
+                library_present=True,
+                fits=fits,
+                rules_pull=pulls.get(task, DEFAULT_PULL),
+            )
+            if combined.notes:
+                noted.append((combined.probability, s.label == "YES"))
+        fit["pull"] = fit_pull([p for p, _ in noted], [y for _, y in noted])
+        fit.update(n=len(rows), positives=sum(s.label == "YES" for s in rows), noted=len(noted))
+    return fits
+
+
+def _raw(s: Scored, calibration: Mapping[str, Calibrator]) -> float:
+    if s.task in calibration:
+        return calibration[s.task](s.score)
+    return 1.0 / (1.0 + math.exp(-max(min(s.score, 40.0), -40.0)))
+
+
+def write_library_calibration(fits: dict[str, dict[str, Any]]) -> None:
+    manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    document = {
+        "description": "The rules combined with the comparison with real library spectra "
+        "(agent.policies.rule_based.library): per task, the library's Platt scaling of "
+        "s = D(nearest negative) - D(nearest positive), the combination's weights (rules, "
+        "library, intercept) on the log-odds, the out-of-library distance and the pull of "
+        "noted answers. Fitted by `python -m agent.bench.real calibrate` on the development "
+        "part only, each object left out of its own library.",
+        "corpus_version": manifest["version"],
+        "library_version": LIBRARY_VERSION,
+        "tasks": fits,
+    }
+    LIBRARY_CALIBRATION_PATH.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
 @dataclass(frozen=True)
 class Run:
-    table: dict[str, dict[str, PartReport]]
+    table: dict[str, dict[str, PartReport]]  # the inspector as it answers (combined)
     fits: dict[str, dict[str, Any]]
     wrong: list[ConfidentWrong]
+    tables: dict[str, dict[str, dict[str, PartReport]]] = field(default_factory=dict)
+    wrongs: dict[str, list[ConfidentWrong]] = field(default_factory=dict)
+    library_fits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
-def run(*, synthetic_per_task: int, refit: bool) -> Run:
-    development = score_spectra(real_items("development"))
+def run(
+    *,
+    synthetic_per_task: int,
+    refit: bool,
+    rules_cache: Path | None = None,
+    parts_wanted: Sequence[str] = PARTS,
+) -> Run:
+    matcher = default_matcher()
+    started = time.process_time()
+
+    def cache_of(part: str) -> Path | None:
+        return None if rules_cache is None else rules_cache / f"{part}.json"
+
+    development = score_spectra(
+        real_items("development"),
+        library=matcher,
+        leave_out=True,
+        rules_cache=cache_of("development"),
+    )
     fits = fit_calibration(development)
-    if refit:
-        write_calibration(fits)
     calibration = _platts(fits)
     pulls = {task: float(fit["scope_pull"]) for task, fit in fits.items()}
-    parts = {"development": development, "validation": score_spectra(real_items("validation"))}
-    if synthetic_per_task > 0:
-        parts["synthetic"] = score_spectra(synthetic_items(synthetic_per_task))
-    table: dict[str, dict[str, PartReport]] = {}
-    for task in TASKS:
-        table[task] = {
-            part: report([s for s in rows if s.task == task], calibration, pulls)
-            for part, rows in parts.items()
+    library_fits = fit_library(development, calibration, pulls) if matcher is not None else {}
+    if refit:
+        write_calibration(fits)
+        write_library_calibration(library_fits)
+    seconds: dict[str, float] = {}
+    parts = {"development": development}
+    if "validation" in parts_wanted:
+        parts["validation"] = score_spectra(
+            real_items("validation"),
+            library=matcher,
+            timings=seconds,
+            rules_cache=cache_of("validation"),
+        )
+    if synthetic_per_task > 0 and "synthetic" in parts_wanted:
+        parts["synthetic"] = score_spectra(
+            synthetic_items(synthetic_per_task),
+            library=matcher,
+            rules_cache=cache_of(f"synthetic-{synthetic_per_task}"),
+        )
+    seconds["total"] = time.process_time() - started
+    tables: dict[str, dict[str, dict[str, PartReport]]] = {}
+    wrongs: dict[str, list[ConfidentWrong]] = {}
+    for variant in VARIANTS:
+        tables[variant] = {
+            task: {
+                part: report(
+                    [s for s in rows if s.task == task], calibration, pulls, library_fits, variant
+                )
+                for part, rows in parts.items()
+            }
+            for task in TASKS
         }
-    return Run(table, fits, confident_wrong(parts, calibration, pulls))
+        wrongs[variant] = confident_wrong(parts, calibration, pulls, library_fits, variant)
+    return Run(
+        tables["combined"],
+        fits,
+        wrongs["combined"],
+        tables,
+        wrongs,
+        library_fits,
+        seconds,
+    )
 
 
 def baseline_document(result: Run, *, code_commit: str, measured_on: str, note: str) -> dict:
@@ -345,12 +572,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commit", default="", help="baseline: the commit of the code measured")
     parser.add_argument("--date", default="", help="baseline: the day it was measured")
     parser.add_argument("--note", default="", help="baseline: what the figures are")
+    parser.add_argument(
+        "--rules-cache",
+        type=Path,
+        help="a folder for the rules' scores of each part, reused when present (a development "
+        "aid: delete it when the rules change)",
+    )
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="parts to score (development is always scored)"
+    )
     args = parser.parse_args(argv)
     if args.command == "baseline" and args.output is None:
         parser.error(
             "baseline needs --output (the stored baseline is never overwritten by default)"
         )
-    result = run(synthetic_per_task=args.synthetic, refit=args.command == "calibrate")
+    result = run(
+        synthetic_per_task=args.synthetic,
+        refit=args.command == "calibrate",
+        rules_cache=args.rules_cache,
+        parts_wanted=tuple(args.parts.split(",")),
+    )
     if args.command == "calibrate":
         print(f"wrote {CALIBRATION_PATH}")
         for task, fit in result.fits.items():
@@ -361,11 +602,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         args.output.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {args.output}")
-    print(
-        format_table(result.table, baseline=None if args.command == "baseline" else load_baseline())
-    )
-    print(format_wrong(result.wrong))
+    if args.command == "calibrate":
+        print(f"wrote {LIBRARY_CALIBRATION_PATH}")
+        for task, fit in result.library_fits.items():
+            print(f"  {task}: {fit}")
+    for variant, title in TITLES.items():
+        if variant not in result.tables:
+            continue
+        old = load_baseline() if variant == "combined" and args.command != "baseline" else None
+        print(format_table(result.tables[variant], title=title, baseline=old))
+        print(format_wrong(result.wrongs[variant], title=f"{variant}: "))
+        print()
+    print(_cost_line(result.seconds))
     return 0
+
+
+TITLES = {
+    "rules": "RULES ALONE: the rule-based part, calibrated on the real development part "
+    "(synthetic = SpecVI-mini, SYNTHETIC)",
+    "library": "LIBRARY ALONE: comparison with real development library spectra (O, B, A, MG; "
+    "the development part each object left out of its own library; n = the spectra it decides)",
+    "combined": f"COMBINED ({MODEL_NAME}): the inspector as it answers",
+}
+
+
+def _cost_line(seconds: Mapping[str, float]) -> str:
+    n = seconds.get("spectra", 0.0)
+    if not n:
+        return "no cost measured"
+    rules = seconds.get("rules", 0.0) / n
+    library = seconds.get("library", 0.0) / n
+    return (
+        f"CPU per validation spectrum (all {len(TASKS)} tasks): rules {1000 * rules:.0f} ms, "
+        f"library comparison {1000 * library:.0f} ms; with the library / rules alone = "
+        f"{(rules + library) / rules if rules else math.nan:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -126,7 +126,9 @@ def triage_reason(
     if not verdict:
         return TriageReason.NO_VERDICT
     kinds = _scope_kinds(rollouts)
-    if "out of scope" in kinds:
+    # "library": the comparison with real spectra of known type disagrees with the rules or
+    # finds the spectrum outside the library (agent.policies.rule_based.library)
+    if "out of scope" in kinds or "library" in kinds:
         return TriageReason.OUTSIDE_KNOWLEDGE
     if "coverage" in kinds:
         return TriageReason.MISSING_DATA

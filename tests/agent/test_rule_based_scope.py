@@ -46,7 +46,7 @@ def spectrum(
 
 
 def decide(data: Spectrum, task: str) -> tuple[dict, str]:
-    inspector = RuleBasedInspector()
+    inspector = RuleBasedInspector(library=None)  # the rules' own notes, on spectra built here
     episode = inspector.begin(spectrum=data, task=get_task(task), use_tool=False)
     assert episode.decision is not None
     return episode.decision, episode.generate([{"role": "user", "content": "go"}])

@@ -89,6 +89,14 @@ def lineage_folder(tmp_path, tiny_model_path):
 
 
 @pytest.fixture(autouse=True)
+def _rules_without_the_library(monkeypatch):
+    """The web tests' spectra are built in the tests, all outside the real library: the
+    rule-based inspector answers with its rules alone here (SPECVET_LIBRARY=off), as without the
+    real-data cache; the library's own tests are in tests/agent."""
+    monkeypatch.setenv("SPECVET_LIBRARY", "off")
+
+
+@pytest.fixture(autouse=True)
 def _checkpoint_roots(settings, tmp_path_factory):
     """Tests load tiny checkpoints from pytest's own temporary folders, and only from there."""
     settings.POLICY_CHECKPOINT_ROOTS = [tmp_path_factory.getbasetemp()]

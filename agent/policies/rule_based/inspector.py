@@ -13,11 +13,27 @@ import numpy as np
 
 from agent.calibration import Calibrator, calibrator_from_dict
 from agent.inspection_tasks import DiagnosticWindow, Task
+from agent.library_match import (
+    LibraryMatcher,
+    Match,
+    TaskEvidence,
+    decide,
+    default_matcher,
+    describe,
+)
 from agent.parsing import DEFAULT_MAX_TOOL_CALLS, TOOL_NAME
 from agent.policies.base import PolicyError, code_version
 from agent.policies.rule_based.findings import Assessment, Finding, _fmt_colour, _fmt_line
 from agent.policies.rule_based.generic import _continuum_note, _window_measurements, scorer_for
+from agent.policies.rule_based.library import (
+    LIBRARY,
+    Combined,
+    combine,
+    default_library_fits,
+    missing_evidence,
+)
 from agent.policies.rule_based.scope import (
+    COVERAGE,
     DEFAULT_PULL,
     MAX_PULL,
     OUT_OF_SCOPE,
@@ -60,6 +76,7 @@ class _Episode:
     skipped: list[str]  # windows not inspected because the data do not cover them
     threshold: float
     scope: list[ScopeNote]  # why the answer is not confident: another class, missing windows
+    library: str = ""  # what the comparison with real library spectra found
 
 
 @cache
@@ -110,6 +127,7 @@ class RuleBasedInspector:
         max_windows: int | None = None,
         name: str = POLICY_KIND,
         calibration: dict[str, Calibrator] | str | None = "default",
+        library: LibraryMatcher | str | None = "default",
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
@@ -121,6 +139,10 @@ class RuleBasedInspector:
             raise ValueError(f"max_windows must be a non-negative int or None, got {max_windows!r}")
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"name must be a non-empty string, got {name!r}")
+        if isinstance(library, str) and library != "default":
+            raise ValueError(
+                f"library must be 'default', None or a LibraryMatcher, got {library!r}"
+            )
         if isinstance(calibration, str) and calibration != "default":
             raise ValueError(
                 f"calibration must be 'default', None or a mapping, got {calibration!r}"
@@ -135,6 +157,16 @@ class RuleBasedInspector:
         self.scope_pull: dict[str, float] = (
             default_scope_pull() if isinstance(calibration, str) else {}
         )
+        # the data-driven part: real library spectra of known type (None: the rules alone)
+        self._library = library
+        self.library_fits = default_library_fits() if isinstance(calibration, str) else {}
+
+    @property
+    def library(self) -> LibraryMatcher | None:
+        """The development library, loaded on first use (None without the real-data cache)."""
+        if isinstance(self._library, str):
+            self._library = default_matcher()
+        return self._library
 
     concurrent_safe = True
 
@@ -148,6 +180,9 @@ class RuleBasedInspector:
             "threshold": self.threshold,
             "max_windows": self.max_windows,
             "calibrated_tasks": sorted(self.calibration),
+            "library": "real library spectra (development part)"
+            if self.library is not None
+            else "none (the rules alone)",
             "code_version": code_version(),
         }
 
@@ -159,6 +194,7 @@ class RuleBasedInspector:
         use_tool: bool = True,
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
         view: SpectrumView | None = None,
+        match: Match | None | str = "compute",
     ) -> RuleBasedEpisode:
         """Measure the spectrum, score it for ``task`` and plan the windows to inspect: the
         episode's turns come from the returned object, never from the inspector.
@@ -178,11 +214,29 @@ class RuleBasedInspector:
         scorer_name, scorer = scorer_for(task)
         assessment = scorer(view, task)
         scope = scope_notes(view, task)
+        absent = missing_evidence(assessment)
+        if absent is not None and not any(note.kind == COVERAGE for note in scope):
+            scope.append(absent)
         score = assessment.score
-        platt = self.calibration.get(task.code.upper())
+        code = task.code.upper()
+        platt = self.calibration.get(code)
         calibrated = platt(score) if platt else _logistic(score)
-        pull = self.scope_pull.get(task.code.upper(), DEFAULT_PULL) if scope else 1.0
-        probability = pulled(calibrated, pull)
+        library = self.library if code in self.library_fits else None
+        if library is not None and isinstance(match, str):
+            match = library.match(spectrum)
+        evidence = decide(match, code) if isinstance(match, Match) else None
+        combined = combine(
+            code,
+            calibrated,
+            scope,
+            evidence,
+            library_present=library is not None,
+            fits=self.library_fits,
+            rules_pull=self.scope_pull.get(code, DEFAULT_PULL),
+            task_name=task.name,
+        )
+        scope = list(combined.notes)
+        probability = pulled(combined.probability, combined.pull)
         prediction = "YES" if probability >= self.threshold else "NO"
         # A decision taken against the odds (a threshold away from 0.5) is a coin flip at best.
         confidence = max(probability if prediction == "YES" else 1.0 - probability, 0.5)
@@ -203,13 +257,16 @@ class RuleBasedInspector:
             skipped=skipped,
             threshold=self.threshold,
             scope=scope,
+            library=_library_text(combined, evidence, task.name),
         )
         decision = {
             "prediction": prediction,
             "confidence": round(confidence, 4),
             "score": round(score, 4),
             "evidence": {
-                "probability_before_scope": round(calibrated, 4),
+                "probability_before_scope": round(combined.probability, 4),
+                "rules_probability": round(calibrated, 4),
+                "library": _library_evidence(combined, evidence),
                 "scope": [
                     {"kind": note.kind, "subject": note.subject, "text": note.text}
                     for note in scope
@@ -422,6 +479,8 @@ def _answer_turn(episode: _Episode, feedback: str | None) -> str:
     contaminant = _contaminant_note(episode)
     if contaminant:
         parts.append(contaminant)
+    if episode.library:
+        parts.append(episode.library)
     limits = _scope_text(episode)
     if limits:
         parts.append(limits)
@@ -456,6 +515,8 @@ def _scope_text(episode: _Episode) -> str:
             sentences.append(
                 f"Outside what I know: the spectrum looks like {note.subject} ({note.text})."
             )
+        elif note.kind == LIBRARY:
+            sentences.append(f"Against real spectra: {note.text}.")
         else:
             sentences.append(f"Missing data: {note.text}.")
     return " ".join(sentences)
@@ -464,7 +525,8 @@ def _scope_text(episode: _Episode) -> str:
 def _scope_reason(episode: _Episode) -> str:
     """Why the answer is not confident, for the justification an expert reads first."""
     outside = [n.subject for n in episode.scope if n.kind == OUT_OF_SCOPE]
-    missing = [n.subject for n in episode.scope if n.kind != OUT_OF_SCOPE]
+    missing = [n.subject for n in episode.scope if n.kind == COVERAGE]
+    library = [n.subject for n in episode.scope if n.kind == LIBRARY]
     parts = []
     if outside:
         parts.append(
@@ -474,6 +536,8 @@ def _scope_reason(episode: _Episode) -> str:
         )
     if missing:
         parts.append("not decidable from these data: " + "; ".join(missing))
+    if library:
+        parts.append("compared with real spectra of known type: " + "; ".join(library))
     return "I do not answer confidently, " + "; ".join(parts)
 
 
@@ -492,3 +556,26 @@ def _contaminant_note(episode: _Episode) -> str:
             + ")."
         )
     return ""
+
+
+def _library_text(combined: Combined, evidence: TaskEvidence | None, name: str) -> str:
+    """What the comparison with real library spectra found, for the reasoning."""
+    if evidence is None:
+        return ""
+    text = "Compared with real library spectra of known type: " + describe(evidence, name)
+    if combined.library_probability is not None:
+        text += f"; from them alone P(YES) = {combined.library_probability:.2f}"
+    return text + "."
+
+
+def _library_evidence(combined: Combined, evidence: TaskEvidence | None) -> dict[str, Any]:
+    return {
+        "probability_yes": None
+        if combined.library_probability is None
+        else round(combined.library_probability, 4),
+        "nearest_positive": None if evidence is None else evidence.nearest_positive,
+        "nearest_negative": None if evidence is None else evidence.nearest_negative,
+        "nearest_distance": None
+        if evidence is None or not math.isfinite(evidence.nearest_distance)
+        else round(evidence.nearest_distance, 3),
+    }

@@ -167,7 +167,12 @@ class ScopedPolicy(ScriptedPolicy):
 
 @pytest.mark.parametrize(
     ("kind", "reason"),
-    [("out of scope", "outside what I know"), ("coverage", "missing data")],
+    [
+        ("out of scope", "outside what I know"),
+        ("coverage", "missing data"),
+        # issue 36: the rules and real library spectra disagree, or the spectrum is outside it
+        ("library", "outside what I know"),
+    ],
 )
 def test_it_sends_what_the_policy_does_not_know_to_experts_with_its_reason(
     monkeypatch, cv, vetter, django_capture_on_commit_callbacks, kind, reason

@@ -1,0 +1,149 @@
+"""The data-driven part of the inspector (agent/library_match.py) on spectra built here: the
+extinction law against its published values, and a comparison with a small library whose
+answer is known (no real-data cache needed)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from agent.library_match import (
+    C_KMS,
+    LibraryMatcher,
+    ccm89,
+    choose_tier,
+    decide,
+    library_tier,
+    prepare,
+    redden,
+)
+from agent.resolution import Resolution
+from agent.spectra import Spectrum
+
+
+@pytest.mark.parametrize(
+    ("wavelength", "ratio"),
+    # CCM89 Table 3 (R_V = 3.1): A(λ)/A(V) at the effective wavelengths of R, I and J
+    [(5490.0, 1.000), (7000.0, 0.751), (9000.0, 0.479), (12500.0, 0.282)],
+)
+def test_it_follows_the_published_ccm89_extinction_curve(wavelength: float, ratio: float) -> None:
+    value = float(ccm89(np.array([wavelength]))[0]) / 3.1
+    assert value == pytest.approx(ratio, abs=0.015)
+
+
+def test_it_gives_e_b_minus_v_as_the_difference_of_the_b_and_v_extinctions() -> None:
+    """A(B) - A(V) = E(B-V): k(4400 Å) - k(5500 Å) = 1 by the definition of k."""
+    k = ccm89(np.array([4400.0, 5500.0]))
+    assert float(k[0] - k[1]) == pytest.approx(1.0, abs=0.03)
+
+
+def test_it_refuses_wavelengths_outside_the_law_naming_the_limit() -> None:
+    with pytest.raises(ValueError, match="ccm89 covers"):
+        ccm89(np.array([2000.0]))
+
+
+# --- a library of two kinds of star built here --------------------------------------------------
+
+LINES = {
+    # a hot star: Balmer and He I lines on a blue continuum
+    "hot": ((4102.9, 8.0, 0.5), (4341.7, 8.0, 0.5), (4472.7, 3.0, 0.3), (4862.7, 8.0, 0.5),
+            (5877.3, 3.0, 0.25), (6564.6, 8.0, 0.4)),
+    # a cool star: metal lines and a band on a red continuum
+    "cool": ((3934.8, 4.0, 0.6), (4227.9, 3.0, 0.4), (5175.0, 5.0, 0.4), (5895.0, 4.0, 0.4),
+             (6497.0, 3.0, 0.2), (7056.0, 20.0, 0.3)),
+}  # fmt: skip
+SLOPE = {"hot": -3.0, "cool": 1.5}
+
+
+def star(
+    kind: str,
+    *,
+    ebv: float = 0.0,
+    velocity: float = 0.0,
+    snr: float | None = None,
+    depth_scale: float = 1.0,
+    fwhm: float = 2.5,
+    step: float = 0.9,
+    seed: int = 0,
+) -> Spectrum:
+    """A spectrum of ``kind`` at ``fwhm`` Å, reddened by ``ebv`` and moved by ``velocity``."""
+    wave = np.arange(3600.0, 9350.0, step)
+    rest = wave / (1.0 + velocity / C_KMS)
+    flux = (rest / 5500.0) ** SLOPE[kind]
+    for centre, sigma, depth in LINES[kind]:
+        width = math.hypot(sigma, fwhm / 2.3548)
+        flux *= 1.0 - depth * depth_scale * (sigma / width) * np.exp(
+            -0.5 * ((rest - centre) / width) ** 2
+        )
+    flux = redden(wave, flux, ebv)
+    ivar = None
+    if snr is not None:
+        noise = flux / snr
+        flux = flux + np.random.default_rng(seed).normal(0.0, 1.0, flux.size) * noise
+        ivar = 1.0 / noise**2
+    resolution = Resolution((3600.0, 9350.0), (fwhm, fwhm), "user")
+    return Spectrum(wavelength=wave, flux=flux, ivar=ivar, resolution=resolution)
+
+
+def matcher() -> LibraryMatcher:
+    members = []
+    for kind, task_label in (("hot", "YES"), ("cool", "NO")):
+        for index, scale in enumerate((0.8, 1.0, 1.2)):
+            prepared = prepare(star(kind, depth_scale=scale), 4.0, trim=0.0)
+            assert prepared is not None
+            members.append((f"{kind}-{index}", f"{kind.upper()}{index}", kind, {"B": task_label},
+                            prepared))  # fmt: skip
+    return LibraryMatcher({4.0: library_tier(4.0, members)})
+
+
+def test_it_matches_a_reddened_hot_star_to_hot_stars_and_fits_its_extinction() -> None:
+    """E(B-V) = 1 turns the hot star's continuum redder than the cool stars': the comparison
+    divides the continuum out, matches the lines, and reports the reddening instead of reading
+    it as a cooler type."""
+    observed = star("hot", ebv=1.0, velocity=150.0, snr=60.0)
+    library = matcher()
+    match = library.match(observed)
+    assert match is not None
+    nearest = match.nearest(1)[0]
+    assert nearest["type"] == "hot"
+    assert nearest["ebv"] == pytest.approx(1.0, abs=0.1)
+    assert nearest["shift_kms"] == pytest.approx(150.0, abs=60.0)
+    evidence = decide(match, "B")
+    assert evidence.score > 0  # nearer the task's positives than its negatives
+    assert evidence.nearest_positive is not None and evidence.nearest_negative is not None
+    assert evidence.nearest_negative["distance"] > evidence.nearest_positive["distance"]
+
+
+def test_it_matches_an_unreddened_cool_star_to_cool_stars() -> None:
+    match = matcher().match(star("cool", snr=40.0, seed=3))
+    assert match is not None
+    assert match.nearest(1)[0]["type"] == "cool"
+    assert decide(match, "B").score < 0
+
+
+def test_it_leaves_the_named_object_out_of_its_own_library() -> None:
+    library = matcher()
+    match = library.match(star("hot", depth_scale=1.0), exclude_object="HOT1")
+    assert match is not None
+    assert "hot-1" not in [row["id"] for row in match.nearest(6)]
+    assert match.nearest(1)[0]["type"] == "hot"
+
+
+def test_it_does_not_compare_a_spectrum_coarser_than_every_working_resolution() -> None:
+    coarse = star("hot", fwhm=40.0, step=10.0)
+    assert choose_tier(coarse) is None
+    assert matcher().match(coarse) is None
+
+
+def test_it_compares_at_the_finest_tier_as_coarse_as_the_spectrum() -> None:
+    assert choose_tier(star("hot", fwhm=2.5)) == 4.0
+    assert choose_tier(star("hot", fwhm=6.0, step=2.0)) == 8.0
+
+
+def test_it_switches_the_library_off_by_the_environment(monkeypatch) -> None:
+    from agent.library_match import default_matcher
+
+    monkeypatch.setenv("SPECVET_LIBRARY", "off")
+    assert default_matcher() is None
