@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0026_issue26viewer_redshift_decision"),
+        ("annotation", "0027_issue37_catalog_search"),
     ]
 
     operations = [
