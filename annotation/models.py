@@ -63,6 +63,7 @@ from annotation.spectra.models import (
     RedshiftDecision,
     RedshiftSource,
     Spectrum,
+    SpectrumEmbedding,
     SpectrumLabel,
     Task,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "RedshiftDecision",
     "RedshiftSource",
     "Spectrum",
+    "SpectrumEmbedding",
     "SpectrumLabel",
     "CurationState",
     "Curation",
