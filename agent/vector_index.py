@@ -107,19 +107,32 @@ def search(index: faiss.Index, query: np.ndarray, k: int) -> tuple[np.ndarray, n
     return ids[0][keep], distances[0][keep]
 
 
+def squared_norms(vectors: np.ndarray) -> np.ndarray:
+    matrix = _as_matrix(vectors)
+    return np.einsum("ij,ij->i", matrix, matrix)
+
+
 def exact_search(
-    vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int, *, chunk: int = 262_144
+    vectors: np.ndarray,
+    ids: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    *,
+    chunk: int = 262_144,
+    norms: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The reference: squared L2 to every vector in numpy, in chunks (memory stays bounded);
-    ``(ids, distances)`` of shape (n_queries, k), nearest first."""
+    ``(ids, distances)`` of shape (n_queries, k), nearest first. ``norms``: the vectors'
+    squared norms, computed once for many searches (``squared_norms``)."""
     matrix = _as_matrix(vectors)
+    norms = squared_norms(matrix) if norms is None else norms
     queries = _as_matrix(np.atleast_2d(queries))
     q_norm = (queries**2).sum(axis=1)[:, None]
     best_d = np.full((len(queries), 0), np.inf, dtype=np.float32)
     best_i = np.zeros((len(queries), 0), dtype=np.int64)
     for start in range(0, len(matrix), chunk):
         part = matrix[start : start + chunk]
-        d = q_norm - 2.0 * queries @ part.T + (part**2).sum(axis=1)[None, :]
+        d = q_norm - 2.0 * queries @ part.T + norms[start : start + chunk][None, :]
         take = min(k, part.shape[0])
         top = np.argpartition(d, take - 1, axis=1)[:, :take]
         best_d = np.concatenate([best_d, np.take_along_axis(d, top, axis=1)], axis=1)

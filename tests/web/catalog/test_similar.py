@@ -361,3 +361,16 @@ def test_a_hidden_spectrum_is_not_queued(world, inspected, staff):
         format="json",
     )
     assert response.json()["queued"] == [] and response.json()["not_found"] == [hidden.pk]
+
+
+def test_the_sync_command_says_what_it_wrote(world):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    SpectrumEmbedding.objects.filter(spectrum=world["far"]).delete()
+    out = StringIO()
+    call_command("embeddings_sync", stdout=out)
+    assert out.getvalue().startswith(
+        f"1 embeddings written with basis {embeddings.current_basis().id}"
+    )
