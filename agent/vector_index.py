@@ -30,6 +30,7 @@ TRAIN_PER_LIST = 64
 LISTS_PER_SQRT = 4
 PROBE_FRACTION = 40  # nprobe = nlist / PROBE_FRACTION
 SEED = 1234
+DISTANCE_BUDGET = 1 << 22  # distances held at once by the exact search (16 MiB of float32)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ def exact_search(
     matrix = _as_matrix(vectors)
     norms = squared_norms(matrix) if norms is None else norms
     queries = _as_matrix(np.atleast_2d(queries))
+    # at most DISTANCE_BUDGET distances at once, however many queries: memory stays bounded
+    chunk = max(1024, min(chunk, DISTANCE_BUDGET // len(queries)))
     q_norm = (queries**2).sum(axis=1)[:, None]
     best_d = np.full((len(queries), 0), np.inf, dtype=np.float32)
     best_i = np.zeros((len(queries), 0), dtype=np.int64)

@@ -35,8 +35,11 @@ def similar_world():
 def test_it_finds_more_like_this_and_queues_them(pages: BrowserPages, similar_world) -> None:
     user = UserFactory(username="fleming", roles=["staff", "expert"])
     page = pages.open("fleming", user)
-    page.goto(f"/spectra/{similar_world['query'].pk}/")
-    page.locator("#find-similar").click()
+    # the spectrum page's plot scripts are large: the link is there before they load
+    page.goto(f"/spectra/{similar_world['query'].pk}/", wait_until="commit")
+    link = page.locator("#find-similar")
+    expect(link).to_be_visible()
+    link.click()
     rows = page.locator("table.similar-neighbours tbody tr")
     expect(rows).to_have_count(4)
     for position, spectrum in enumerate(similar_world["near"]):
