@@ -11,15 +11,22 @@ step with the database at every query.
   when it has grown GROWTH_REBUILD-fold since it was built (its IVF lists were trained for
   another size), and when the basis changes.
 
-Reads are ordinary: each web process holds its own copy, built on its first query.
+Each web process holds its own copy, built on its first query. Training the IVF lists at
+10^6 vectors takes minutes, so with ``SPECVET_NEIGHBOUR_INDEX`` set (a file path) a built
+index is saved there (written to a temporary file, then renamed) with its basis and watermark,
+and a process starting later reads it and catches up from the watermark instead of building;
+``manage.py embeddings_sync --index`` builds and saves it ahead of the first query.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import faiss
 import numpy as np
@@ -81,11 +88,64 @@ def _rows(since: datetime | None) -> _Read:
     return _Read(np.array(ids, np.int64), matrix, np.array(dropped, np.int64), newest)
 
 
-def _build() -> _State:
+def saved_path() -> Path | None:
+    value = os.environ.get("SPECVET_NEIGHBOUR_INDEX", "").strip()
+    return Path(value) if value else None
+
+
+def _save(state: _State, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    faiss.write_index(state.index, str(temporary))
+    os.replace(temporary, path)
+    meta = {
+        "basis": state.basis,
+        "kind": state.params.kind,
+        "nlist": state.params.nlist,
+        "nprobe": state.params.nprobe,
+        "built_size": state.built_size,
+        "watermark": None if state.watermark is None else state.watermark.isoformat(),
+    }
+    path.with_suffix(".json").write_text(json.dumps(meta))
+
+
+def _load(path: Path) -> _State | None:
+    """The saved index when it is of the current basis (else None: build a new one)."""
+    try:
+        meta = json.loads(path.with_suffix(".json").read_text())
+        if meta["basis"] != embeddings.current_basis().id:
+            return None
+        index = faiss.read_index(str(path))
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None
+    params = vector_index.IndexParams(meta["kind"], meta["nlist"], meta["nprobe"])
+    if params.kind == "ivf":
+        faiss.extract_index_ivf(index).nprobe = params.nprobe
+    watermark = datetime.fromisoformat(meta["watermark"]) if meta["watermark"] else None
+    return _State(meta["basis"], index, params, int(meta["built_size"]), watermark)
+
+
+def _build(*, use_saved: bool = True) -> _State:
+    path = saved_path()
+    if use_saved and path is not None and path.exists():
+        loaded = _load(path)
+        if loaded is not None:
+            return loaded
     read = _rows(None)
     params = vector_index.IndexParams.for_size(len(read.ids))
     index = vector_index.build_index(read.matrix, read.ids, params)
-    return _State(embeddings.current_basis().id, index, params, len(read.ids), read.newest)
+    state = _State(embeddings.current_basis().id, index, params, len(read.ids), read.newest)
+    if path is not None:
+        _save(state, path)
+    return state
+
+
+def rebuild() -> int:
+    """Build the index now (and save it when SPECVET_NEIGHBOUR_INDEX is set); its size."""
+    global _state
+    with _lock:
+        _state = _build(use_saved=False)
+        return int(_state.index.ntotal)
 
 
 def _needs_rebuild(state: _State) -> bool:
@@ -105,8 +165,10 @@ def _needs_rebuild(state: _State) -> bool:
 def current_index() -> _State:
     """The index, in step with the table (call under ``_lock``)."""
     global _state
-    if _state is None or _needs_rebuild(_state):
+    if _state is None:
         _state = _build()
+    if _needs_rebuild(_state):
+        _state = _build(use_saved=False)
         return _state
     # re-read a margin before the watermark: a transaction that stamped its rows earlier may
     # have committed after the last read

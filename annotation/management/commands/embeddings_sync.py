@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation.spectra import embeddings
+from annotation.spectra import embeddings, neighbour_index
 
 
 class Command(BaseCommand):
@@ -16,6 +16,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--limit", type=int, default=None, help="at most this many")
+        parser.add_argument(
+            "--index",
+            action="store_true",
+            help="then build the neighbour index (saved when SPECVET_NEIGHBOUR_INDEX is set)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         limit = options["limit"]
@@ -24,3 +29,9 @@ class Command(BaseCommand):
         basis = embeddings.current_basis()
         done = embeddings.embeddings_sync(limit=limit)
         self.stdout.write(f"{done} embeddings written with basis {basis.id} ({basis.name})")
+        if options["index"]:
+            size = neighbour_index.rebuild()
+            where = neighbour_index.saved_path()
+            self.stdout.write(
+                f"neighbour index: {size} vectors" + (f", saved to {where}" if where else "")
+            )

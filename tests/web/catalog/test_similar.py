@@ -374,3 +374,21 @@ def test_the_sync_command_says_what_it_wrote(world):
     assert out.getvalue().startswith(
         f"1 embeddings written with basis {embeddings.current_basis().id}"
     )
+
+
+def test_a_saved_index_is_read_back_and_caught_up_instead_of_built(
+    world, expert, tmp_path, monkeypatch
+):
+    path = tmp_path / "neighbours.faiss"
+    monkeypatch.setenv("SPECVET_NEIGHBOUR_INDEX", str(path))
+    first = ids_of(search(expert, world["query"]))
+    assert path.exists() and path.with_suffix(".json").exists()
+    neighbour_index.reset()  # a new process
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("built again instead of read")
+
+    monkeypatch.setattr(neighbour_index.vector_index, "build_index", no_build)
+    assert ids_of(search(expert, world["query"])) == first
+    newcomer = make_spectrum(object_id="NEW", line_center=HALPHA + 1.0, seed=300)
+    assert ids_of(search(expert, world["query"], k=1)) == [newcomer.pk]
