@@ -29,6 +29,7 @@ from annotation.spectra.models import Spectrum, SpectrumEmbedding, SpectrumLabel
 DEFAULT_K = 10
 MAX_K = 100
 DATASET_MAX = 80
+TASK_MAX = 16
 VETTED_CHOICES = ("yes", "no")
 FIRST_FETCH = 50  # the index is asked for max(4 k, FIRST_FETCH), then 4 times more, ...
 MAX_FETCH = 20_000  # ... up to this; past it the filtered spectra are searched exactly
@@ -38,7 +39,7 @@ EXACT_MAX = 200_000  # the most filtered spectra searched exactly (numpy) when t
 @dataclass(frozen=True)
 class SimilarFilters:
     k: int = DEFAULT_K
-    task: str = ""  # a task code: spectra labelled or inspected for it
+    task: str = ""  # a task code: spectra labelled or inspected for it (unknown: none match)
     dataset: str = ""
     vetted: str = ""  # yes: with a vetted label (for ``task``, or any); no: without; "": any
 
@@ -49,8 +50,8 @@ def similar_filters_from_query(params: Mapping[str, Any]) -> SimilarFilters:
     if not raw_k.isdigit() or not 1 <= int(raw_k) <= MAX_K:
         raise CatalogQueryError(f"k must be a whole number from 1 to {MAX_K}, got {raw_k[:20]!r}")
     task = str(params.get("task") or "").strip()
-    if task and not Task.objects.filter(code=task).exists():
-        raise CatalogQueryError(f"task: no task has the code {task[:20]!r}")
+    if len(task) > TASK_MAX:
+        raise CatalogQueryError(f"task must be at most {TASK_MAX} characters")
     dataset = str(params.get("dataset") or "").strip()
     if len(dataset) > DATASET_MAX:
         raise CatalogQueryError(f"dataset must be at most {DATASET_MAX} characters")
@@ -181,6 +182,9 @@ def similar_spectra(*, user: Any, spectrum: Spectrum, filters: SimilarFilters) -
     """The ``filters.k`` spectra nearest ``spectrum`` that the user may read and the filters
     admit, nearest first, with Euclidean distances in embedding space."""
     basis = embeddings.current_basis().id
+    if filters.task and not Task.objects.filter(code=filters.task).exists():
+        # like the catalog's filters: a task no spectrum is labelled or inspected for matches none
+        return SimilarResult(spectrum.pk, basis, f"no task has the code {filters.task!r}")
     query, error = _query_vector(spectrum)
     if query is None:
         return SimilarResult(spectrum.pk, basis, "", error=error or "no embedding")

@@ -20,7 +20,7 @@ from annotation.core.apis import error_response
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
 from annotation.inspections import queue_actions
-from annotation.spectra.models import Spectrum
+from annotation.spectra.models import Spectrum, Task
 
 
 def _spectrum(request: Request, spectrum_id: int) -> Spectrum:
@@ -89,7 +89,7 @@ class SpectrumSimilarQueueApi(APIView):
     role_rule = permissions.VETTING_MANAGE
 
     class InputSerializer(serializers.Serializer):
-        task = serializers.CharField(max_length=16)
+        task = serializers.SlugRelatedField(slug_field="code", queryset=Task.objects.all())
         spectra = serializers.ListField(
             child=IdField(), min_length=1, max_length=queue_actions.MAX_BULK
         )
@@ -118,7 +118,7 @@ class SpectrumSimilarQueueApi(APIView):
         data = params.validated_data
         try:
             plan = similar.queue_plan(
-                user=request.user, spectrum_ids=data["spectra"], task=data["task"]
+                user=request.user, spectrum_ids=data["spectra"], task=data["task"].code
             )
             done = []
             if plan.candidate_ids:

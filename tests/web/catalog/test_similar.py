@@ -131,6 +131,11 @@ def test_the_sync_writes_missing_embeddings_and_says_why_one_cannot_be(world):
 # --- filters ----------------------------------------------------------------------------------
 
 
+def test_an_unknown_task_matches_nothing_as_in_the_catalog(world, expert):
+    result = search(expert, world["query"], task="NOPE")
+    assert result.neighbours == [] and "no task has the code 'NOPE'" in result.method
+
+
 def test_it_filters_by_data_set(world, expert):
     other = near_halpha(2, dataset="survey-b", start=10)
     assert ids_of(search(expert, world["query"], dataset="survey-b")) == [row.pk for row in other]
@@ -170,7 +175,7 @@ def test_it_filters_vetted_or_not_and_shows_the_labels(world, expert, outsider):
     [
         ({"k": "0"}, "k must be a whole number from 1 to 100"),
         ({"k": "abc"}, "k must be a whole number"),
-        ({"task": "NOPE"}, "task: no task has the code 'NOPE'"),
+        ({"task": "T" * 17}, "task must be at most 16 characters"),
         ({"vetted": "maybe"}, "vetted must be one of yes, no"),
         ({"dataset": "x" * 81}, "dataset must be at most 80 characters"),
     ],
@@ -348,7 +353,7 @@ def test_only_staff_queue_and_a_task_is_required(world, inspected, expert, staff
     body = {"task": "CV", "spectra": [world["close"][0].pk]}
     assert api_for(expert).post(url, body, format="json").status_code == 403
     missing = api_for(staff).post(url, {**body, "task": "NOPE"}, format="json")
-    assert missing.status_code == 400 and "no task has the code 'NOPE'" in missing.json()["detail"]
+    assert missing.status_code == 404 and "task" in missing.json()["detail"]  # names the field
     assert Candidate.objects.get(run=inspected, spectrum=world["close"][0]).needs_expert is False
 
 
