@@ -18,12 +18,16 @@ spectrum whatever order vectors were added in.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
-import faiss
 import numpy as np
+
+# faiss's loader announces at INFO which build it loaded, into every command's output
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+import faiss  # noqa: E402
 
 IVF_MIN_VECTORS = 10_000
 TRAIN_PER_LIST = 64

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import faiss
 import numpy as np
 
 from agent import vector_index
+from agent.vector_index import faiss
 from annotation.spectra import embeddings
 from annotation.spectra.models import SpectrumEmbedding
 
