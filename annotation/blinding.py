@@ -36,6 +36,7 @@ from annotation.rating.models import (
     RatingAssignment,
     RatingCampaign,
 )
+from annotation.spectra.models import Spectrum
 
 # --- who may read runs, candidates, trajectories and images ------------------------------------
 
@@ -169,6 +170,18 @@ def candidates_hidden_from(*, user: Any, rows: QuerySet[Candidate]) -> HiddenCan
         if n:
             campaigns.append(HiddenByCampaign(campaign_id, names[campaign_id], n))
     return HiddenCandidates(count=count, campaigns=tuple(campaigns))
+
+
+def spectra_visible_to(*, user: Any, rows: QuerySet[Spectrum]) -> QuerySet[Spectrum]:
+    """``rows`` less the spectra whose candidates this user may not read (the same content as
+    an item of an open campaign they rate): listed beside their verdicts and labels, as "find
+    more like this" lists them, they would name the item's model. None for a confined rater."""
+    blinding = blinding_for(user)
+    if blinding.confined:
+        return rows.none()
+    if blinding.content_hashes:
+        rows = rows.exclude(content_hash__in=blinding.content_hashes)
+    return rows
 
 
 def runs_visible_to(*, user: Any) -> QuerySet[InspectionRun]:

@@ -65,6 +65,7 @@ from annotation.spectra.models import (
     RedshiftDecision,
     RedshiftSource,
     Spectrum,
+    SpectrumEmbedding,
     SpectrumLabel,
     Task,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "RedshiftDecision",
     "RedshiftSource",
     "Spectrum",
+    "SpectrumEmbedding",
     "SpectrumLabel",
     "CurationState",
     "Curation",

@@ -7,6 +7,8 @@ from annotation.catalog import (
     model_apis,
     queue_apis,
     queue_views,
+    similar_apis,
+    similar_views,
     spectrum_views,
     views,
 )
@@ -32,6 +34,16 @@ urlpatterns = [
         name="duplicate_group",
     ),
     path("catalog/models/promote/", views.model_promote, name="model_promote"),
+    path(
+        "spectra/<int:spectrum_id>/similar/",
+        similar_views.spectrum_similar,
+        name="spectrum_similar",
+    ),
+    path(
+        "spectra/<int:spectrum_id>/similar/queue/",
+        similar_views.spectrum_similar_queue,
+        name="spectrum_similar_queue",
+    ),
     path("vetting/", views.vetting_queue, name="vetting_queue"),
     path("vetting/decide/", views.vetting_decide, name="vetting_decide"),
     path("vetting/skip/", views.vetting_skip, name="vetting_skip"),
@@ -54,6 +66,16 @@ urlpatterns = [
         "api/catalog/models/promote/",
         model_apis.ModelPromoteApi.as_view(),
         name="api_model_promote",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/similar/",
+        similar_apis.SpectrumSimilarApi.as_view(),
+        name="api_spectrum_similar",
+    ),
+    path(
+        "api/spectra/<int:spectrum_id>/similar/queue/",
+        similar_apis.SpectrumSimilarQueueApi.as_view(),
+        name="api_spectrum_similar_queue",
     ),
     path("api/vetting/next/", apis.VettingNextApi.as_view(), name="api_vetting_next"),
     path(

@@ -189,3 +189,23 @@ class RedshiftDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.spectrum_id}: z={self.z} ({self.source})"
+
+
+class SpectrumEmbedding(models.Model):
+    """A spectrum's vector for "find more like this" (agent.similarity: rest frame, common
+    log-wavelength grid and resolution, continuum divided out, projected on ``basis``), or why
+    it has none (``error``). Written whenever a spectrum is stored or its redshift changes
+    (annotation.spectra.embeddings); deleted with the spectrum."""
+
+    spectrum = models.OneToOneField(Spectrum, on_delete=models.CASCADE, related_name="embedding")
+    basis = models.CharField(max_length=40)  # agent.similarity.Basis.id
+    redshift = models.FloatField()  # the rest frame it was computed in
+    vector = models.BinaryField(blank=True)  # float32, basis size; empty when ``error``
+    error = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        ordering = ["spectrum_id"]
+
+    def __str__(self) -> str:
+        return f"embedding of {self.spectrum_id} ({self.basis})"

@@ -28,6 +28,7 @@ from agent.splits import content_hash
 from annotation.core.errors import NotAllowed, UploadRejected, WorkflowError, WrongState
 from annotation.core.services import audit_log_record
 from annotation.core.tempfiles import temp_dir
+from annotation.spectra import embeddings
 from annotation.spectra.labels import DecisionRecord, LabelState, label_from_decisions
 from annotation.spectra.models import (
     LabelExport,
@@ -154,6 +155,8 @@ def spectra_store(
             duplicates += 1  # a concurrent import stored the same spectrum first
             continue
         created.append(row)
+    # kept in step with the spectra: "find more like this" searches these (spectra.embeddings)
+    embeddings.spectra_embed(spectra=created)
     if created:
         audit_log_record(
             actor=uploaded_by,
@@ -474,6 +477,7 @@ def spectrum_redshift_decide(
         r_value=r_value,
         decided_by=actor,
     )
+    embeddings.spectrum_embedding_refresh(spectrum=spectrum)  # a new rest frame
     audit_log_record(
         actor=actor,
         action="spectrum_redshift",

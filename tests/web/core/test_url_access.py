@@ -200,6 +200,10 @@ MATRIX: dict[str, set[str]] = {
     "catalog_sparkline": READERS,
     "duplicate_groups": READERS,
     "duplicate_group": READERS,
+    "spectrum_similar": READERS,
+    "api_spectrum_similar": READERS,
+    "spectrum_similar_queue": {S},
+    "api_spectrum_similar_queue": {S},
     # the vetting loop: calibration, triage, audit samples, gold items
     "calibration": READERS,
     "calibration_refit": {M, S},
