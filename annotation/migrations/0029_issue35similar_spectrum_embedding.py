@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0026_issue26viewer_redshift_decision'),
+        ('annotation', '0028_issue36_shift_sentinel'),
     ]
 
     operations = [
