@@ -356,10 +356,16 @@
     const hi = form.querySelector("[name=hi]");
     const label = form.querySelector("[name=label]");
     if (plotNode) {
+      // A zoom or pan names its range ("xaxis.range[0]"); a reset (the 0 key, a double-click)
+      // sets the whole span as one "xaxis.range" (wireYRange): both fill the form (issue 37: after
+      // 0 the form kept the old zoom).
       plotNode.on("plotly_relayout", function (ev) {
-        if (ev["xaxis.range[0]"] !== undefined && lo && hi) {
-          lo.value = Number(ev["xaxis.range[0]"]).toFixed(1);
-          hi.value = Number(ev["xaxis.range[1]"]).toFixed(1);
+        const whole = ev["xaxis.range"];
+        const from = ev["xaxis.range[0]"] !== undefined ? ev["xaxis.range[0]"] : whole && whole[0];
+        const to = ev["xaxis.range[1]"] !== undefined ? ev["xaxis.range[1]"] : whole && whole[1];
+        if (from !== undefined && to !== undefined && lo && hi) {
+          lo.value = Number(from).toFixed(1);
+          hi.value = Number(to).toFixed(1);
           // The chip's label named the chip's window, not the one zoomed to.
           if (label) label.value = "";
         }
