@@ -252,3 +252,41 @@ def test_it_fills_the_tool_form_with_the_whole_range_after_0(pages: BrowserPages
     expect(page.locator("#render-form [name=lo]")).to_have_value(f"{whole[0]:.1f}")
     expect(page.locator("#render-form [name=hi]")).to_have_value(f"{whole[1]:.1f}")
     pages.assert_clean()
+
+
+@pytest.mark.parametrize("width", [1440, 1024, 700])
+def test_it_never_breaks_a_model_hash_in_the_catalog(
+    pages: BrowserPages, django_capture_on_commit_callbacks, width: int
+) -> None:
+    from annotation.inspections.models import CatalogEntry, InspectionRun
+
+    expert = UserFactory(username="fleming", roles=["ml_engineer", "expert"])
+    _queue(expert, django_capture_on_commit_callbacks, n=2)
+    label = "checkpoint sft-run-12-with-a-long-folder-name · 3f2a9c81e0d4"
+    for model in (InspectionRun, CatalogEntry):  # the catalog shows the entry's copy
+        model.objects.update(model_label=label, model_key="checkpoint:3f2a9c81e0d4b7a6")
+    page = pages.open("fleming", expert)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto("/catalog/")
+    cell = page.locator(".catalog-table tbody td", has_text="3f2a9c81e0d4").first
+    expect(cell).to_contain_text("3f2a9c81e0d4")
+    # Each word of the label (the hash among them) lies on one line of the cell; a folder name
+    # may wrap after one of its hyphens, as any text does.
+    lines = cell.evaluate(
+        """td => {
+            const text = td.firstChild, words = [], range = document.createRange();
+            let start = 0;
+            for (const word of text.textContent.split(' ')) {
+                range.setStart(text, start); range.setEnd(text, start + word.length);
+                const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                words.push([word, tops.size]);
+                start += word.length + 1;
+            }
+            return words;
+        }"""
+    )
+    broken = [word for word, count in lines if count > 1 and "-" not in word]
+    assert any(word == "3f2a9c81e0d4" for word, _ in lines)
+    assert not broken, f"at {width} px the Model column breaks {broken} across lines"
+    _shot(page, f"catalog_model_column_{width}")
+    pages.assert_clean()
