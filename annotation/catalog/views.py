@@ -430,6 +430,7 @@ def _viewer_context(
         task=candidate.run.task,
         user=request.user,
         inspected=[span for item in rollouts for span in item["view"].inspected],
+        fit_later=True,
     )
 
 

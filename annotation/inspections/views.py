@@ -226,6 +226,7 @@ def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
         task=candidate.run.task,
         user=request.user,
         inspected=selectors.inspected_ranges([s.data for s in steps]),
+        fit_later=True,
     )
     return render(
         request,

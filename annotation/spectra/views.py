@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import cache_control
@@ -121,6 +121,15 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
             **_list_navigation(request, row.pk),
         },
     )
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def spectrum_viewer_fit(request: HttpRequest, spectrum_id: int) -> JsonResponse:
+    """The redshift fit as the viewer draws it (alternatives, templates), asked for by pages that
+    show the viewer where a decision is made once their plot is drawn (workbench ``fit_later``)."""
+    row = get_object_or_404(Spectrum, pk=spectrum_id)
+    return JsonResponse(selectors.spectrum_redshift_fit(row))
 
 
 @require_role(permissions.REDSHIFT_DECIDE)

@@ -20,12 +20,20 @@ from annotation.spectra import selectors
 from annotation.spectra.models import Spectrum, Task
 
 
-def spectrum_workbench_data(row: Spectrum, task: Task | None, may_decide: bool) -> dict[str, Any]:
+def spectrum_workbench_data(
+    row: Spectrum, task: Task | None, may_decide: bool, *, fit_later: bool = False
+) -> dict[str, Any]:
     """The plot's data with the workbench panels: the redshift fit, the spectra to overlay and
-    the file's sky."""
+    the file's sky. ``fit_later``: the fit (the dearest part, and half the data) is left out and
+    its URL given instead; the viewer asks for it once the plot is drawn, so a page where a
+    decision is made is not kept waiting for it."""
     data = selectors.spectrum_plot_data(row=row, task=task)
     max_points = settings.SPECTRUM_PLOT_MAX_POINTS
-    data["viewer"]["redshift_fit"] = selectors.spectrum_redshift_fit(row)
+    if fit_later:
+        data["viewer"]["redshift_fit"] = None
+        data["viewer"]["redshift_fit_url"] = reverse("spectrum_viewer_fit", args=[row.pk])
+    else:
+        data["viewer"]["redshift_fit"] = selectors.spectrum_redshift_fit(row)
     data["viewer"]["may_decide_redshift"] = may_decide
     data["viewer"]["compare"] = {
         "choices": [
@@ -40,12 +48,17 @@ def spectrum_workbench_data(row: Spectrum, task: Task | None, may_decide: bool) 
 
 
 def spectrum_viewer_context(
-    *, row: Spectrum, task: Task | None, user: Any, inspected: list[list[float]] | None = None
+    *,
+    row: Spectrum,
+    task: Task | None,
+    user: Any,
+    inspected: list[list[float]] | None = None,
+    fit_later: bool = False,
 ) -> dict[str, Any]:
     """What ``spectra/_viewer.html`` needs, for ``user``: the plot data (with the windows a
     candidate's agent inspected, if any), whether they may decide the redshift, the current one."""
     may_decide = permissions.REDSHIFT_DECIDE.allows(user)
-    data = spectrum_workbench_data(row, task, may_decide)
+    data = spectrum_workbench_data(row, task, may_decide, fit_later=fit_later)
     if inspected is not None:
         data["inspected"] = inspected
     return {
