@@ -154,21 +154,21 @@ def test_it_brings_the_whole_viewer_into_the_vetting_queue(
     presses = ("3y", "4n", "2wy", "1bwu")
     keys = 0
     drawn: list[float] = []
-    started = time.perf_counter()
+    seconds = 0.0  # from the first key to the next candidate's page, as issue 26 measured it
     for remaining, sequence in zip((4, 3, 2, 1), presses, strict=True):
         expect(head).to_contain_text(f"{remaining} candidate")
+        pressed = time.perf_counter()
         for key in sequence:
             page.keyboard.press(key)
             keys += 1
-        shown = time.perf_counter()
         expect(head).to_contain_text(
             f"{remaining - 1} candidate" if remaining > 1 else "0 candidates",
             timeout=LOAD_TIMEOUT_MS,
         )
+        seconds += time.perf_counter() - pressed
         if remaining > 1:
             expect(page.locator(READY)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
-            drawn.append(time.perf_counter() - shown)
-    seconds = time.perf_counter() - started
+            drawn.append(time.perf_counter() - pressed)
     stored = sorted(
         ExpertDecision.objects.filter(expert=expert).values_list("decision", "quality", "issues")
     )
@@ -177,23 +177,26 @@ def test_it_brings_the_whole_viewer_into_the_vetting_queue(
     )
     page.keyboard.press("z")  # undo the last: its candidate comes back, with the viewer
     expect(page.locator(READY)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
-    loads, plots, fits = [], [], []
+    loads, plotted, plots, fits = [], [], [], []
     for _ in range(4):
         started = time.perf_counter()
         page.goto("/vetting/", timeout=LOAD_TIMEOUT_MS)
         expect(head).to_contain_text("1 candidate")
         loads.append(time.perf_counter() - started)
+        expect(page.locator("#spectrum-plot[data-plot-ready]")).to_be_attached()
+        plotted.append(time.perf_counter() - started)
         expect(page.locator(READY)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
         plots.append(time.perf_counter() - started)
         expect(page.locator(FITTED)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
         fits.append(time.perf_counter() - started)
+    load = sum(loads) / 4
     print(
         f"\nvetting with the whole viewer: 4 decisions, {keys / 4:.2f} keys per decision, "
-        f"{seconds / 4:.2f} s per decision (key to the next candidate's drawn viewer "
-        f"{sum(drawn) / len(drawn):.2f} s); queue page load {sum(loads) / 4:.2f} s, time to a "
-        f"drawn plot and viewer {sum(plots) / 4:.2f} s, the redshift fit's alternatives shown "
-        f"{sum(fits) / 4:.2f} s (first page of the process "
-        f"{first_plot:.2f} s, redshift templates built)"
+        f"{seconds / 4:.2f} s per decision (decision / page load {seconds / 4 / load:.2f}); "
+        f"queue page load {load:.2f} s; time to a drawn plot {sum(plotted) / 4:.2f} s, to the "
+        f"wired viewer {sum(plots) / 4:.2f} s, to the fit's alternatives {sum(fits) / 4:.2f} s; "
+        f"key to the next candidate's wired viewer {sum(drawn) / len(drawn):.2f} s (first page "
+        f"of the process {first_plot:.2f} s, redshift templates built)"
     )
     pages.assert_clean()
 
