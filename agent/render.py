@@ -89,6 +89,14 @@ SPIKE_CONTINUUM_WIDTH = 15  # pixels of the running median a spike's neighbours 
 SPIKE_NOISE_SIGMAS = 3.0
 SPIKE_SUPPORT_RATIO = 2.0
 Y_MARGIN_FRACTION = 0.06
+# Issue 37: runs of 3-5 bad pixels (a saturated cosmic ray, a dead column) set the y range of
+# real spectra to 0-230k. A run is such a plateau when every pixel of it rises at least
+# PLATEAU_FLAT_FRACTION of its peak over the continuum and the pixels either side stay within
+# PLATEAU_EDGE_FRACTION of it (or the noise): a sampled line profile is never both that flat and
+# that sharp (at sigma = 1.5 px its flank pixel is at 0.8 and the next at 0.41 of the peak).
+PLATEAU_MAX_PIXELS = 5
+PLATEAU_FLAT_FRACTION = 0.8
+PLATEAU_EDGE_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
@@ -360,6 +368,7 @@ def robust_limits(flux: np.ndarray, smooth: np.ndarray) -> tuple[float, float]:
     threshold = max(SPIKE_THRESHOLD_SIGMA * sigma, 0.05 * float(smooth.max() - smooth.min()))
     # Never empty: at least half the pixels have a residual <= its median <= threshold.
     is_spike = _isolated_runs(flux, residual, np.abs(residual) > threshold, sigma)
+    is_spike |= _plateau_runs(flux, threshold, sigma)
     kept = flux[~is_spike]
     lo, hi = float(kept.min()), float(kept.max())
     reach = SPIKE_REACH_FRACTION * (hi - lo)
@@ -404,6 +413,34 @@ def _isolated_runs(
     is_spike[start[is_run_spike]] = True
     is_spike[end[is_run_spike]] = True
     return is_spike
+
+
+def _plateau_runs(flux: np.ndarray, threshold: float, sigma: float) -> np.ndarray:
+    """Runs of 3 to PLATEAU_MAX_PIXELS pixels, flat-topped and sharp-edged over the continuum
+    (running median of SPIKE_CONTINUUM_WIDTH), as a boolean mask (see PLATEAU_FLAT_FRACTION)."""
+    is_plateau = np.zeros(flux.size, dtype=bool)
+    if flux.size < SPIKE_CONTINUUM_WIDTH:
+        return is_plateau
+    rise = flux - running_median(flux, SPIKE_CONTINUUM_WIDTH)
+    index = np.flatnonzero(np.abs(rise) > threshold)
+    if index.size == 0:
+        return is_plateau
+    breaks = np.flatnonzero(np.diff(index) > 1) + 1
+    for start, end in zip(
+        index[np.r_[0, breaks]], index[np.r_[breaks - 1, index.size - 1]], strict=True
+    ):
+        length = end - start + 1
+        if not 3 <= length <= PLATEAU_MAX_PIXELS or start == 0 or end == flux.size - 1:
+            continue
+        run = rise[start : end + 1]
+        sign = 1.0 if run[np.argmax(np.abs(run))] > 0 else -1.0
+        peak = float(np.max(sign * run))
+        flat = float(np.min(sign * run)) >= PLATEAU_FLAT_FRACTION * peak
+        edge = max(SPIKE_NOISE_SIGMAS * sigma, PLATEAU_EDGE_FRACTION * peak)
+        sharp = sign * rise[start - 1] <= edge and sign * rise[end + 1] <= edge
+        if flat and sharp:
+            is_plateau[start : end + 1] = True
+    return is_plateau
 
 
 # --- line geometry ------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ from annotation.learning import selectors as learning_selectors
 from annotation.learning import services as learning_services
 from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import Task
+from annotation.spectra.workbench import spectrum_viewer_context
 
 # The list's columns, with the sort key of those that sort.
 HEADERS = (
@@ -423,10 +424,17 @@ def _vetting_filters(request: HttpRequest) -> QueueFilters:
         return QueueFilters()
 
 
-def _plot_data(candidate: Candidate, rollouts: list[dict[str, Any]]) -> dict[str, Any]:
-    data = spectra_selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
-    data["inspected"] = [span for item in rollouts for span in item["view"].inspected]
-    return data
+def _viewer_context(
+    request: HttpRequest, candidate: Candidate, rollouts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The whole spectrum viewer (spectra/_viewer.html), with the windows the agent inspected."""
+    return spectrum_viewer_context(
+        row=candidate.spectrum,
+        task=candidate.run.task,
+        user=request.user,
+        inspected=[span for item in rollouts for span in item["view"].inspected],
+        fit_later=True,
+    )
 
 
 @require_role(permissions.VET)
@@ -451,7 +459,6 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
         context.update(
             refusal=_decision_refusal(request, candidate),
             rollouts=rollouts,
-            plot_data=_plot_data(candidate, rollouts),
             # the expert's answer on the spectrum for the task, on this run or another's
             mine=expert_answer(
                 spectrum_id=candidate.spectrum_id,
@@ -465,6 +472,7 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
             ),
             entry=CatalogEntry.objects.filter(candidate=candidate).first(),
             recalibrated=_recalibrated(candidate),
+            **_viewer_context(request, candidate, rollouts),
         )
     context["last_decided"] = request.session.get(LAST_DECIDED_KEY)
     return render(request, "catalog/vetting.html", context)

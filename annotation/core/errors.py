@@ -16,6 +16,17 @@ class WorkflowError(Exception):
     """An action the rules refuse; the message says which rule."""
 
 
+class FieldRefused(WorkflowError):
+    """A value refused for one named input; ``field`` names it as the caller gave it, so a form
+    shows ``reason`` under that field with the field's own label (issue 37: the training form
+    said "model_path" beside a field labelled "Base model")."""
+
+    def __init__(self, *, field: str, reason: str) -> None:
+        super().__init__(f"{field} {reason}")
+        self.field = field
+        self.reason = reason
+
+
 class NotAllowed(WorkflowError):
     """The user has no right to this action on this object (role or separation of duties)."""
 

@@ -28,8 +28,8 @@ from annotation.inspections import (
 from annotation.inspections import permissions as inspection_permissions
 from annotation.inspections.forms import EvaluationForm, InspectionRunForm
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
-from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import Spectrum
+from annotation.spectra.workbench import spectrum_viewer_context
 from annotation.training_runs import selectors as training_runs_selectors
 
 PAGE_SIZE = 50
@@ -222,8 +222,13 @@ def _step_context(live: list) -> list[dict]:
 def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
     candidate = _get_candidate_for_user(request, candidate_id)
     steps = selectors.live_steps_after(candidate=candidate, after=0)
-    plot = spectra_selectors.spectrum_plot_data(row=candidate.spectrum, task=candidate.run.task)
-    plot["inspected"] = selectors.inspected_ranges([s.data for s in steps])
+    viewer = spectrum_viewer_context(
+        row=candidate.spectrum,
+        task=candidate.run.task,
+        user=request.user,
+        inspected=selectors.inspected_ranges([s.data for s in steps]),
+        fit_later=True,
+    )
     return render(
         request,
         "inspections/candidate_live.html",
@@ -232,7 +237,7 @@ def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
             "run": candidate.run,
             "steps": _step_context(steps),
             "last_pk": steps[-1].pk if steps else 0,
-            "plot_data": plot,
+            **viewer,
             "finished": candidate.state
             in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED),
             "can_control": _can_control(request, candidate.run),

@@ -17,6 +17,11 @@ urlpatterns = [
         name="spectrum_render_png",
     ),
     path(
+        "spectra/<int:spectrum_id>/viewer-fit/",
+        views.spectrum_viewer_fit,
+        name="spectrum_viewer_fit",
+    ),
+    path(
         "spectra/<int:spectrum_id>/redshift/",
         views.spectrum_redshift_decide,
         name="spectrum_redshift_decide",

@@ -6,21 +6,20 @@ import math
 from typing import Any
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agent.spectra import Declared, SpectrumFormatError
-from annotation.core import charts, permissions
 from annotation.core import errors as core_errors
+from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest, _expert
 from annotation.core.permissions import require_role
-from annotation.spectra import selectors, services
+from annotation.spectra import selectors, services, workbench
 from annotation.spectra.forms import RedshiftDecisionForm, RenderForm, SpectrumUploadForm
 from annotation.spectra.models import RedshiftSource, Spectrum, Task
 
@@ -91,25 +90,6 @@ def spectrum_list(request: HtmxHttpRequest) -> HttpResponse:
     )
 
 
-def _workbench_data(row: Spectrum, task: Task | None, may_decide: bool) -> dict[str, Any]:
-    """The plot's data with the spectrum page's own panels: the redshift fit, the spectra to
-    overlay and the file's sky (never on rating pages, whose items are blinded)."""
-    data = selectors.spectrum_plot_data(row=row, task=task)
-    max_points = settings.SPECTRUM_PLOT_MAX_POINTS
-    data["viewer"]["redshift_fit"] = selectors.spectrum_redshift_fit(row)
-    data["viewer"]["may_decide_redshift"] = may_decide
-    data["viewer"]["compare"] = {
-        "choices": [
-            {**choice, "label": charts.plotly_text(choice["label"]), "label_text": choice["label"]}
-            for choice in selectors.spectrum_compare_choices(row)
-        ],
-        "url": reverse("api_spectrum_overlay", args=[row.pk]),
-        "templates": selectors.redshift_template_choices(),
-    }
-    data["viewer"]["sky_spectrum"] = selectors.spectrum_sky(row, max_points)
-    return data
-
-
 def _list_navigation(request: HttpRequest, spectrum_id: int) -> dict[str, Any]:
     """The spectra list the page was opened from (``list``: that list's query), the way back
     and the previous and next spectra within it."""
@@ -128,7 +108,6 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
     row = get_object_or_404(Spectrum.objects.select_related("task"), pk=spectrum_id)
     code = request.GET.get("task") or (row.task.code if row.task else "")
     task = Task.objects.filter(code__iexact=code).first() if code else None
-    may_decide = permissions.REDSHIFT_DECIDE.allows(request.user)
     return render(
         request,
         "annotation/spectrum_detail.html",
@@ -136,15 +115,22 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
             "spectrum": row,
             "task": task,
             "tasks": Task.objects.all(),
-            "plot_data": _workbench_data(row, task, may_decide),
             "form": RenderForm(initial={"lo": 6500, "hi": 6630, "label": "H-alpha"}),
             "coverage": selectors.spectrum_tool(row).coverage(),
             "resolution": selectors.spectrum_value(row).resolution,
-            "redshift_current": selectors.spectrum_redshift_current(row),
-            "may_decide_redshift": may_decide,
+            **workbench.spectrum_viewer_context(row=row, task=task, user=request.user),
             **_list_navigation(request, row.pk),
         },
     )
+
+
+@require_role(permissions.BROWSE)
+@require_GET
+def spectrum_viewer_fit(request: HttpRequest, spectrum_id: int) -> JsonResponse:
+    """The redshift fit as the viewer draws it (alternatives, templates), asked for by pages that
+    show the viewer where a decision is made once their plot is drawn (workbench ``fit_later``)."""
+    row = get_object_or_404(Spectrum, pk=spectrum_id)
+    return JsonResponse(selectors.spectrum_redshift_fit(row))
 
 
 @require_role(permissions.REDSHIFT_DECIDE)

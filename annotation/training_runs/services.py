@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from agent import inspection_tasks as agent_tasks
-from annotation.core.errors import WorkflowError
+from annotation.core.errors import FieldRefused, WorkflowError
 from annotation.core.models import Job, JobState
 from annotation.core.services import audit_log_record, job_cancel, job_claim, job_succeed
 from annotation.curation.models import (
@@ -195,7 +195,7 @@ def training_run_create(
     if base_checkpoint is not None:
         base_model = base_checkpoint.path
     elif base_model.strip():
-        base_model = _checked_model_path(base_model)
+        base_model = _checked_model_path(base_model, field="base_model")
     base_model = (base_model or str(preset_values.get("model_name_or_path") or "")).strip()
     if not base_model:
         raise WorkflowError(f"the {preset} preset names no base model: give a checkpoint folder")
@@ -360,14 +360,17 @@ def policy_checkpoint_register(
     return checkpoint
 
 
-def _checked_model_path(raw: Any) -> str:
+def _checked_model_path(raw: Any, *, field: str = "model_path") -> str:
     """A local checkpoint folder the server may load: registered, or inside a configured root.
 
     The filesystem twin of registered endpoints: a path typed by a user never makes the server
-    load (and so read, and run the code of) an arbitrary folder.
+    load (and so read, and run the code of) an arbitrary folder. ``field``: the input that gave
+    the path, named in the refusal.
     """
     if not isinstance(raw, str) or not raw.strip():
-        raise WorkflowError("a local checkpoint policy needs model_path")
+        raise FieldRefused(
+            field=field, reason="is empty: a local checkpoint policy needs its folder"
+        )
     # Lexical, not resolve(): the folder is loaded by a worker, maybe on another machine.
     folder = Path(os.path.normpath(raw.strip()))
     if PolicyCheckpoint.objects.filter(path=str(folder)).exists():
@@ -375,7 +378,8 @@ def _checked_model_path(raw: Any) -> str:
     roots = [Path(os.path.normpath(root)) for root in settings.POLICY_CHECKPOINT_ROOTS]
     if folder.is_absolute() and any(folder.is_relative_to(root) for root in roots):
         return str(folder)
-    raise WorkflowError(
-        f"model_path {raw.strip()!r} is neither a registered checkpoint nor inside a checkpoint "
-        f"folder ({', '.join(str(root) for root in roots)}); staff set POLICY_CHECKPOINT_ROOTS"
+    raise FieldRefused(
+        field=field,
+        reason=f"{raw.strip()!r} is neither a registered checkpoint nor inside a checkpoint "
+        f"folder ({', '.join(str(root) for root in roots)}); staff set POLICY_CHECKPOINT_ROOTS",
     )

@@ -83,6 +83,11 @@ def training_create(request: HttpRequest) -> HttpResponse:
                 name=data["name"],
                 created_by=request.user,  # type: ignore[arg-type]
             )
+        except core_errors.FieldRefused as error:
+            if error.field in form.fields:  # under the field, named by its label
+                form.add_error(error.field, f"{form[error.field].label} {error.reason}")
+            else:
+                form.add_error(None, str(error))
         except core_errors.WorkflowError as error:
             form.add_error(None, str(error))
         else:

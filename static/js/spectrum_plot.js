@@ -121,6 +121,32 @@
   const SPIKE_SMOOTH_WIDTH = 5, SPIKE_THRESHOLD_SIGMA = 8, SPIKE_REACH_FRACTION = 0.5;
   const SPIKE_MAX_PIXELS = 2, SPIKE_CONTINUUM_WIDTH = 15, SPIKE_NOISE_SIGMAS = 3;
   const SPIKE_SUPPORT_RATIO = 2, Y_MARGIN_FRACTION = 0.06;
+  const PLATEAU_MAX_PIXELS = 5, PLATEAU_FLAT_FRACTION = 0.8, PLATEAU_EDGE_FRACTION = 0.2;
+
+  // agent/render.py _plateau_runs: 3-5 pixel runs, flat-topped and sharp-edged (issue 37).
+  function markPlateaus(flux, threshold, sigma, spike) {
+    const n = flux.length;
+    if (n < SPIKE_CONTINUUM_WIDTH) return;
+    const rise = flux.map(function (v, i) { return v - runningMedianAt(flux, SPIKE_CONTINUUM_WIDTH, i); });
+    for (let i = 0; i < n; i++) {
+      if (Math.abs(rise[i]) <= threshold) continue;
+      let end = i;
+      while (end + 1 < n && Math.abs(rise[end + 1]) > threshold) end++;
+      const start = i;
+      i = end;
+      const length = end - start + 1;
+      if (length < 3 || length > PLATEAU_MAX_PIXELS || start === 0 || end === n - 1) continue;
+      const run = rise.slice(start, end + 1);
+      const top = run.reduce(function (a, b) { return Math.abs(b) > Math.abs(a) ? b : a; });
+      const sign = top > 0 ? 1 : -1;
+      const peak = Math.max.apply(null, run.map(function (v) { return sign * v; }));
+      const flat = Math.min.apply(null, run.map(function (v) { return sign * v; })) >= PLATEAU_FLAT_FRACTION * peak;
+      const edge = Math.max(SPIKE_NOISE_SIGMAS * sigma, PLATEAU_EDGE_FRACTION * peak);
+      if (flat && sign * rise[start - 1] <= edge && sign * rise[end + 1] <= edge) {
+        for (let k = start; k <= end; k++) spike[k] = true;
+      }
+    }
+  }
 
   function median(values) {
     const sorted = values.slice().sort(function (a, b) { return a - b; });
@@ -163,6 +189,7 @@
         spike[start] = spike[end] = true;
       }
     }
+    markPlateaus(flux, threshold, sigma, spike);
     let lo = Infinity, hi = -Infinity;
     flux.forEach(function (v, i) { if (!spike[i]) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
     const reach = SPIKE_REACH_FRACTION * (hi - lo);
@@ -356,10 +383,16 @@
     const hi = form.querySelector("[name=hi]");
     const label = form.querySelector("[name=label]");
     if (plotNode) {
+      // A zoom or pan names its range ("xaxis.range[0]"); a reset (the 0 key, a double-click)
+      // sets the whole span as one "xaxis.range" (wireYRange): both fill the form (issue 37: after
+      // 0 the form kept the old zoom).
       plotNode.on("plotly_relayout", function (ev) {
-        if (ev["xaxis.range[0]"] !== undefined && lo && hi) {
-          lo.value = Number(ev["xaxis.range[0]"]).toFixed(1);
-          hi.value = Number(ev["xaxis.range[1]"]).toFixed(1);
+        const whole = ev["xaxis.range"];
+        const from = ev["xaxis.range[0]"] !== undefined ? ev["xaxis.range[0]"] : whole && whole[0];
+        const to = ev["xaxis.range[1]"] !== undefined ? ev["xaxis.range[1]"] : whole && whole[1];
+        if (from !== undefined && to !== undefined && lo && hi) {
+          lo.value = Number(from).toFixed(1);
+          hi.value = Number(to).toFixed(1);
           // The chip's label named the chip's window, not the one zoomed to.
           if (label) label.value = "";
         }

@@ -157,19 +157,78 @@
     return width;
   };
 
+  // --- line labels: horizontal, in rows under the top of the plot, never overlapping ----------
+  // Issue 37: labels rotated by 90° at 9 px piled on each other at 1,440 px. Each label now takes
+  // the first row where it clears those already placed, measured in screen pixels for the range
+  // shown (redrawn on zoom and resize); one that fits in no row is left off until a zoom makes
+  // room (its marker stays). Balmer lines are placed first, then emission, then absorption lines.
+  const LABEL_FONT_PX = 11;
+  const LABEL_ROW_PX = 15;
+  const LABEL_ROWS = 3;
+  const LABEL_GAP_PX = 6;
+  const KIND_ORDER = { balmer: 0, emission: 1, absorption: 2 };
+  let measureContext = null;
+
+  // The label's width on screen: its text (Plotly decodes the entities) in Plotly's font.
+  function labelWidth(text) {
+    const plain = String(text).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&#37;/g, "%").replace(/&amp;/g, "&");
+    if (!measureContext) measureContext = document.createElement("canvas").getContext("2d");
+    if (!measureContext) return plain.length * LABEL_FONT_PX * 0.62;
+    measureContext.font = LABEL_FONT_PX + "px \"Open Sans\", verdana, arial, sans-serif";
+    return measureContext.measureText(plain).width + 4;
+  }
+
+  // The x axis's pixels per Ångström and its range now (Plotly's laid-out axis when drawn).
+  Viewer.prototype.axisScale = function () {
+    const axis = (this.node._fullLayout || {}).xaxis;
+    const range = this.xRange();
+    const width = axis && axis._length ? axis._length : Math.max((this.node.clientWidth || 600) - 70, 100);
+    return { lo: range[0], hi: range[1], perUnit: width / Math.max(range[1] - range[0], 1e-9), width: width };
+  };
+
+  // labels: [{x, text, kind, order}] -> the same with a row (0 = top), or row -1 when left off.
+  function placeLabels(labels, scale) {
+    const rows = [];
+    for (let r = 0; r < LABEL_ROWS; r++) rows.push([]);
+    const sorted = labels.slice().sort(function (a, b) {
+      return (KIND_ORDER[a.kind] || 1) - (KIND_ORDER[b.kind] || 1) || a.order - b.order;
+    });
+    sorted.forEach(function (label) {
+      label.row = -1;
+      const centre = (label.x - scale.lo) * scale.perUnit;
+      const half = labelWidth(label.text) / 2;
+      if (centre < 0 || centre > scale.width) return;
+      // Kept inside the plot: a label at an edge is shifted in (xshift), not cut off.
+      let shift = 0;
+      if (centre - half < 0) shift = half - centre;
+      else if (centre + half > scale.width) shift = scale.width - centre - half;
+      const left = centre + shift - half - LABEL_GAP_PX / 2, right = centre + shift + half + LABEL_GAP_PX / 2;
+      for (let r = 0; r < rows.length; r++) {
+        const clear = rows[r].every(function (span) { return right <= span[0] || left >= span[1]; });
+        if (clear) {
+          rows[r].push([left, right]);
+          label.row = r;
+          label.shift = shift;
+          return;
+        }
+      }
+    });
+    return labels;
+  }
+
   Viewer.prototype.drawLines = function () {
     const on = this.field("lines");
     const shapes = [];
-    const annotations = [];
+    const labels = [];
     if (!on || on.checked) {
       const medium = (this.field("medium") || {}).value || "vacuum";
       const shift = (1 + this.z) / (1 + this.frameZ);
       const span = this.span;
-      this.info.lines.forEach(function (line) {
+      this.info.lines.forEach(function (line, order) {
         const colour = KIND_COLOURS[line.kind] || KIND_COLOURS.emission;
         const waves = line[medium] || line.vacuum;
         let labelled = false;
-        waves.forEach(function (rest, i) {
+        waves.forEach(function (rest) {
           const x = rest * shift;
           if (x < span[0] || x > span[1]) return;
           shapes.push({
@@ -178,17 +237,25 @@
           });
           if (!labelled) {
             labelled = true;
-            annotations.push({
-              x: x, y: 0.98, xref: "x", yref: "paper", yanchor: "top", xanchor: "right",
-              text: line.name, textangle: -90, showarrow: false,
-              font: { size: 9, color: colour }, name: "line-label",
-            });
+            labels.push({ x: x, text: line.name, kind: line.kind, colour: colour, order: order });
           }
         });
       });
     }
+    const annotations = placeLabels(labels, this.axisScale())
+      .filter(function (label) { return label.row >= 0; })
+      .map(function (label) {
+        return {
+          x: label.x, y: 1, xref: "x", yref: "paper", yanchor: "top", xanchor: "center",
+          xshift: label.shift, yshift: -2 - label.row * LABEL_ROW_PX, text: label.text, showarrow: false,
+          font: { size: LABEL_FONT_PX, color: label.colour }, bgcolor: "rgba(255,255,255,0.8)",
+          borderpad: 0, name: "line-label",
+        };
+      });
+    this.linesShown = labels.length;
     window.specvetPlot.setLayer(this.node, "lines", shapes, annotations);
     this.node.dataset.lineShift = String((1 + this.z) / (1 + this.frameZ));
+    this.node.dataset.lineLabels = annotations.length + "/" + labels.length;
   };
 
   Viewer.prototype.drawSky = function () {
@@ -338,8 +405,9 @@
       const button = self.field(name);
       if (button) button.addEventListener("click", actions[name]);
     });
-    // Keys keys.js does not take (it clicks data-key elements for one-character keys).
-    const extra = { ArrowLeft: "pan-left", ArrowRight: "pan-right", "=": "zoom-in" };
+    // Keys keys.js does not take (it clicks data-key elements for one-character keys); Home is
+    // "whole spectrum" everywhere, and the only key for it where 0-4 set a quality (the queue).
+    const extra = { ArrowLeft: "pan-left", ArrowRight: "pan-right", "=": "zoom-in", Home: "zoom-whole" };
     document.addEventListener("keydown", function (event) {
       if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
       if (typingIn(event.target) || !extra[event.key] || !self.bar.offsetParent) return;
@@ -433,6 +501,12 @@
       if (self.node.dataset.smoothing && self.node.dataset.smoothing !== "none") self.drawSmooth();
     });
     this.node.addEventListener("specvet:window", function (ev) { self.selectWindow(ev.detail.range); });
+    // The labels' rows depend on the pixels per Ångström: placed again after a zoom or a resize.
+    this.node.on("plotly_relayout", function (ev) {
+      const moved = ev["xaxis.range[0]"] !== undefined || ev["xaxis.range"] !== undefined ||
+        ev["xaxis.autorange"] !== undefined || ev.autosize !== undefined || ev.width !== undefined;
+      if (moved) self.drawLines();
+    });
     this.node.addEventListener("specvet:inspected", function () { self.drawChips(); });
     document.addEventListener("click", function (ev) {
       const header = ev.target.closest ? ev.target.closest("#steps .step[data-shown-range] header") : null;

@@ -53,6 +53,7 @@
   // moveLines: the line markers follow a stepped-to alternative; on load they stay at the
   // file's redshift (the "file z" the viewer starts from).
   Workbench.prototype.show = function (index, moveLines) {
+    if (this.fitPending) return;  // asked for, not arrived: the keys wait for it
     const candidates = this.fit.candidates;
     const shown = this.field("fit-shown");
     if (!candidates.length) {
@@ -63,6 +64,10 @@
       }, this);
       return;
     }
+    ["fit-previous", "fit-next", "fit-accept"].forEach(function (name) {
+      const button = this.field(name);
+      if (button) button.disabled = false;
+    }, this);
     this.index = (index + candidates.length) % candidates.length;
     const c = candidates[this.index];
     const template = this.fit.templates[c.template_index];
@@ -116,17 +121,40 @@
       .catch(function () { note.textContent = "could not load that spectrum"; });
   };
 
+  // The fit's alternatives: from the page's data, or (pages where a decision is made, issue 37)
+  // asked for once the plot is drawn, so that the page and its keys do not wait for the fit.
+  Workbench.prototype.useFit = function (fit) {
+    this.fitPending = false;
+    this.fit = fit || { candidates: [], templates: [], note: "the fit could not be loaded" };
+    const fitNote = this.field("fit-note");
+    if (fitNote && fit) {
+      const margin = fit.class_delta_chi2;
+      fitNote.textContent = (fit.spectype ? "class " + fit.spectype + (margin === null || margin === undefined
+        ? "" : " (\u0394\u03c7\u00b2 " + margin.toFixed(0) + " over the next class)") + "; " : "") +
+        fit.n_pixels + " px, " + fit.n_templates + " templates, " +
+        (fit.seconds * 1000).toFixed(0) + " ms" + (fit.note ? "; " + fit.note : "");
+    }
+    this.show(0, false);
+    this.node.dataset.fitReady = "1";
+  };
+
+  Workbench.prototype.loadFit = function () {
+    const self = this;
+    if (this.viewer.redshift_fit || !this.viewer.redshift_fit_url) {
+      this.useFit(this.fit);
+      return;
+    }
+    this.fitPending = true;
+    this.field("fit-shown").textContent = "fitting\u2026";
+    fetch(this.viewer.redshift_fit_url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (fit) { self.useFit(fit); })
+      .catch(function () { self.useFit(null); });
+  };
+
   Workbench.prototype.wire = function () {
     const self = this;
     this.bar.hidden = false;
-    const fitNote = this.field("fit-note");
-    if (fitNote) {
-      const margin = this.fit.class_delta_chi2;
-      fitNote.textContent = (this.fit.spectype ? "class " + this.fit.spectype + (margin === null
-        ? "" : " (\u0394\u03c7\u00b2 " + margin.toFixed(0) + " over the next class)") + "; " : "") +
-        this.fit.n_pixels + " px, " + this.fit.n_templates + " templates, " +
-        (this.fit.seconds * 1000).toFixed(0) + " ms" + (this.fit.note ? "; " + this.fit.note : "");
-    }
     this.field("fit-previous").addEventListener("click", function () { self.show(self.index - 1, true); });
     this.field("fit-next").addEventListener("click", function () { self.show(self.index + 1, true); });
     this.field("fit-template").addEventListener("change", function () { self.show(self.index, false); });
@@ -161,7 +189,7 @@
         self.node.dataset.sky = ev.target.checked ? "shown" : "hidden";
       });
     }
-    this.show(0, false);
+    this.loadFit();
     this.node.dataset.workbenchReady = "1";
   };
 

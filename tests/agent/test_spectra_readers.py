@@ -343,6 +343,23 @@ def test_it_still_refuses_truncated_data(tmp_path: Path) -> None:
     refused(tmp_path / "cut.fits", "truncated")
 
 
+def test_it_says_where_a_truncated_data_unit_ends_without_pythons_words(tmp_path: Path) -> None:
+    # Issue 37: a FITS cut inside its data unit read "(TypeError: buffer is too small for
+    # requested array)".
+    raw = image_bytes()
+    (tmp_path / "cut.fits").write_bytes(raw[: 2880 + 100])
+    message = refused(
+        tmp_path / "cut.fits", "truncated FITS file", "HDU 0", "but the file ends at byte 2,980"
+    )
+    assert "Error" not in message and "buffer" not in message, message
+
+
+def test_it_says_a_file_ends_inside_a_header(tmp_path: Path) -> None:
+    (tmp_path / "head.fits").write_bytes(image_bytes()[:1000])
+    message = refused(tmp_path / "head.fits", "truncated FITS file", "inside a header")
+    assert "Error" not in message, message
+
+
 # --- what is not a spectrum ----------------------------------------------------------------------
 
 

@@ -3,6 +3,9 @@ agent's verdict and shown in the catalog."""
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -13,7 +16,9 @@ from rest_framework.test import APIClient
 from annotation.catalog import selectors as catalog
 from annotation.inspections import jobs, services
 from annotation.inspections.models import Candidate, CandidateState, CatalogEntry, ExpertDecision
+from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import Task
+from annotation.spectra.workbench import spectrum_viewer_context
 from tests.factories import ScriptedPolicy, answer_turn, make_spectrum, tool_call_turn
 
 pytestmark = pytest.mark.django_db
@@ -308,3 +313,87 @@ def test_it_keeps_the_other_experts_decision_when_one_undoes(
     assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "split"
     expert_client.post(reverse("vetting_undo"), {"candidate": candidate.pk})
     assert CatalogEntry.objects.get(candidate=candidate).expert_decision == "NO"
+
+
+# --- issue 37: the whole spectrum viewer in the queue ------------------------------------------
+
+HOSTILE_FILE_TEXT = "<img src=x onerror=alert(1)>%{x}"
+
+
+def _plot_data(body: str) -> dict:
+    match = re.search(r'<script id="plot-data" type="application/json">(.*?)</script>', body)
+    assert match, "no plot data"
+    return json.loads(match.group(1))
+
+
+def test_it_shows_the_whole_viewer_in_the_queue(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6], with_tool_call=True)
+    body = expert_client.get(reverse("vetting_queue")).content.decode()
+    for part in (
+        'data-viewer-for="spectrum-plot"',  # lines, z, smoothing, regions, template
+        'data-workbench-for="spectrum-plot"',  # redshift fit, compare overlay, sky
+        'class="viewer-meta small"',  # the file's metadata
+        "js/spectrum_viewer.js",
+        "js/spectrum_workbench.js",
+    ):
+        assert part in body, part
+    data = _plot_data(body)
+    assert data["inspected"] == [[6500.0, 6630.0]]
+    assert data["viewer"]["lines"] and data["viewer"]["limits"]
+    # The fit comes once the plot is drawn (the page does not wait for it), from the same builder.
+    assert data["viewer"]["redshift_fit"] is None
+    fit = expert_client.get(data["viewer"]["redshift_fit_url"]).json()
+    assert fit["n_templates"] > 0 and "candidates" in fit and "templates" in fit
+    # 0-4 set the quality in the queue: the viewer's whole-spectrum key there is Home.
+    assert 'data-viewer="zoom-whole" aria-keyshortcuts="Home"' in body
+    assert 'data-viewer="zoom-whole" data-key="0"' not in body
+
+
+def test_it_keeps_file_text_inert_in_the_queues_viewer(expert_client, run_candidates):
+    (candidate,) = run_candidates([0.6])
+    spectrum = candidate.spectrum
+    spectrum.meta = {**spectrum.meta, "OBJNAME": HOSTILE_FILE_TEXT, "BUNIT": HOSTILE_FILE_TEXT}
+    spectrum.save(update_fields=["meta"])
+    body = expert_client.get(reverse("vetting_queue")).content.decode()
+    assert "<img src=x" not in body
+    data = _plot_data(body)
+    assert "<img" not in json.dumps(data["viewer"]["flux_unit"])
+
+
+def test_it_prints_what_the_whole_viewer_costs_per_candidate(expert_client, run_candidates):
+    candidates = run_candidates([0.6, 0.6, 0.6, 0.6, 0.6], with_tool_call=True)
+    expert_client.get(reverse("vetting_queue"))  # warm: the fit's templates, once per process
+    spectrum, task, user = (
+        candidates[0].spectrum,
+        candidates[0].run.task,
+        candidates[0].run.created_by,
+    )
+    rounds = 5
+    started = time.perf_counter()
+    for _ in range(rounds):
+        spectra_selectors.spectrum_plot_data(row=spectrum, task=task)
+    plot_only = (time.perf_counter() - started) / rounds
+    started = time.perf_counter()
+    for _ in range(rounds):
+        spectrum_viewer_context(row=spectrum, task=task, user=user, fit_later=True)
+    whole = (time.perf_counter() - started) / rounds
+    started = time.perf_counter()
+    for _ in range(rounds):
+        spectra_selectors.spectrum_redshift_fit(spectrum)
+    fit = (time.perf_counter() - started) / rounds
+    started = time.perf_counter()
+    for _ in range(rounds):
+        assert expert_client.get(reverse("vetting_queue")).status_code == 200
+    page = (time.perf_counter() - started) / rounds
+    started = time.perf_counter()
+    for candidate in candidates[1:]:
+        assert decide(expert_client, candidate, "YES").status_code == 302
+        assert expert_client.get(reverse("vetting_queue")).status_code == 200
+    decision = (time.perf_counter() - started) / (len(candidates) - 1)
+    print(
+        f"\nqueue server side, one candidate: plot data alone {plot_only * 1000:.0f} ms, the "
+        f"whole viewer's data {whole * 1000:.0f} ms (+{(whole - plot_only) * 1000:.0f} ms; the "
+        f"redshift fit, asked for after the plot is drawn, {fit * 1000:.0f} ms); "
+        f"queue page GET {page * 1000:.0f} ms; decision POST + next page "
+        f"{decision * 1000:.0f} ms"
+    )

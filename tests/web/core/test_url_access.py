@@ -147,6 +147,7 @@ MATRIX: dict[str, set[str]] = {
     "spectrum_detail": READERS,
     "spectrum_render": READERS,
     "spectrum_render_png": READERS,
+    "spectrum_viewer_fit": READERS,
     "spectrum_upload": {E, M, S},
     "api_task_list": READERS,
     "api_spectrum_list": READERS,

@@ -76,3 +76,25 @@ def test_it_explains_a_bad_data_set_name_without_the_word_slug(expert_client):
     assert "The data set name may hold only letters, digits, underscores (_) and hyphens" in body
     assert "my data/set" in body
     assert not Spectrum.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_names_the_file_and_where_a_truncated_fits_upload_ends(expert_client):
+    # Issue 37: a truncated FITS upload showed "(TypeError: buffer is too small for requested
+    # array)" under the form.
+    import io
+
+    import numpy as np
+    from astropy.io import fits
+
+    buffer = io.BytesIO()
+    hdu = fits.PrimaryHDU(np.ones(3000, dtype=np.float32))
+    hdu.header.update({"CRVAL1": 4000.0, "CDELT1": 2.0, "CRPIX1": 1.0})
+    hdu.writeto(buffer)
+    upload = SimpleUploadedFile("spec-cut.fits", buffer.getvalue()[:6000])
+    response = expert_client.post(reverse("spectrum_upload"), {"files": [upload], "dataset": "x"})
+    body = response.content.decode()
+    assert "Nothing was stored. spec-cut.fits: truncated FITS file: HDU 0 (PRIMARY)" in body
+    assert "but the file ends at byte 6,000" in body
+    assert "TypeError" not in body and "buffer is too small" not in body
+    assert not Spectrum.objects.exists()

@@ -308,3 +308,18 @@ def test_it_marks_each_stages_data_fields_for_the_form_to_show_one_stage(ml_clie
     body = ml_client.get(reverse("training_create")).content.decode()
     assert '<fieldset data-stage="sft">' in body and '<fieldset data-stage="grpo">' in body
     assert "js/training.js" in body
+
+
+def test_it_names_the_base_model_field_by_its_label_when_refusing_its_folder(ml_client, export):
+    # Issue 37: the refusal said "model_path" under a field labelled "Base model".
+    form = {
+        "stage": "sft",
+        "preset": "cpu-tiny",
+        "base_model": "/nowhere/qwen",
+        "dataset_export": export.pk,
+    }
+    response = ml_client.post(reverse("training_create"), form)
+    body = response.content.decode()
+    assert "Base model &#x27;/nowhere/qwen&#x27; is neither a registered checkpoint" in body
+    assert "model_path" not in body
+    assert not TrainingRun.objects.exists()
