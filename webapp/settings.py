@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
 from webapp.tempdir import private_temp_dir
@@ -385,6 +386,28 @@ INSPECTION_ENQUEUE_INLINE_MAX = envint("INSPECTION_ENQUEUE_INLINE_MAX", 1000)
 # message): a batch shares its lease, claim, read and durable commit; a killed worker's batch is
 # redelivered and its finished candidates are skipped.
 INSPECTION_BATCH_SIZE = envint("INSPECTION_BATCH_SIZE", 16)
+# Candidates per Celery message for a run on a model endpoint: their episodes are in flight at
+# once (annotation/inspections/in_flight.py), up to INSPECTION_IN_FLIGHT per worker process and
+# endpoint, shared by the process's pool threads; "name=K,name=K" sets it per endpoint.
+INSPECTION_MODEL_BATCH_SIZE = envint("INSPECTION_MODEL_BATCH_SIZE", 32)
+INSPECTION_IN_FLIGHT = envint("INSPECTION_IN_FLIGHT", 32)
+
+
+def _limits_by_name(variable: str, text: str) -> dict[str, int]:
+    limits = {}
+    for item in filter(str.strip, text.split(",")):
+        name, _, limit = item.partition("=")
+        if not name.strip() or not limit.strip().isdigit() or not 1 <= int(limit) <= 4096:
+            raise ImproperlyConfigured(
+                f"{variable}: {item.strip()!r} must be NAME=K with K a whole number 1-4096"
+            )
+        limits[name.strip()] = int(limit)
+    return limits
+
+
+INSPECTION_IN_FLIGHT_BY_ENDPOINT = _limits_by_name(
+    "INSPECTION_IN_FLIGHT_BY_ENDPOINT", os.getenv("INSPECTION_IN_FLIGHT_BY_ENDPOINT", "")
+)
 # The share of each run's finished candidates re-run in-process in the background and compared
 # with what was stored (the run's first candidate always): a mismatch is an alarm on the run
 # page and in the audit log. Runs whose policy samples (temperature > 0 or no seed) are not

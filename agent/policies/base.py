@@ -36,6 +36,13 @@ class EndpointUnavailable(PolicyError):
     """
 
 
+class EndpointBusy(EndpointUnavailable):
+    """The model server answered, but was full: its last answer was HTTP 429 or the request
+    timed out waiting. Back-pressure, not an outage: the same turn is worth sending again
+    after a pause (``annotation.inspections.in_flight``), without giving the episode up.
+    """
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Decoding settings shared by every model-backed policy.

@@ -22,6 +22,7 @@ import httpx
 
 from agent.parsing import strip_special_tokens
 from agent.policies.base import (
+    EndpointBusy,
     EndpointUnavailable,
     PolicyError,
     SamplingParams,
@@ -30,6 +31,9 @@ from agent.policies.base import (
 )
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# Connections kept open per process: episodes in flight (``annotation.inspections.in_flight``)
+# each hold one while their turn is served; httpx's default keeps 20 and reconnects the rest.
+MAX_CONNECTIONS = 512
 MAX_RETRY_AFTER_SECONDS = 60.0
 BODY_EXCERPT_CHARS = 300
 
@@ -39,7 +43,8 @@ class OpenAICompatiblePolicy:
 
     ``max_retries`` is the number of attempts in all (at least 1). Connection errors, timeouts,
     HTTP 429 and 5xx are retried with exponential backoff (``backoff * 2**k`` seconds, or the
-    server's ``Retry-After`` when longer), then raise EndpointUnavailable; other 4xx raise
+    server's ``Retry-After`` when longer), then raise EndpointUnavailable (EndpointBusy when
+    the last try was a 429 or a timeout: the server is full, not down); other 4xx raise
     PolicyError at once. ``client`` (a ready ``httpx.Client``, whose own timeout then applies)
     or ``transport`` can be injected, and ``sleep`` replaced, for tests.
     """
@@ -81,7 +86,12 @@ class OpenAICompatiblePolicy:
         self.name = f"openai:{model}"
         self._sleep = sleep
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = client or httpx.Client(timeout=timeout, transport=transport, headers=headers)
+        limits = httpx.Limits(
+            max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
+        )
+        self._client = client or httpx.Client(
+            timeout=timeout, transport=transport, headers=headers, limits=limits
+        )
         if client is not None and api_key:
             self._client.headers.update(headers)
         self._local = threading.local()
@@ -138,6 +148,7 @@ class OpenAICompatiblePolicy:
     def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
         last_reason = ""
         outcome = "unreachable"
+        busy = False
         for attempt in range(1, self.max_retries + 1):
             retry_after = 0.0
             try:
@@ -145,18 +156,20 @@ class OpenAICompatiblePolicy:
             except httpx.TransportError as error:
                 last_reason = _describe_transport_error(error)
                 outcome = "unreachable"
+                busy = isinstance(error, httpx.TimeoutException)
             else:
                 if response.status_code < 400:
                     return response
                 last_reason = f"HTTP {response.status_code}: {_excerpt(response.text)}"
                 outcome = "failing"
+                busy = response.status_code == 429
                 if response.status_code not in RETRYABLE_STATUS:
                     raise PolicyError(f"endpoint {self.label} rejected the request: {last_reason}")
                 retry_after = _retry_after_seconds(response)
             if attempt < self.max_retries:
                 self._sleep(max(self.backoff * 2 ** (attempt - 1), retry_after))
         reason = last_reason.replace(self.base_url, self.label)
-        raise EndpointUnavailable(
+        raise (EndpointBusy if busy else EndpointUnavailable)(
             f"endpoint {self.label} {outcome} after {self.max_retries} attempts: {reason}"
         )
 

@@ -11,7 +11,7 @@ from agent.policies.base import EndpointUnavailable
 from annotation.core import services as core_services
 from annotation.core.jobs import OutageWatch, retry_delay, runner, waiting_reason
 from annotation.core.models import Job
-from annotation.inspections import services, shifts
+from annotation.inspections import in_flight, services, shifts
 from annotation.inspections.run_policies import policy_for
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,11 @@ class _Batch:
         if time.monotonic() - self.oldest >= BATCH_WRITE_SECONDS:
             self.write()
 
+    def write_due(self) -> None:
+        """Write the held results once the oldest has waited BATCH_WRITE_SECONDS."""
+        if self.results and time.monotonic() - self.oldest >= BATCH_WRITE_SECONDS:
+            self.write()
+
     def recheck(self) -> None:
         """Send this batch's candidates that fall in their run's re-check sample to be
         reproduced in the background."""
@@ -115,6 +120,9 @@ def run_candidates(candidate_ids: list[int], *, can_wait: bool = False) -> Waiti
     candidates to try again, and when, after a model endpoint outage.
     """
     batch = _Batch(candidate_ids)
+    if batch.candidates and in_flight.applies(batch.candidates[0].run):
+        later = in_flight.run_batch(batch, can_wait=can_wait)
+        return Waiting(candidate_ids=later[0], delay=later[1]) if later else None
     for position, candidate in enumerate(batch.candidates):
         if batch.cancelled(candidate.run):
             batch.write()

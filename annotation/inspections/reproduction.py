@@ -87,7 +87,7 @@ def candidate_reproduce(candidate_id: int, *, policy: Any = None) -> Reproductio
     """Re-run the candidate's episodes in-process and compare them with what was stored."""
     from agent.rollout import inspect
     from annotation.curation.services import PngsByHash
-    from annotation.inspections.services import candidate_verdict, rollout_meta
+    from annotation.inspections.verdicts import candidate_verdict, rollout_meta
     from annotation.spectra.selectors import spectrum_value, task_value
 
     started = time.perf_counter()

@@ -37,6 +37,8 @@ from annotation.inspections.run_policies import policy_spec_check, sampling_chec
 from annotation.inspections.selectors import NO_HOLD, shift_holds
 from annotation.inspections.shifts import shift_check_start
 from annotation.inspections.triage import confidence_rules, triage_reason
+from annotation.inspections.verdicts import candidate_verdict as candidate_verdict
+from annotation.inspections.verdicts import rollout_meta as rollout_meta
 from annotation.spectra.models import Spectrum, Task
 from annotation.spectra.selectors import vetted_labels_of
 
@@ -149,12 +151,14 @@ def candidate_batch_size(policy_spec: dict[str, Any]) -> int:
 
     INSPECTION_BATCH_SIZE for the rule-based inspector, which never waits on a model: a batch
     shares its message, lease and release statements, claim, read and durable commit, which cost
-    a lone candidate more than its own rows do (``bench_candidates`` shows both). One for a
-    model: its seconds per candidate dwarf the message's cost, and a queued batch would claim
-    candidates long before they start.
+    a lone candidate more than its own rows do (``bench_candidates`` shows both).
+    INSPECTION_MODEL_BATCH_SIZE for an endpoint: the batch's episodes are in flight at once
+    (``in_flight``). One for a local checkpoint, which answers one episode at a time.
     """
     if policy_spec.get("kind") == "rule-based":
         return max(1, int(settings.INSPECTION_BATCH_SIZE))
+    if policy_spec.get("kind") == "openai":
+        return max(1, int(settings.INSPECTION_MODEL_BATCH_SIZE))
     return 1
 
 
@@ -327,6 +331,21 @@ def live_steps_write(*, candidate: Candidate, rollout_index: int, steps: list[An
     image_blobs_store(pngs.pngs)
 
 
+@transaction.atomic
+def live_steps_write_many(*, steps: list[tuple[Candidate, int, list[Any]]]) -> None:
+    """``live_steps_write`` for the steps of several rollouts ``(candidate, index, steps)`` at
+    once: still three statements (episodes in flight, ``in_flight``)."""
+    _commit_without_waiting()
+    pngs = PngsByHash()
+    rows = [
+        row
+        for candidate, index, own in steps
+        for row in _live_step_rows(candidate=candidate, rollout_index=index, steps=own, pngs=pngs)
+    ]
+    _live_steps_insert(rows)
+    image_blobs_store(pngs.pngs)
+
+
 class LiveStepBuffer:
     """The live steps of one rollout on their way to the database.
 
@@ -376,19 +395,6 @@ class RolloutResult:
     steps: list[LiveStep]
     pngs: dict[str, bytes]
     finish_with: list[Rollout] | None = None
-
-
-def rollout_meta(*, candidate: Candidate, index: int) -> dict[str, Any]:
-    """What a candidate's rollout records beside the trajectory, to name its own input: the
-    run, candidate and spectrum, the spectrum's content hash and the run's sampling."""
-    return {
-        "run": candidate.run_id,
-        "candidate": candidate.pk,
-        "rollout": index,
-        "spectrum_id": candidate.spectrum_id,
-        "spectrum_content_hash": candidate.spectrum.content_hash,
-        "sampling": candidate.run.sampling or {},
-    }
 
 
 def rollout_result(
@@ -478,28 +484,6 @@ def rollout_record(
     if live is not None:
         live.pending = []
     return result.rollout
-
-
-def candidate_verdict(rollouts: list[Rollout]) -> tuple[str, float | None, float]:
-    """(verdict, confidence, vote share) of a candidate from its rollouts.
-
-    The verdict is the majority answer. The confidence is the policy's own probability of that
-    answer averaged over rollouts when the policy reports one, else the vote share.
-    """
-    from agent.calibration import majority_verdict
-
-    verdict, share = majority_verdict([r.prediction or None for r in rollouts])
-    if verdict is None:
-        return "", 0.5 if share else 0.0, share
-    reported = [r for r in rollouts if r.confidence is not None and r.prediction]
-    if reported and len(reported) == len(rollouts):
-        probabilities = [
-            r.confidence if r.prediction == verdict else 1.0 - r.confidence
-            for r in reported
-            if r.confidence is not None  # always (see reported); narrows the type
-        ]
-        return verdict, sum(probabilities) / len(probabilities), share
-    return verdict, share, share
 
 
 _CATALOG_COLUMNS = [

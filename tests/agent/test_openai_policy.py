@@ -298,6 +298,27 @@ def test_it_tells_an_outage_worth_retrying_later_from_a_rejected_request(
     assert not isinstance(rejected.value, EndpointUnavailable)
 
 
+def test_it_tells_a_full_server_from_one_that_is_down(server: FakeChatServer) -> None:
+    # A 429 after every retry is back-pressure (EndpointBusy: send the turn again later);
+    # a 503 is an outage (the candidate waits), though both are worth trying again.
+    from agent.policies.base import EndpointBusy
+
+    server.replies = [Reply(429, {"error": "all slots busy"})]
+    with pytest.raises(EndpointBusy, match="failing after 2 attempts: HTTP 429"):
+        make_policy(server.base_url, [], max_retries=2).generate(conversation())
+    server.replies = [Reply(429, {"error": "full"}), Reply(503, {"error": "loading"})]
+    with pytest.raises(EndpointUnavailable) as down:
+        make_policy(server.base_url, [], max_retries=2).generate(conversation())
+    assert not isinstance(down.value, EndpointBusy)
+
+
+def test_it_keeps_a_connection_open_per_episode_in_flight(server: FakeChatServer) -> None:
+    from agent.policies.openai_compatible import MAX_CONNECTIONS
+
+    pool = make_policy(server.base_url)._client._transport._pool  # type: ignore[attr-defined]
+    assert pool._max_keepalive_connections == MAX_CONNECTIONS >= 256
+
+
 def test_it_retries_a_timeout_then_reports_it(server: FakeChatServer) -> None:
     server.replies = [Reply(delay=0.5)]
     policy = make_policy(server.base_url, [], max_retries=2, timeout=0.1)

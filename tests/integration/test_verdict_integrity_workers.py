@@ -80,3 +80,55 @@ def test_it_stores_each_verdict_on_its_own_spectrum_through_real_workers(
         assert len(reproductions) == 18
         wrong = {r.candidate_id: r.differences[:2] for r in reproductions if not r.matches}
         assert not wrong, wrong
+
+
+def test_it_stores_each_model_verdict_once_with_64_episodes_in_flight_under_429s(
+    settings, tasks, broker, start_worker
+) -> None:
+    """Issue 34: two worker processes of two threads, K = 64 episodes in flight each, against a
+    stand-in model server of four slots that refuses the rest with HTTP 429. Every candidate
+    ends done, once, with the answer the stand-in gave for its own spectrum."""
+    from agent.tool import SpectralVisualizationTool
+    from annotation.bench.standin import LatencyModel, StandIn, answer_for_png
+    from annotation.inspections.models import Rollout
+    from annotation.spectra.selectors import spectrum_value
+    from tests.factories import make_endpoint
+
+    server = StandIn(slots=4, latency=LatencyModel(0.05), reject=True)
+    make_endpoint(name="standin", base_url=server.start(), model="stand-in")
+    try:
+        settings.INSPECTION_MODEL_BATCH_SIZE = 8
+        spectrum_ids = synthetic_rows(24)
+        run = inspections_services.inspection_run_create(
+            task=tasks["CV"],
+            spectrum_ids=spectrum_ids,
+            policy_spec={"kind": "openai", "endpoint": "standin", "max_retries": 1},
+            sampling={"temperature": 0.0, "seed": 7},
+            created_by=None,
+            enqueue=False,
+        )
+        ids = list(run.candidates.order_by("pk").values_list("pk", flat=True))
+        for batch in inspections_services.candidate_batches(
+            policy_spec=run.policy_spec, candidate_ids=ids
+        ):
+            broker.enqueue("annotation.inspections.tasks.run_candidates", batch)
+        workers = [
+            start_worker(f"fly-{n}", pool="threads", concurrency=2, INSPECTION_IN_FLIGHT="64")
+            for n in range(2)
+        ]
+
+        def finished() -> bool:
+            return not run.candidates.exclude(state=CandidateState.DONE).exists()
+
+        wait_until(finished, workers=workers, what="the model run to finish")
+        assert server.record.rejected > 0  # the server was full and said so
+        assert server.record.served == 24 * 2
+        for candidate in Candidate.objects.filter(run=run).select_related("spectrum"):
+            png = SpectralVisualizationTool(spectrum_value(candidate.spectrum)).render_full().png
+            assert candidate.verdict == answer_for_png(png), candidate.pk
+        assert Rollout.objects.filter(candidate__run=run).count() == 24
+        reproductions = run_reproduce(InspectionRun.objects.get(pk=run.pk))
+    finally:
+        server.stop()
+    wrong = {r.candidate_id: r.differences[:2] for r in reproductions if not r.matches}
+    assert len(reproductions) == 24 and not wrong, wrong

@@ -49,10 +49,18 @@ def test_it_finishes_a_killed_inspection_candidate_once(cv, broker, start_worker
     )
     candidate = Candidate.objects.create(run=run, spectrum=make_spectrum())
     broker.enqueue("annotation.inspections.tasks.run_candidate", candidate.pk)
-    first = start_worker("first")
+    # One episode in flight, so the rollouts take turns and the request numbers are known.
+    first = start_worker("first", INSPECTION_IN_FLIGHT="1")
     wait_until(chat_script.held.is_set, workers=[first], what="the held model request")
-    assert Rollout.objects.filter(candidate=candidate).count() == 1
-    assert LiveStep.objects.filter(candidate=candidate, rollout_index=1).count() == 1
+    # Episodes in flight write a finished rollout within 2 s, live steps within 1 s.
+    wait_until(
+        lambda: (
+            Rollout.objects.filter(candidate=candidate).count() == 1
+            and LiveStep.objects.filter(candidate=candidate, rollout_index=1).count() == 1
+        ),
+        workers=[first],
+        what="rollout 0 and the first live step of rollout 1 to be written",
+    )
 
     first.kill()
     chat_script.release.set()

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from annotation.core import tasks as core_tasks
 from annotation.core.models import ImageBlob
 from annotation.curation import services as curation_services
-from annotation.inspections import jobs
+from annotation.inspections import in_flight, jobs
 from annotation.inspections import services as inspections_services
 from annotation.inspections import tasks as inspections_tasks
 from annotation.inspections.models import (
@@ -102,29 +102,53 @@ class WatchingPolicy(ScriptedPolicy):
         return super().generate(messages)
 
 
-def run_watched(monkeypatch, cv, ml_engineer, turns, spec):
+class CountingPolicy(ScriptedPolicy):
+    """Scripted turns that note, on each call, how many live steps were written: a model's
+    turns are asked for in request threads, which do not share the test's transaction."""
+
+    def __init__(self, turns, written):
+        super().__init__(turns)
+        self.written = written
+        self.seen: list[int] = []
+
+    def generate(self, messages):
+        self.seen.append(len(self.written))
+        return super().generate(messages)
+
+
+def run_watched(monkeypatch, cv, ml_engineer, turns, spec, policy=None):
     spectrum = make_spectrum()
     run = inspections_services.inspection_run_create(
         task=cv, spectrum_ids=[spectrum.pk], policy_spec=spec, created_by=ml_engineer, enqueue=False
     )
     candidate = run.candidates.get()
-    policy = WatchingPolicy(turns, candidate.pk)
+    policy = policy or WatchingPolicy(turns, candidate.pk)
     monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: policy)
+    monkeypatch.setattr(in_flight, "policy_for", lambda spec, sampling=None: policy)
     assert inspections_services.candidate_claim(candidate_id=candidate.pk)
     jobs.run_candidate(candidate.pk)
     return policy, candidate
 
 
 def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, ml_engineer):
-    # However fast this scripted model answers, a model's steps are never held back.
-    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    # Episodes in flight write live steps at most LIVE_WRITE_SECONDS apart, a step due before
+    # its episode's next turn is sent: at 0 s, however fast the model, none is held back.
+    monkeypatch.setattr(in_flight, "LIVE_WRITE_SECONDS", 0.0)
+    written: list[int] = []
+    write = inspections_services.live_steps_write_many
+
+    def counted(*, steps):
+        write(steps=steps)
+        written.extend(step.index for _, _, own in steps for step in own)
+
+    monkeypatch.setattr(inspections_services, "live_steps_write_many", counted)
     make_endpoint(name="gpu-1")
     turns = [tool_call_turn(6500, 6630, "H-alpha"), tool_call_turn(4800, 4920, "H-beta")]
     spec = {"kind": "openai", "endpoint": "gpu-1"}
-    policy, candidate = run_watched(
-        monkeypatch, cv, ml_engineer, [*turns, answer_turn("YES")], spec
-    )
+    policy = CountingPolicy([*turns, answer_turn("YES")], written)
+    policy, candidate = run_watched(monkeypatch, cv, ml_engineer, [], spec, policy=policy)
     assert policy.seen == [0, 1, 2]
+    assert written == [0, 1]  # the answer's step goes in with the rollout
     assert LiveStep.objects.filter(candidate=candidate).count() == 3
 
 

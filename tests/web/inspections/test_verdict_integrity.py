@@ -303,9 +303,16 @@ def spectrum_model() -> Iterator[str]:
 
 @needs_postgres
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.parametrize("in_flight", [1, 64], ids=["K=1", "K=64"])
 def test_it_keeps_a_model_s_answers_and_token_counts_on_their_own_spectra(
-    settings, cv, owner, staff, monkeypatch, fresh_policies, spectrum_model
+    settings, cv, owner, staff, monkeypatch, fresh_policies, spectrum_model, in_flight
 ) -> None:
+    from annotation.inspections import in_flight as in_flight_module
+
+    # Episodes in flight (issue 34): each thread's batch runs up to K episodes at once, the
+    # two threads sharing the process's K.
+    settings.INSPECTION_IN_FLIGHT = in_flight
+    monkeypatch.setattr(in_flight_module, "_gates", {})
     make_endpoint(name="scripted", base_url=spectrum_model, model="scripted")
     Interleave().install(monkeypatch)
     run = create_run(
