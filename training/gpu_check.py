@@ -677,40 +677,7 @@ def _round(value: Any) -> Any:
 # --- the command ------------------------------------------------------------------------------------
 
 
-def stage_learning(check: Check, variant: str) -> None:
-    """Opt-in (``--learning VARIANT``, not in the 8-minute plan): the learning benchmark of
-    ``training.bench.learning`` on this device, preset ``gpu``, one seed; each of its verdicts
-    (learnt, every control held, for ``zoom`` tool calls sustained) becomes a verdict here. On
-    2 CPU cores GRPO did not learn either variant and SFT did not learn ``zoom``; this is where
-    those parts are to be shown."""
-    from training.bench.learning import learning_check
-
-    figures: dict[str, Any] = {}
-    check.figures["learning"] = figures
-    try:
-        with measured(check, figures):
-            result = learning_check(
-                device="cuda" if check.cuda else "cpu", preset="gpu", variant=variant,
-                out=check.work / f"learning-{variant}", log=check.log,
-            )  # fmt: skip
-    except Exception as error:  # noqa: BLE001 - reported as the stage's failed verdict
-        check.fail((f"learning_{variant}",), error)
-        return
-    figures["runs"] = result["runs"]
-    for name, ok in result["runs"][0]["verdicts"].items():
-        stage = name.split("_")[0]
-        measured_stage = result["runs"][0].get(stage, {})
-        figure = (
-            f"held-out greedy {measured_stage.get('before')} -> {measured_stage.get('after')}, "
-            f"P(true) {measured_stage.get('p_before')} -> {measured_stage.get('p_after')}; "
-            f"controls {measured_stage.get('controls')}"
-        )
-        check.judge(f"learning_{variant}_{name}", ok, figure)
-
-
-def run_check(
-    preset: Preset, *, out: Path, work: Path, cuda: bool, learning: str | None = None
-) -> Check:
+def run_check(preset: Preset, *, out: Path, work: Path, cuda: bool) -> Check:
     """All stages in order; each writes its figures and verdicts whatever the others did."""
     check = Check(preset=preset, work=work, out=out, cuda=cuda)
     check.log(f"gpu_check preset {preset.name} on {'CUDA' if cuda else 'the CPU'}; work in {work}")
@@ -726,9 +693,6 @@ def run_check(
     check.save()
     judge_speed(check)
     check.save()
-    if learning is not None:
-        stage_learning(check, learning)
-        check.save()
     return check
 
 
@@ -751,13 +715,6 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tiny", action="store_true", help="the tiny model and a handful of steps (any machine)"
     )
-    parser.add_argument(
-        "--learning",
-        choices=("visible", "zoom"),
-        default=None,
-        help="also run training.bench.learning (preset gpu, one seed) with its verdicts; "
-        "not part of the 8-minute plan",
-    )
     return parser
 
 
@@ -772,9 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     work = options.work or Path(tempfile.mkdtemp(prefix="gpu-check-"))
     work.mkdir(parents=True, exist_ok=True)
     check = run_check(
-        PRESETS["tiny" if options.tiny else "gpu"], out=options.out, work=work, cuda=cuda,
-        learning=options.learning,
-    )  # fmt: skip
+        PRESETS["tiny" if options.tiny else "gpu"], out=options.out, work=work, cuda=cuda
+    )
     failed = [verdict for verdict in check.verdicts if verdict.status == FAIL]
     check.log(
         f"{len(check.verdicts) - len(failed)} of {len(check.verdicts)} verdicts passed or noted, "

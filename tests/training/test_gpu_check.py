@@ -177,29 +177,3 @@ def test_it_gives_the_gpu_runs_the_recipes_configs_with_the_checks_settings(tmp_
     assert (grpo.num_generations, grpo.per_device_train_batch_size, grpo.max_steps) == (8, 16, 3)
     assert (grpo.max_completion_length, grpo.max_tool_calling_iterations) == (1024, 2)
     assert data_args.specvi_mini_tasks == ["CV"] and run_args.validation_every_steps > 1000
-
-
-def test_it_turns_each_learning_benchmark_verdict_into_a_gpu_check_verdict(tmp_path, monkeypatch):
-    """``--learning zoom`` runs the picture benchmark on the device; a control that learnt
-    (here the tool-off run) fails the check, not only a run that did not learn."""
-    from training.bench import learning
-
-    calls: dict[str, Any] = {}
-
-    def fake_learning_check(**kwargs: Any) -> dict[str, Any]:
-        calls.update(kwargs)
-        grpo = {"before": 0.5, "after": 0.9, "p_before": 0.5, "p_after": 0.9, "controls": {}}
-        verdicts = {"grpo_learnt": True, "grpo_tool_off_held": False}
-        return {"runs": [{"grpo": grpo, "verdicts": verdicts}]}
-
-    monkeypatch.setattr(learning, "learning_check", fake_learning_check)
-    check = Check(preset=PRESETS["gpu"], work=tmp_path, out=tmp_path / "r.json", cuda=False)
-    gpu_check.stage_learning(check, "zoom")
-    assert (calls["device"], calls["preset"], calls["variant"]) == ("cpu", "gpu", "zoom")
-    statuses = {verdict.name: verdict.status for verdict in check.verdicts}
-    assert statuses == {
-        "learning_zoom_grpo_learnt": "PASS",
-        "learning_zoom_grpo_tool_off_held": "FAIL",
-    }
-    assert not check.passed
-    assert gpu_check.make_parser().parse_args(["--learning", "zoom"]).learning == "zoom"

@@ -62,12 +62,12 @@ python -m training.bench.learning --variant zoom --preset gpu --device cuda
 ```
 
 ``learning_check(device=..., preset=..., variant=...)`` is the same run as a function returning a
-result dict with a ``verdicts`` map (for ``training.gpu_check``).
+result dict with a ``verdicts`` map.
 
 Status (figures and the exact commands in docs/guides/ml-engineer.md, "Shown to learn from the
 picture"): on 2 CPU cores SFT learns ``visible`` with every control held; GRPO has not learnt
 ``visible`` (rollout accuracy flat at ~0.5 over every setting tried, or a collapse), and ``zoom``
-learns neither way; both are left to ``python -m training.gpu_check --learning zoom``.
+learns neither way; both are left to the device: ``bash training/gpu_check.sh learning``.
 """
 
 from __future__ import annotations
