@@ -19,41 +19,55 @@ with ``shuffle_dataset=False``) is 50/50 and a constant answer earns exactly cha
 weights over the bf16 checkpoint) on demonstrations answering the label; for ``zoom`` the
 demonstration first calls the tool on the H-alpha window. GRPO (``training.grpo``: TRL's
 ``GRPOTrainer`` with the agent's environment and tool, eq.-3 reward) starts from a *format*
-checkpoint: SFT on the same demonstrations with labels shuffled, which answers in the format
-(and, for ``zoom``, calls the tool) but not from the picture. The reward is the only teacher.
+checkpoint: SFT on the shuffled-label rows (every picture once answered YES, once NO), which
+answers in the format (and, for ``zoom``, calls the tool) and says each answer with probability
+about 1/2 whatever the picture, so every GRPO group explores both. The reward is the only
+teacher.
 
-**What is measured** is held-out greedy accuracy: the trained model answers fresh spectra through
-the agent's own inspection loop (``agent.rollout.inspect``, tool calls run for real) with greedy
-decoding, before and after training. Weight movement is not evidence (a constant reward moves
-AdamW's weights through one-ulp advantages). Controls, each beside the positive run:
+**What is measured**, on held-out spectra (their own generator stream, never in training), is
+(a) greedy accuracy: the model answers through the agent's own inspection loop
+(``agent.rollout.inspect``, tool calls run for real) with greedy decoding, and (b) P(true): the
+mean probability of the true answer at the decision token (``answer_probability``; the accuracy
+the model has when it samples). Both before and after training. Weight movement is not
+evidence (a constant reward moves AdamW's weights through one-ulp advantages), and neither is
+greedy accuracy alone: greedy decoding of a model that says each answer with probability ~1/2
+follows the smallest picture-dependent tilt, so it lands anywhere from 0 to 1 (the format
+checkpoint: 0.12 greedy on seed 0). Learnt means P(true) under ``p_threshold`` before, greedy
+>= ``threshold`` and P(true) above 1/2 after (the sign; SFT's margin is small, see the guide). Controls, each beside the positive run:
 
 - ``swapped``: the trained model on the held-out rows with the other class's spectrum: accuracy
   must flip (<= 1 - threshold);
 - ``blank``: training and evaluation with a blank I0: chance;
-- ``shuffled``: labels shuffled over the images: chance (for SFT this *is* the format
-  checkpoint);
+- ``shuffled``: every picture twice, labelled YES once and NO once, so no function of the picture
+  predicts the label (for SFT this *is* the format checkpoint; for GRPO both copies of a picture
+  are in the same step, so their rewards pull opposite ways); scored against the true labels.
+  A permutation of the labels, or half of each class relabelled, is no control: each picture
+  keeps one label, 80 steps memorise the 32 pairs, and the memorised map generalises through
+  the pictures' one feature with a sign set by chance (held-out 0.12, 0.16, 1.00 on seeds 0-2);
 - ``constant_reward``: GRPO whose reward is -0.2 for every rollout, what an untrained model
   earns: chance;
 - ``tool_off`` (``zoom``): the same GRPO run with the tool switched off (the environment answers
   every call with the disabled notice, evaluation runs with ``use_tool=False``): chance.
 
-Chance is judged with a band: with ``eval_items`` balanced rows, a control passes when its
-accuracy stays <= ``chance_ceiling``.
+A control holds on a seed when its P(true) stays under ``p_threshold``; its greedy accuracy is
+printed beside it and judged across seeds (``right_on_every_seed``: a control at
+``threshold`` on every seed fails). Swapped must flip (greedy <= 1 - ``threshold``, P(true)
+under 1/2).
 
 ```bash
-python -m training.bench.learning --seeds 0 1 2                    # item 1, CPU, all controls
+OMP_NUM_THREADS=1 python -m training.bench.learning --seeds 0 1 2   # item 1, CPU, all controls
+python -m training.bench.learning --stages grpo --seeds 0 --set grpo_lr=1e-3 temperature=0.5
 python -m training.bench.learning --variant zoom --preset zoom_cpu  # item 2 (see the note)
 python -m training.bench.learning --variant zoom --preset gpu --device cuda
 ```
 
 ``learning_check(device=..., preset=..., variant=...)`` is the same run as a function returning a
-result dict with a ``verdicts`` map (for ``training.gpu_check``).
+result dict with a ``verdicts`` map.
 
-Status (figures in docs/guides/ml-engineer.md, "Shown to learn from the picture"). On 2 CPU
-cores SFT learns ``visible`` on seeds 0-2: 1.00 held-out, swapped 0.00, blank 0.50. The
-decorrelated-label control came out 0.12, 0.16 and 1.00, so it fails one seed in three. GRPO
-has not learnt ``visible`` in 40 steps: rollout accuracy stayed flat, and one seed collapsed.
-``zoom`` learns neither way on CPU, and no zoom rollout made a well-formed call.
+Status (figures and the exact commands in docs/guides/ml-engineer.md, "Shown to learn from the
+picture"): on 2 CPU cores SFT learns ``visible`` with every control held; GRPO has not learnt
+``visible`` (rollout accuracy flat at ~0.5 over every setting tried, or a collapse), and ``zoom``
+learns neither way; both are left to the device: ``bash training/gpu_check.sh learning``.
 """
 
 from __future__ import annotations
@@ -61,28 +75,41 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-VARIANTS = ("visible", "zoom")
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-TASK = "CV"  # the task record inspect() files the episodes under; the prompts are ours
-SYSTEM = "Answer from the plot."
-SYSTEM_TOOL = (
-    'Answer from the plots. Zoom with <tool_call>{"name": "spectral_visualization_tool", '
-    '"arguments": {"wavelength_range": [min, max]}}</tool_call>.'
+from training.bench.picture_task import (  # noqa: F401 - the benchmark's public names
+    ANSWER_PREFIX,
+    GRID,
+    H_ALPHA,
+    H_BETA,
+    QUESTION,
+    SYSTEM,
+    SYSTEM_TOOL,
+    TASK,
+    VARIANTS,
+    ZOOM_WINDOW,
+    GreedyPolicy,
+    Item,
+    _ProbePolicy,
+    answer_probability,
+    answer_turn,
+    blank_png,
+    demonstrations,
+    greedy_accuracy,
+    opening,
+    picture_items,
+    picture_spectrum,
+    shuffled_labels,
+    swapped,
+    tool_budget,
+    tool_call_turn,
 )
-QUESTION = "<image>Is H-alpha in emission?"
-ZOOM_WINDOW = (6500.0, 6630.0)
-H_ALPHA = 6564.6
-H_BETA = 4862.7
-GRID = np.arange(3800.0, 9000.0, 2.0)
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 STAGE_CONTROLS = {
     "sft": ("swapped", "blank", "shuffled"),
     "grpo": ("swapped", "blank", "shuffled", "constant_reward", "tool_off"),
@@ -103,6 +130,9 @@ class PictureSettings:
     format_steps: int = 80
     grpo_steps: int = 40
     grpo_lr: float = 2e-3
+    grpo_optim: str = "adamw_torch"
+    grpo_beta: float = 0.0
+    grpo_adam_epsilon: float = 1e-8
     num_generations: int = 4
     prompts_per_step: int = 8  # even: half YES, half NO in every step
     temperature: float = 1.0
@@ -110,10 +140,12 @@ class PictureSettings:
     max_new_tokens: int = 48  # per turn of the greedy evaluation
     seed: int = 0
     device: str = "cpu"
-    # What "learnt" means: held-out greedy accuracy after >= threshold, from <= start_ceiling.
-    threshold: float = 0.85
-    start_ceiling: float = 0.65
-    chance_ceiling: float = 0.7  # a control at chance stays at or under this
+    # What "learnt" means (``verdicts``):
+    threshold: float = 0.85  # greedy accuracy after
+    # Mean P(true answer): before training and every control (but swapped) stay under it. It
+    # does not judge learning: SFT's 80 steps learn the right sign on every held-out row of
+    # seeds 0-2 but a margin of only 0.504-0.53 (ml-engineer guide).
+    p_threshold: float = 0.52
     controls: tuple[str, ...] = ("swapped", "blank", "shuffled", "constant_reward", "tool_off")
     stages: tuple[str, ...] = ("sft", "grpo")
 
@@ -123,7 +155,7 @@ PRESETS: dict[str, PictureSettings] = {
     "cpu": PictureSettings(),
     # The suite's test: SFT on item 1 only, fewer rows and steps.
     "test": PictureSettings(
-        eval_items=16, sft_steps=64, controls=("swapped", "blank"),
+        eval_items=16, sft_steps=64, controls=("swapped", "blank", "shuffled"),
         stages=("sft",),
     ),
     # Item 2 on 2 CPU cores: a tool call, its plot and the answer need >= 600 tokens of room.
@@ -135,227 +167,12 @@ PRESETS: dict[str, PictureSettings] = {
     # Not yet run on a GPU: on 2 CPU cores 80 SFT steps did not learn the zoomed feature.
     "gpu": PictureSettings(
         variant="zoom", train_items=64, eval_items=64, sft_steps=300, format_steps=300,
-        grpo_steps=60, max_completion_length=640, max_new_tokens=160, device="cuda",
+        grpo_steps=100, max_completion_length=640, max_new_tokens=160, device="cuda",
+        # On the CPU lr 2e-3 at temperature 1 broke the format in 4 steps and 1e-2 collapsed to
+        # one answer in 3; 1e-3 at temperature 0.5 stayed stable (and flat) for 20 steps.
+        grpo_lr=1e-3, temperature=0.5, num_generations=8,
     ),
 }  # fmt: skip
-
-
-# --- the task ----------------------------------------------------------------------------------
-
-
-def picture_spectrum(label: str, rng: np.random.Generator, variant: str, name: str) -> Any:
-    """One synthetic spectrum of class ``label`` (YES/NO); the class is drawn into the flux."""
-    from agent.spectra import Spectrum
-
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}")
-    continuum = 1.0 + rng.uniform(-0.3, 0.3) * (GRID - 6400.0) / 2600.0
-    flux = continuum + rng.normal(0.0, rng.uniform(0.03, 0.06), GRID.size)
-    if variant == "visible":
-        if label == "YES":
-            flux += rng.uniform(3.0, 5.0) * _gauss(H_ALPHA, rng.uniform(25.0, 40.0))
-    else:
-        flux += rng.uniform(12.0, 18.0) * _gauss(H_BETA, rng.uniform(25.0, 35.0))
-        sign = 1.0 if label == "YES" else -1.0
-        flux += sign * rng.uniform(0.45, 0.6) * _gauss(H_ALPHA, rng.uniform(3.0, 4.0))
-    ivar = np.full(GRID.size, 400.0)
-    return Spectrum(GRID.copy(), flux, ivar=ivar, survey="synthetic", object_id=name, source=name)
-
-
-def _gauss(centre: float, sigma: float) -> np.ndarray:
-    return np.exp(-0.5 * ((GRID - centre) / sigma) ** 2)
-
-
-@dataclass(frozen=True)
-class Item:
-    spectrum: Any
-    label: str  # what the spectrum shows (YES/NO)
-
-
-def picture_items(n: int, *, variant: str, seed: int, split: str) -> list[Item]:
-    """``n`` rows alternating YES, NO; ``split`` seeds its own generator, so train and held-out
-    spectra never coincide."""
-    offset = {"train": 1, "eval": 2}[split]
-    rng = np.random.default_rng([seed, offset])
-    labels = ["YES" if i % 2 == 0 else "NO" for i in range(n)]
-    return [
-        Item(picture_spectrum(label, rng, variant, f"{split}-{seed}-{i:04d}"), label)
-        for i, label in enumerate(labels)
-    ]
-
-
-def swapped(items: Sequence[Item]) -> list[Item]:
-    """Each row keeps its label but shows its neighbour's spectrum (the other class)."""
-    return [Item(items[i ^ 1].spectrum, item.label) for i, item in enumerate(items)]
-
-
-def shuffled_labels(items: Sequence[Item], seed: int) -> list[Item]:
-    """The same spectra with labels the picture does not decide: within each class, a random
-    half is labelled YES and the other half NO (a plain permutation stays correlated with the
-    class by chance, and the model learns that correlation: held-out 0.00 or 1.00)."""
-    rng = random.Random(seed)
-    labels: dict[int, str] = {}
-    for label in ("YES", "NO"):
-        members = [i for i, item in enumerate(items) if item.label == label]
-        rng.shuffle(members)
-        for rank, index in enumerate(members):
-            labels[index] = "YES" if rank % 2 == 0 else "NO"
-    return [Item(item.spectrum, labels[i]) for i, item in enumerate(items)]
-
-
-def blank_png() -> bytes:
-    from PIL import Image
-
-    from agent.tool import IMAGE_SIZE
-
-    buffer = io.BytesIO()
-    Image.new("RGB", IMAGE_SIZE, "white").save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def opening(variant: str, *, blank: bool = False) -> Any:
-    """The first turn every row gets: our system prompt and question, specvet's I0 (or a blank
-    image of the same size)."""
-    from agent.rollout import Opening
-    from agent.trajectory import ImageRef
-
-    image = ImageRef(blank_png(), None, None) if blank else None
-    system = SYSTEM_TOOL if variant == "zoom" else SYSTEM
-    return Opening(user_prompt=QUESTION, system_prompt=system, image=image)
-
-
-def tool_budget(variant: str) -> int:
-    """Observations an episode may use: none to answer from I0, one zoom for ``zoom``."""
-    return 1 if variant == "zoom" else 0
-
-
-def tool_call_turn() -> str:
-    arguments = {"wavelength_range": list(ZOOM_WINDOW)}
-    return f"<tool_call>{json.dumps({'name': 'spectral_visualization_tool', 'arguments': arguments})}</tool_call>"
-
-
-def answer_turn(label: str) -> str:
-    return f"<answer>\\boxed{{{label}}}</answer>"
-
-
-class _Scripted:
-    def __init__(self, turns: list[str]) -> None:
-        self.turns = list(turns)
-
-    def info(self) -> dict[str, Any]:
-        return {"name": "scripted"}
-
-    def generate(self, messages: list[dict[str, Any]]) -> str:
-        return self.turns.pop(0)
-
-
-def demonstrations(items: Sequence[Item], variant: str, *, blank: bool = False) -> list[Any]:
-    """SFT trajectories through the agent's own loop: (``zoom``: the tool call on the H-alpha
-    window, its plot), then the row's label."""
-    from agent.inspection_tasks import get_task
-    from agent.rollout import inspect
-
-    task = get_task(TASK)
-    first = opening(variant, blank=blank)
-    trajectories = []
-    for item in items:
-        turns = [answer_turn(item.label)]
-        if variant == "zoom":
-            turns.insert(0, tool_call_turn())
-        trajectory = inspect(item.spectrum, task, _Scripted(turns), opening=first)
-        if trajectory.answer is None or trajectory.answer.prediction != item.label:
-            raise RuntimeError(f"demonstration of {item.spectrum.object_id} did not answer")
-        trajectories.append(trajectory)
-    return trajectories
-
-
-# --- held-out greedy accuracy ------------------------------------------------------------------
-
-
-class GreedyPolicy:
-    """The model being trained, as an agent policy: greedy, ``max_new_tokens`` per turn.
-    ``generate_batch`` decodes a round of episodes together (left padding), which is what
-    ``agent.rollout.inspect_batch`` calls."""
-
-    def __init__(self, model: Any, processor: Any, max_new_tokens: int) -> None:
-        self.model, self.processor, self.max_new_tokens = model, processor, max_new_tokens
-        tokenizer = processor.tokenizer
-        self.stop = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-
-    def info(self) -> dict[str, Any]:
-        return {"name": "greedy-in-training"}
-
-    def generate(self, messages: list[dict[str, Any]]) -> str:
-        return self.generate_batch([messages])[0]
-
-    def generate_batch(self, conversations: list[list[dict[str, Any]]]) -> list[str]:
-        import torch
-
-        from agent.parsing import strip_special_tokens
-        from agent.policies.transformers_policy import to_processor_messages
-
-        if not conversations:
-            return []
-        tokenizer = self.processor.tokenizer
-        side, tokenizer.padding_side = tokenizer.padding_side, "left"
-        try:
-            inputs = self.processor.apply_chat_template(
-                [to_processor_messages(messages) for messages in conversations],
-                add_generation_prompt=True, tokenize=True, return_dict=True,
-                return_tensors="pt", padding=True,
-            ).to(self.model.device)  # fmt: skip
-        finally:
-            tokenizer.padding_side = side
-        with torch.no_grad():
-            output = self.model.generate(
-                **inputs, do_sample=False, temperature=None, top_p=None, top_k=None,
-                max_new_tokens=self.max_new_tokens, eos_token_id=self.stop,
-                pad_token_id=tokenizer.pad_token_id,
-            )  # fmt: skip
-        texts = []
-        for row in output[:, inputs["input_ids"].shape[1] :].tolist():
-            for index, token in enumerate(row):
-                if token in self.stop:
-                    row = row[:index]
-                    break
-            texts.append(strip_special_tokens(tokenizer.decode(row, skip_special_tokens=False)))
-        return texts
-
-
-def greedy_accuracy(
-    model: Any,
-    processor: Any,
-    items: Sequence[Item],
-    settings: PictureSettings,
-    *,
-    blank: bool = False,
-    use_tool: bool = True,
-) -> dict[str, float]:
-    """Held-out greedy accuracy through ``agent.rollout.inspect`` (tool calls run for real),
-    with the share of episodes that called the tool and that answered YES."""
-    from agent.inspection_tasks import get_task
-    from agent.rollout import inspect_batch
-
-    policy = GreedyPolicy(model, processor, settings.max_new_tokens)
-    task, first = get_task(TASK), opening(settings.variant, blank=blank)
-    was_training = model.training
-    model.eval()
-    try:
-        trajectories = inspect_batch(
-            [(item.spectrum, task) for item in items], policy,
-            max_tool_calls=tool_budget(settings.variant), use_tool=use_tool,
-            openings=[first] * len(items),
-        )  # fmt: skip
-    finally:
-        model.train(was_training)
-    right = calls = yes = 0
-    for item, trajectory in zip(items, trajectories, strict=True):
-        prediction = trajectory.answer.prediction if trajectory.answer else None
-        right += prediction == item.label
-        yes += prediction == "YES"
-        calls += any(step.tool_call is not None for step in trajectory.steps)
-    n = len(items)
-    return {"accuracy": right / n, "tool_call_share": calls / n, "yes_share": yes / n}
 
 
 # --- the stages --------------------------------------------------------------------------------
@@ -416,6 +233,7 @@ def run_sft(
     if evaluate_swapped:
         result["swapped"] = greedy_accuracy(run.trainer.model, run.processor, swapped(held_out), s)
     result["checkpoint"] = str(save_sft_run(run, *args))
+    (Path(output_dir) / "figures.json").write_text(json.dumps(result, default=str))
     return result
 
 
@@ -452,6 +270,7 @@ def run_grpo(
     history = run.trainer.state.log_history
     for key in ("reward", "batch_accuracy", "tool_calls_mean"):
         result[key] = [round(e[key], 3) for e in history if key in e]
+    (Path(output_dir) / "figures.json").write_text(json.dumps(result, default=str))
     return result
 
 
@@ -479,7 +298,8 @@ def build_picture_grpo(
         [
             "--config", str(CONFIGS / "grpo_cpu_tiny.yaml"), "--model_name_or_path", str(start),
             "--output_dir", str(output_dir), "--max_steps", str(s.grpo_steps),
-            "--learning_rate", str(s.grpo_lr),
+            "--learning_rate", str(s.grpo_lr), "--optim", s.grpo_optim, "--beta", str(s.grpo_beta),
+            "--adam_epsilon", str(s.grpo_adam_epsilon),
             "--per_device_train_batch_size", str(n * s.prompts_per_step),
             "--num_generations", str(n), "--max_completion_length", str(s.max_completion_length),
             "--max_tool_calling_iterations", str(max(1, tool_budget(s.variant))), "--shuffle_dataset", "false",
@@ -539,7 +359,8 @@ def _train(
             trainer.model, processor, held_out, settings, blank=blank, use_tool=use_tool
         )
 
-    before = measure() if measure_before else {"accuracy": float("nan")}
+    nan = float("nan")
+    before = measure() if measure_before else {"accuracy": nan, "p_true": nan}
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
@@ -547,6 +368,8 @@ def _train(
     return {
         "before": before["accuracy"],
         "after": after["accuracy"],
+        "p_before": before["p_true"],
+        "p_after": after["p_true"],
         "after_detail": after,
         "train_seconds": round(seconds, 1),
         "dtype": str(next(trainer.model.parameters()).dtype),
@@ -556,8 +379,16 @@ def _train(
 # --- the benchmark -----------------------------------------------------------------------------
 
 
-def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = print) -> dict:
-    """One seed: SFT and GRPO with their controls; every figure is held-out greedy accuracy."""
+def run_seed(
+    out: Path,
+    settings: PictureSettings,
+    log: Callable[[str], None] = print,
+    *,
+    format_from: Path | None = None,
+) -> dict:
+    """One seed: SFT and GRPO with their controls; every figure is held-out greedy accuracy and
+    P(true answer). ``format_from`` reuses a format checkpoint this seed's settings already
+    trained (its ``figures.json``) instead of training it again (for tuning GRPO)."""
     s = settings
     out.mkdir(parents=True, exist_ok=True)
     model = build_picture_model(out / "tiny", s)
@@ -568,22 +399,24 @@ def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = 
     if "sft" in s.stages:
         sft = run_sft(model, out / "sft", train, held_out, s, steps=s.sft_steps,
                       evaluate_swapped="swapped" in s.controls)  # fmt: skip
-        controls = {"swapped": sft.pop("swapped")["accuracy"]} if "swapped" in s.controls else {}
+        controls = {"swapped": _control(sft.pop("swapped"))} if "swapped" in s.controls else {}
         if "blank" in s.controls:
             blank = run_sft(model, out / "sft-blank", train, held_out, s, steps=s.sft_steps,
                             blank=True, measure_before=False)  # fmt: skip
-            controls["blank"] = blank["after"]
+            controls["blank"] = _control(blank["after_detail"])
         if "shuffled" in s.controls:
             # With format_steps == sft_steps this run is also GRPO's format checkpoint.
             shuffled = run_sft(model, out / "format", mixed, held_out, s, steps=s.sft_steps,
                                measure_before=False)  # fmt: skip
-            controls["shuffled"] = shuffled["after"]
+            controls["shuffled"] = _control(shuffled["after_detail"])
             if s.format_steps == s.sft_steps:
                 result["format"] = shuffled
         sft["controls"] = controls
         result["sft"] = sft
         log(_row("sft", s.seed, sft))
     if "grpo" in s.stages:
+        if format_from is not None and "format" not in result:
+            result["format"] = json.loads((format_from / "figures.json").read_text())
         if "format" not in result:
             result["format"] = run_sft(
                 model, out / "format", mixed, held_out, s, steps=s.format_steps,
@@ -594,16 +427,17 @@ def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = 
         grpo = run_grpo(start, out / "grpo", train, held_out, s, measure_before=False,
                         evaluate_swapped="swapped" in s.controls)  # fmt: skip
         grpo["before"] = result["format"]["after"]
-        controls = {"swapped": grpo.pop("swapped")["accuracy"]} if "swapped" in s.controls else {}
+        grpo["p_before"] = result["format"]["p_after"]
+        controls = {"swapped": _control(grpo.pop("swapped"))} if "swapped" in s.controls else {}
         for control in ("blank", "shuffled", "constant_reward", "tool_off"):
             if control not in s.controls or (control == "tool_off" and s.variant != "zoom"):
                 continue
             rows = mixed if control == "shuffled" else train
             name = "none" if control == "shuffled" else control
-            controls[control] = run_grpo(
-                start, out / f"grpo-{control}", rows, held_out, s, control=name,
-                measure_before=False,
-            )["after"]  # fmt: skip
+            run = run_grpo(start, out / f"grpo-{control}", rows, held_out, s, control=name,
+                           measure_before=False)  # fmt: skip
+            controls[control] = _control(run["after_detail"])
+            controls[control]["batch_accuracy"] = run["batch_accuracy"]
         grpo["controls"] = controls
         result["grpo"] = grpo
         log(_row("grpo", s.seed, grpo))
@@ -611,9 +445,17 @@ def run_seed(out: Path, settings: PictureSettings, log: Callable[[str], None] = 
     return result
 
 
+def _control(measured: dict[str, Any]) -> dict[str, Any]:
+    return {"accuracy": measured["accuracy"], "p_true": measured["p_true"]}
+
+
 def verdicts(result: dict[str, Any], settings: PictureSettings) -> dict[str, bool]:
-    """Per stage: learnt (from <= start_ceiling to >= threshold) and each control held
-    (swapped flips to <= 1 - threshold; the others stay <= chance_ceiling)."""
+    """Per stage and seed: learnt (P(true answer) under p_threshold before; greedy accuracy >=
+    threshold and P(true answer) above 1/2 after) and each control held. Swapped images must
+    flip the answer (greedy <= 1 - threshold, P(true) under 1/2); the others must not become
+    decisive, P(true) < p_threshold. Their greedy accuracy cannot decide on one seed, since
+    greedy decoding of a model that says each answer with probability ~1/2 lands anywhere from
+    0 to 1 (``answer_probability``); ``right_on_every_seed`` judges it across seeds."""
     s = settings
     out: dict[str, bool] = {}
     for stage in ("sft", "grpo"):
@@ -621,11 +463,16 @@ def verdicts(result: dict[str, Any], settings: PictureSettings) -> dict[str, boo
             continue
         figures = result[stage]
         out[f"{stage}_learnt"] = (
-            figures["before"] <= s.start_ceiling and figures["after"] >= s.threshold
+            figures["p_before"] < s.p_threshold
+            and figures["after"] >= s.threshold
+            and figures["p_after"] > 0.5
         )
-        for control, accuracy in figures["controls"].items():
-            limit = 1.0 - s.threshold if control == "swapped" else s.chance_ceiling
-            out[f"{stage}_{control}_held"] = accuracy <= limit
+        for control, measured in figures["controls"].items():
+            if control == "swapped":
+                held = measured["accuracy"] <= 1.0 - s.threshold and measured["p_true"] < 0.5
+            else:
+                held = measured["p_true"] < s.p_threshold
+            out[f"{stage}_{control}_held"] = held
     if "grpo" in result and s.variant == "zoom":
         calls = result["grpo"].get("tool_calls_mean", [])
         out["grpo_tool_calls_sustained"] = bool(calls) and min(calls) > 0
@@ -633,18 +480,29 @@ def verdicts(result: dict[str, Any], settings: PictureSettings) -> dict[str, boo
 
 
 def _row(stage: str, seed: int, figures: dict[str, Any]) -> str:
-    controls = "  ".join(f"{name} {value:.2f}" for name, value in figures["controls"].items())
+    controls = "  ".join(
+        f"{name} {m['accuracy']:.2f}/{m['p_true']:.2f}" for name, m in figures["controls"].items()
+    )
     return (
-        f"{stage:5s} seed {seed}: held-out greedy accuracy {figures['before']:.2f} -> "
-        f"{figures['after']:.2f}   controls: {controls or '-'}   ({figures['train_seconds']}s)"
+        f"{stage:5s} seed {seed}: held-out greedy accuracy / P(true) "
+        f"{figures['before']:.2f}/{figures['p_before']:.2f} -> "
+        f"{figures['after']:.2f}/{figures['p_after']:.2f}   controls: {controls or '-'}   "
+        f"({figures['train_seconds']}s)"
     )
 
 
 def run_benchmark(
-    out: Path, settings: PictureSettings, seeds: Sequence[int], log: Callable[[str], None] = print
+    out: Path,
+    settings: PictureSettings,
+    seeds: Sequence[int],
+    log: Callable[[str], None] = print,
+    format_from: Path | None = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    runs = [run_seed(out / f"seed{seed}", replace(settings, seed=seed), log) for seed in seeds]
+    runs = [
+        run_seed(out / f"seed{seed}", replace(settings, seed=seed), log, format_from=format_from)
+        for seed in seeds
+    ]
     summary: dict[str, Any] = {}
     for stage in ("sft", "grpo"):
         afters = [run[stage]["after"] for run in runs if stage in run]
@@ -655,6 +513,7 @@ def run_benchmark(
                 "margin_over_threshold": round(min(afters) - settings.threshold, 3),
             }
     failed = sorted({name for run in runs for name, ok in run["verdicts"].items() if not ok})
+    failed += right_on_every_seed(runs, settings)
     return {
         "settings": asdict(settings),
         "seeds": list(seeds),
@@ -664,6 +523,24 @@ def run_benchmark(
         "ok": not failed,
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def right_on_every_seed(runs: Sequence[dict[str, Any]], settings: PictureSettings) -> list[str]:
+    """The controls whose greedy accuracy reached ``threshold`` on every one of two or more
+    seeds. One seed cannot judge a control's greedy accuracy (an indifferent model's greedy
+    answers follow a picture-dependent tilt whose sign is chance); across seeds that sign is
+    right on every seed with probability 1/2 per seed, as the learnt stages are (SFT: 1.00 on
+    seeds 0-2), so a control right on all of them has learnt the picture."""
+    if len(runs) < 2:
+        return []
+    failed = []
+    for stage in ("sft", "grpo"):
+        names = {n for run in runs if stage in run for n in run[stage]["controls"]} - {"swapped"}
+        for name in sorted(names):
+            scores = [run[stage]["controls"][name]["accuracy"] for run in runs if stage in run]
+            if len(scores) == len(runs) and min(scores) >= settings.threshold:
+                failed.append(f"{stage}_{name}_right_on_every_seed")
+    return failed
 
 
 def learning_check(
@@ -692,6 +569,27 @@ def learning_check(
     return run_benchmark(out, settings, seeds, log)
 
 
+def _field_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--set`` values, each converted to its field's type; an unknown field or a bad value is
+    refused naming it."""
+    from dataclasses import fields
+
+    types = {f.name: type(getattr(PictureSettings(), f.name)) for f in fields(PictureSettings)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if name not in types or not value or types[name] is tuple:
+            raise SystemExit(
+                f"--set {pair!r}: expected FIELD=VALUE with FIELD one of "
+                f"{sorted(k for k, t in types.items() if t is not tuple)}"
+            )
+        try:
+            out[name] = types[name](value)
+        except ValueError as error:
+            raise SystemExit(f"--set {pair!r}: {error}") from None
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/specvet-learning"))
@@ -703,6 +601,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--grpo-steps", type=int, default=None)
     parser.add_argument("--stages", nargs="+", choices=("sft", "grpo"), default=None)
     parser.add_argument("--controls", nargs="*", default=None)
+    parser.add_argument(
+        "--format-from", type=Path, default=None,
+        help="a format checkpoint directory of an earlier run of the same seed and settings "
+        "(GRPO tuning: skips the format SFT)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="FIELD=VALUE",
+        help="override any PictureSettings field (grpo_lr=3e-4 temperature=0.7)",
+    )  # fmt: skip
     parser.add_argument(
         "--threads", type=int, default=1,
         help="torch CPU threads (1: the tiny model gains nothing from more, and on a shared "
@@ -721,7 +628,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "controls": tuple(options.controls) if options.controls is not None else None,
     }  # fmt: skip
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
-    result = run_benchmark(options.out, settings, options.seeds)
+    settings = replace(settings, **_field_overrides(options.set))
+    result = run_benchmark(options.out, settings, options.seeds, format_from=options.format_from)
     (options.out / "result.json").write_text(json.dumps(result, indent=1, default=str))
     print(json.dumps(result["summary"]))
     print("verdict:", "learnt, controls held" if result["ok"] else f"FAILED {result['failed']}")

@@ -15,11 +15,13 @@ import pytest
 from training.bench.learning import (
     PRESETS,
     UNTRAINED_REWARD,
+    answer_probability,
     build_picture_grpo,
     build_picture_model,
     constant_reward,
     demonstrations,
     picture_items,
+    right_on_every_seed,
     run_seed,
     shuffled_labels,
     swapped,
@@ -51,15 +53,18 @@ def test_it_keeps_train_and_held_out_spectra_apart():
     )
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_it_shuffles_labels_independently_of_the_picture(seed):
-    """Within each class exactly half the rows say YES: the label carries no information about
-    the picture (a plain permutation is correlated by chance and was learnt: 0.00 or 1.00)."""
-    items = picture_items(32, variant="visible", seed=seed, split="train")
-    mixed = shuffled_labels(items, seed)
-    for label in ("YES", "NO"):
-        given = [m.label for i, m in zip(items, mixed, strict=True) if i.label == label]
-        assert given.count("YES") == given.count("NO") == 8
+def test_it_gives_every_picture_both_answers_in_the_shuffled_control():
+    """Each picture is labelled YES once and NO once, so no function of the picture predicts
+    the label (a permutation, or half of each class relabelled, still gave each picture one
+    label to memorise; held-out came out 1.00 on seed 2). Labels still alternate YES, NO."""
+    items = picture_items(8, variant="visible", seed=0, split="train")
+    mixed = shuffled_labels(items, 0)
+    assert [m.label for m in mixed] == ["YES", "NO"] * 8
+    by_picture: dict[bytes, list[str]] = {}
+    for row in mixed:
+        by_picture.setdefault(row.spectrum.flux.tobytes(), []).append(row.label)
+    assert len(by_picture) == len(items)
+    assert all(sorted(labels) == ["NO", "YES"] for labels in by_picture.values())
 
 
 def _model_view(png: bytes) -> np.ndarray:
@@ -127,26 +132,112 @@ def one_thread():
 
 
 @pytest.mark.slow
-def test_it_learns_from_the_picture_by_sft_and_not_from_blank_or_swapped_images(
+@pytest.mark.parametrize("variant", ["visible", "zoom"])
+def test_it_reads_the_answer_probability_at_the_decision(
+    tmp_path: Path, one_thread: None, variant: str
+):
+    """P(true answer) of an item and of the same item with the other label add up to 1 (the
+    probe scores Y against N at the one token that decides), and for ``zoom`` the decision is
+    read after the zoom call's plot: the conversation scored holds both pictures."""
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    from agent.policies.qwen_processor import load_processor
+    from training.bench import learning
+
+    settings = replace(PRESETS["test"], variant=variant)
+    path = build_picture_model(tmp_path / "tiny", settings)
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(path), dtype=torch.float32)
+    processor = load_processor(path)
+    items = picture_items(4, variant=variant, seed=0, split="eval")
+    flipped = [
+        learning.Item(item.spectrum, "NO" if item.label == "YES" else "YES") for item in items
+    ]
+    p_true = answer_probability(model, processor, items, settings)
+    p_flipped = answer_probability(model, processor, flipped, settings)
+    assert 0.0 < p_true < 1.0
+    assert p_true + p_flipped == pytest.approx(1.0, abs=1e-5)
+    probe = learning._ProbePolicy(variant)
+    from agent.inspection_tasks import get_task
+    from agent.rollout import inspect
+
+    inspect(items[0].spectrum, get_task(learning.TASK), probe,
+            opening=learning.opening(variant), max_tool_calls=learning.tool_budget(variant))  # fmt: skip
+    pictures = sum(
+        part["type"] == "image" for message in probe.kept[0] for part in message["content"]
+    )
+    assert pictures == (2 if variant == "zoom" else 1)
+
+
+@pytest.mark.slow
+def test_it_learns_from_the_picture_by_sft_and_not_from_blank_swapped_or_shuffled(
     tmp_path: Path, one_thread: None
 ):
     settings = PRESETS["test"]
     result = run_seed(tmp_path, settings, log=lambda line: None)
     sft = result["sft"]
-    assert sft["before"] <= settings.start_ceiling, sft
+    assert sft["p_before"] < settings.p_threshold, sft
     assert sft["after"] >= settings.threshold, sft
-    assert sft["controls"]["swapped"] <= 1 - settings.threshold, sft  # accuracy flips
-    assert sft["controls"]["blank"] <= settings.chance_ceiling, sft
+    assert sft["p_after"] > 0.5, sft  # the sign; the margin is small (see the guide)
+    assert sft["controls"]["swapped"]["accuracy"] <= 1 - settings.threshold, sft  # flips
+    assert sft["controls"]["blank"]["p_true"] < settings.p_threshold, sft
+    assert sft["controls"]["shuffled"]["p_true"] < settings.p_threshold, sft
+    assert set(result["verdicts"]) == {
+        "sft_learnt", "sft_swapped_held", "sft_blank_held", "sft_shuffled_held",
+    }  # fmt: skip
     assert all(result["verdicts"].values()), result["verdicts"]
 
 
+def _figures(before, after, p_before, p_after, **controls):
+    return {
+        "before": before, "after": after, "p_before": p_before, "p_after": p_after,
+        "controls": {name: {"accuracy": a, "p_true": p} for name, (a, p) in controls.items()},
+    }  # fmt: skip
+
+
 def test_it_fails_a_verdict_when_a_control_learns():
-    settings = replace(PRESETS["test"], threshold=0.85, chance_ceiling=0.7)
+    settings = replace(PRESETS["test"], threshold=0.85, p_threshold=0.52)
     result = {
-        "sft": {"before": 0.5, "after": 0.9, "controls": {"swapped": 0.1, "blank": 0.9}},
-    }
+        "sft": _figures(0.0, 0.9, 0.5, 0.9, swapped=(0.1, 0.1), blank=(0.5, 0.5),
+                        shuffled=(1.0, 0.9)),
+        "grpo": _figures(0.5, 0.9, 0.5, 0.9, swapped=(0.9, 0.6), constant_reward=(1.0, 0.8)),
+    }  # fmt: skip
     assert verdicts(result, settings) == {
         "sft_learnt": True,
         "sft_swapped_held": True,
-        "sft_blank_held": False,
+        "sft_blank_held": True,
+        "sft_shuffled_held": False,  # the control learnt
+        "grpo_learnt": True,
+        "grpo_swapped_held": False,  # the answer did not follow the picture
+        "grpo_constant_reward_held": False,
     }
+
+
+def test_it_does_not_take_a_lucky_greedy_answer_for_learning():
+    """An indifferent model (P(true) ~1/2 everywhere) whose greedy answers happen to follow the
+    picture, as the format checkpoint's did with the sign reversed (0.12), has not learnt; and
+    a control at P(true) 1/2 is at chance whatever its greedy accuracy."""
+    settings = PRESETS["cpu"]
+    result = {
+        "grpo": _figures(0.12, 0.88, 0.5, 0.49, shuffled=(1.0, 0.51)),
+        "sft": _figures(0.88, 1.0, 0.7, 0.99),  # started above chance
+    }
+    out = verdicts(result, settings)
+    assert out["grpo_learnt"] is False  # right greedy answers, but the tilt is the other way
+    assert out["grpo_shuffled_held"] is True
+    assert out["sft_learnt"] is False
+
+
+def test_it_fails_a_control_whose_greedy_answers_are_right_on_every_seed():
+    """A control can be right on one seed by chance (the sign of an indifferent model's tilt),
+    not on every seed: that is how the leaking shuffled control would show (1.00 on seed 2)."""
+    settings = PRESETS["cpu"]
+
+    def run(shuffled: float) -> dict:
+        return {"sft": _figures(0.0, 1.0, 0.5, 0.51, swapped=(0.0, 0.49), shuffled=(shuffled, 0.5))}
+
+    assert right_on_every_seed([run(0.12), run(0.16), run(1.0)], settings) == []
+    assert right_on_every_seed([run(1.0), run(0.94), run(1.0)], settings) == [
+        "sft_shuffled_right_on_every_seed"
+    ]
+    assert right_on_every_seed([run(1.0)], settings) == []  # one seed cannot tell
