@@ -382,4 +382,13 @@ class _Driver:
 def run_batch(batch: Any, *, can_wait: bool) -> tuple[list[int], int] | None:
     """Run a claimed batch of a model endpoint's candidates with their episodes in flight;
     returns the candidates to try again and after how many seconds (an endpoint outage)."""
-    return _Driver(batch, can_wait=can_wait).run()
+    try:
+        driver = _Driver(batch, can_wait=can_wait)
+    except Exception as error:  # no policy (an endpoint disabled since the run started, a bad
+        # spec): each candidate fails with the reason, as on the one-at-a-time path
+        for candidate in batch.candidates:
+            services.candidate_fail(
+                candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"
+            )
+        return None
+    return driver.run()
