@@ -147,9 +147,9 @@ def test_it_runs_a_batch_in_about_one_statement_per_candidate(cv, ml_engineer, m
     sql = [q["sql"] for q in queries.captured_queries]
     statements = [s for s in sql if not s.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
     # Leases, claim (with its commit setting), read, live steps, images, rollouts, vetted labels,
-    # the model's recalibration for triage (annotation.inspections.triage), candidates, catalog,
-    # release: twelve for eight candidates.
-    assert len(statements) <= 12, "\n".join(s[:120] for s in statements)
+    # the model's recalibration for triage (annotation.inspections.triage), the run's shift
+    # check (annotation.inspections.shifts), candidates, catalog, release: thirteen for eight.
+    assert len(statements) <= 13, "\n".join(s[:120] for s in statements)
     assert len(sql) - len(statements) <= 4, "two transactions: the claim, then the results"
     assert states(ids) == [CandidateState.DONE] * 9
     assert Rollout.objects.filter(candidate_id__in=ids).count() == 9

@@ -74,8 +74,9 @@ def test_it_runs_a_rule_based_candidate_in_at_most_ten_statements(monkeypatch, c
     bookkeeping = [s for s in sql if s.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
     statements = [s for s in sql if s not in bookkeeping]
     # Ten, one more since verdicts carry the spectrum's vetted label, and one more since triage
-    # reads the model's recalibration (annotation.inspections.triage): each one read per batch.
-    assert len(statements) <= 12, "\n".join(statements)
+    # reads the model's recalibration (annotation.inspections.triage) and the run's shift check
+    # (annotation.inspections.shifts): each one read per batch.
+    assert len(statements) <= 13, "\n".join(statements)
     # Two commits: the claim, then everything the candidate produced.
     assert len(bookkeeping) <= 4, "\n".join(sql)
     second.refresh_from_db()
