@@ -176,6 +176,8 @@ def test_it_brings_the_whole_viewer_into_the_vetting_queue(
         [("YES", 3, []), ("NO", 4, []), ("YES", 2, ["low_snr"]), ("unsure", 1, ["sky", "low_snr"])]
     )
     page.keyboard.press("z")  # undo the last: its candidate comes back, with the viewer
+    # The undone candidate's page, then its viewer.
+    expect(head).to_contain_text("1 candidate", timeout=LOAD_TIMEOUT_MS)
     expect(page.locator(READY)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
     loads, plotted, plots, fits = [], [], [], []
     for _ in range(4):
