@@ -87,6 +87,20 @@
   function setLayer(node, name, shapes, annotations) {
     if (!node || !window.Plotly || !node._specvetLayers) return null;
     node._specvetLayers[name] = { shapes: shapes || [], annotations: annotations || [] };
+    if (node._specvetBatching) return null;
+    return composeOverlays(node);
+  }
+
+  // Several layers set at once (the viewer's first draw: sky, lines): one relayout, so one
+  // redraw, instead of one per layer (issue 37: each cost 0.2 s on the queue page).
+  function batchLayers(node, fill) {
+    if (!node || !window.Plotly || !node._specvetLayers) return null;
+    node._specvetBatching = true;
+    try {
+      fill();
+    } finally {
+      node._specvetBatching = false;
+    }
     return composeOverlays(node);
   }
 
@@ -431,7 +445,7 @@
 
   window.specvetPlot = {
     draw: draw, setInspected: setInspected, setInspectedAll: setInspectedAll, readJson: readJson,
-    setLayer: setLayer, zoomTo: zoomTo,
+    setLayer: setLayer, batchLayers: batchLayers, zoomTo: zoomTo,
   };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();

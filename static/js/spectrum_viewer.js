@@ -525,8 +525,11 @@
     this.wireKeys();
     this.showZ(null);
     this.drawChips();
-    this.drawSky();
-    this.drawLines();
+    // The sky regions and the line markers in one relayout (one redraw of the plot).
+    window.specvetPlot.batchLayers(this.node, function () {
+      self.drawSky();
+      self.drawLines();
+    });
     this.node.dataset.viewerReady = "1";
   };
 

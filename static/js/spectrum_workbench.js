@@ -9,6 +9,11 @@
   const TEMPLATE_LINE = { color: "rgba(217, 119, 6, 0.9)", width: 1.2 };
   const OVERLAY_LINE = { color: "rgba(37, 99, 235, 0.75)", width: 1 };
   const SKY_LINE = { color: "rgba(140, 80, 200, 0.7)", width: 1 };
+  // The fit costs the server seconds of CPU (5-14 s on a loaded 2-core machine), and a request
+  // running while the expert decides slowed each decision by ~1.5 s (issue 37): it is asked for
+  // once the page has stayed open this long, so a decision made by keys at once never starts
+  // one, and a page left before the answer drops its request.
+  const FIT_DELAY_MS = 1000;
 
   function Workbench(bar, node) {
     this.bar = bar;
@@ -146,10 +151,18 @@
     }
     this.fitPending = true;
     this.field("fit-shown").textContent = "fitting\u2026";
-    fetch(this.viewer.redshift_fit_url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) { return response.ok ? response.json() : null; })
-      .then(function (fit) { self.useFit(fit); })
-      .catch(function () { self.useFit(null); });
+    const url = this.viewer.redshift_fit_url;
+    const controller = window.AbortController ? new AbortController() : null;
+    const timer = window.setTimeout(function () {
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" }, signal: controller ? controller.signal : undefined })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (fit) { self.useFit(fit); })
+        .catch(function (error) { if (!error || error.name !== "AbortError") self.useFit(null); });
+    }, FIT_DELAY_MS);
+    window.addEventListener("pagehide", function () {
+      window.clearTimeout(timer);
+      if (controller) controller.abort();
+    }, { once: true });
   };
 
   Workbench.prototype.wire = function () {

@@ -176,6 +176,8 @@ def test_it_brings_the_whole_viewer_into_the_vetting_queue(
         [("YES", 3, []), ("NO", 4, []), ("YES", 2, ["low_snr"]), ("unsure", 1, ["sky", "low_snr"])]
     )
     page.keyboard.press("z")  # undo the last: its candidate comes back, with the viewer
+    # The undone candidate's page, then its viewer.
+    expect(head).to_contain_text("1 candidate", timeout=LOAD_TIMEOUT_MS)
     expect(page.locator(READY)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
     loads, plotted, plots, fits = [], [], [], []
     for _ in range(4):
@@ -198,6 +200,33 @@ def test_it_brings_the_whole_viewer_into_the_vetting_queue(
         f"key to the next candidate's wired viewer {sum(drawn) / len(drawn):.2f} s (first page "
         f"of the process {first_plot:.2f} s, redshift templates built)"
     )
+    pages.assert_clean()
+
+
+def test_it_starts_no_redshift_fit_for_a_decision_made_at_once(
+    pages: BrowserPages, django_capture_on_commit_callbacks
+) -> None:
+    """Issue 37: each queue page asked the server for its redshift fit (seconds of CPU) as soon
+    as its plot was drawn, and the fits of pages already decided slowed the next decisions. A
+    page decided by keys at once asks for none; a page left open still gets its fit."""
+    expert = UserFactory(username="cannon", roles=["ml_engineer", "expert"])
+    _queue(expert, django_capture_on_commit_callbacks, n=2)
+    page = pages.open("cannon", expert)
+    asked: list[str] = []
+    page.on(
+        "request",
+        lambda request: asked.append(request.url) if "/viewer-fit/" in request.url else None,
+    )
+    page.goto("/vetting/", timeout=LOAD_TIMEOUT_MS)
+    head = page.locator(".page-head p.muted")
+    expect(head).to_contain_text("2 candidates")
+    expect(page.locator(READY)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
+    page.keyboard.press("y")
+    expect(head).to_contain_text("1 candidate", timeout=LOAD_TIMEOUT_MS)
+    assert asked == [], f"the page decided at once asked for its fit: {asked}"
+    expect(page.locator(FITTED)).to_be_attached(timeout=LOAD_TIMEOUT_MS)
+    expect(page.locator("[data-workbench=fit-shown]")).to_contain_text("z = ")
+    assert len(asked) == 1, asked
     pages.assert_clean()
 
 
