@@ -148,8 +148,15 @@ def test_it_shows_a_killed_workers_candidate_as_interrupted_and_staff_resend_it_
     )
     candidate = Candidate.objects.create(run=run, spectrum=make_spectrum())
     broker.enqueue("annotation.inspections.tasks.run_candidate", candidate.pk)
-    first = start_worker("first")
+    # One episode in flight, so the rollouts take turns and the request numbers are known.
+    first = start_worker("first", INSPECTION_IN_FLIGHT="1")
     wait_until(chat_script.held.is_set, workers=[first], what="the held model request")
+    # Episodes in flight write a finished rollout within 2 s.
+    wait_until(
+        lambda: Rollout.objects.filter(candidate=candidate).count() == 1,
+        workers=[first],
+        what="rollout 0 to be written",
+    )
     api = APIClient()
     api.force_authenticate(staff)
     url = reverse("api_candidate_detail", args=[candidate.pk])
