@@ -15,8 +15,10 @@ What this does not show: that it is robust. The rise is a late jump (train margi
 steps, then 1.4 and 3.5), and its timing moves with small changes: with the whole answer turn
 (27 byte tokens, 24 of them format) the held-out margin was 0.47 at step 48 and 0.07 at step 64
 (accuracy 0.5), and with the question worded "A strong emission line?" the train margin had not
-left 0 by step 40. CPU runs, deterministic for these seeds; a GPU run with more steps, pairs
-and seeds is the real check.
+left 0 by step 40. CPU runs are deterministic for these seeds on one machine, not across machines:
+at 40 steps the held-out margin was 2.55 on one machine and 0.017 on another (both on the code
+of c4ddd8b), so the test trains 80 steps (train margin 2.59, all three tests pass there). A GPU
+run with more steps, pairs and seeds is the real check.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 CPU_CONFIG = REPO / "training" / "configs" / "dpo_cpu_tiny.yaml"
 WIDTH, HEIGHT = 644, 392  # agent.tool.IMAGE_SIZE
 TRAIN_PAIRS, HELD_OUT_PAIRS = 16, 16
-STEPS = 40
+STEPS = 80
 
 
 def plot(emission: bool, rng: random.Random) -> bytes:
