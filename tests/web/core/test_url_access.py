@@ -289,6 +289,7 @@ MATRIX: dict[str, set[str]] = {
     "run_cancel": {M, S},
     "candidate_retry": {M, S},
     "api_run_cancel": {M, S},
+    "api_run_shift_check": {M, S},
     "api_candidate_retry": {M, S},
     "run_resend": {S},
     "api_run_resend": {S},
