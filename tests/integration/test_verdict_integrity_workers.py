@@ -122,7 +122,16 @@ def test_it_stores_each_model_verdict_once_with_64_episodes_in_flight_under_429s
 
         wait_until(finished, workers=workers, what="the model run to finish")
         assert server.record.rejected > 0  # the server was full and said so
-        assert server.record.served == 24 * 2
+        # Each episode is two turns. A candidate whose episode a transport error stopped
+        # (an outage, not a full server) waits and starts over: its first turn, already
+        # answered, is asked again. Nothing else may ask the server twice.
+        attempts = list(run.candidates.values_list("attempts", flat=True))
+        restarted = sum(max(0, count - 1) for count in attempts)
+        assert 24 * 2 <= server.record.served <= 24 * 2 + restarted, (
+            server.record.served,
+            attempts,
+            "\n".join(w.log_tail() for w in workers),
+        )
         for candidate in Candidate.objects.filter(run=run).select_related("spectrum"):
             png = SpectralVisualizationTool(spectrum_value(candidate.spectrum)).render_full().png
             assert candidate.verdict == answer_for_png(png), candidate.pk
