@@ -121,7 +121,7 @@ class RunDetailOutputSerializer(RunOutputSerializer):
         allow_null=True,
         help_text="the shift sentinel's latest comparison with the calibration set (state "
         "pending, clear, shifted, recalibrated or failed; per group and feature: KS D, p, PSI); "
-        "null: never compared",
+        "state 'not checked' with the reason when the run was never compared",
     )
     candidates = CandidateOutputSerializer(many=True, help_text="this page of the candidates")
     candidates_count = serializers.IntegerField(help_text="all the candidates this user may read")

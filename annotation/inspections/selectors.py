@@ -361,10 +361,12 @@ def latest_shift_check(run: InspectionRun) -> ShiftCheck | None:
 
 def run_shift(*, run: InspectionRun, user: Any) -> dict[str, Any] | None:
     """The run's latest shift check for its page and API (None: never compared), with how many
-    of the candidates this user may read are held for experts by it."""
+    of the candidates this user may read are held for experts by it. A run never compared gets
+    state "not checked" and the reason, so its page never shows confident answers accepted
+    without saying that no comparison was made and why."""
     check = latest_shift_check(run)
     if check is None:
-        return None
+        return shift_not_checked(run)
     held = (
         candidates_visible_to(user=user)
         .filter(
@@ -394,4 +396,43 @@ def run_shift(*, run: InspectionRun, user: Any) -> dict[str, Any] | None:
             .order_by("-id")
             .values("id", "state", "reference", "created_at")[:10]
         ),
+    }
+
+
+def shift_not_checked(run: InspectionRun) -> dict[str, Any]:
+    """Why ``run`` has no shift check: its model has no calibration set of at least
+    MIN_REFERENCE vetted labels on the task (nothing to compare with), or it got one after the
+    run was created (compare it through the API)."""
+    from agent.shift import MIN_REFERENCE
+    from annotation.inspections.triage import calibration_set
+
+    reference = calibration_set(run.task_id, run.model_key)
+    if reference is None or len(reference.spectrum_ids) < MIN_REFERENCE:
+        reason = (
+            f"its model has no recalibration on task {run.task.code} with at least "
+            f"{MIN_REFERENCE} vetted labels, so there is no calibration set to compare its "
+            "spectra with; its confident answers rest on the model's own calibration (the "
+            "rule-based inspector's: the development part of the real corpus) and were accepted "
+            "without a shift check"
+        )
+    else:
+        reason = (
+            f"its model's calibration set ({reference.label}) came after the run was created; "
+            "compare the run with it through the API to check it"
+        )
+    return {
+        "id": None,
+        "state": "not checked",
+        "flagged": False,
+        "reason": reason,
+        "reference": "",
+        "n_run": 0,
+        "n_reference": 0,
+        "shifted_groups": [],
+        "groups": [],
+        "library": "",
+        "routed": {},
+        "error": "",
+        "held_for_experts": 0,
+        "history": [],
     }

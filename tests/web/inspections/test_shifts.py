@@ -211,6 +211,21 @@ def test_it_says_on_the_page_that_answers_wait_for_the_comparison(calibrated, ow
     assert "Distribution shift: pending" in body and "wait for experts (12 now)" in body
 
 
+def test_it_says_why_a_run_without_a_calibration_set_was_not_compared(owner, staff):
+    run = confident(stored(12, noise=0.02, seed=17), owner)
+    assert not ShiftCheck.objects.filter(run=run).exists()
+    client = Client()
+    client.force_login(staff)
+    body = client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert 'id="shift"' in body and "Distribution shift: not checked" in body
+    assert "no calibration set to compare" in body and "without a shift check" in body
+    api = APIClient()
+    api.force_authenticate(staff)
+    shift = api.get(reverse("api_run_detail", args=[run.pk])).json()["shift"]
+    assert shift["state"] == "not checked" and not shift["flagged"]
+    assert "no recalibration on task CV" in shift["reason"]
+
+
 def test_it_reports_the_shift_in_the_run_api(calibrated, owner, staff):
     run = confident(stored(30, noise=0.4, seed=13), owner)
     checked(run)
