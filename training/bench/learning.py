@@ -153,10 +153,13 @@ class PictureSettings:
 PRESETS: dict[str, PictureSettings] = {
     # Item 1 on 2 CPU cores (the figures of the module's note).
     "cpu": PictureSettings(),
-    # The suite's test: SFT on item 1 only, fewer rows and steps.
+    # The suite's test: SFT on item 1 only, fewer held-out rows and steps, two trainings instead
+    # of three (593 s under load with three). Kept: swapped (the answer must follow the picture:
+    # it flips) and shuffled (no label memorised: P(true) stays ~1/2). Left to the benchmark:
+    # blank, which a text leak would fail, but the rows' text is one string (a test checks it),
+    # and swapped flipping already shows the answer comes from the picture.
     "test": PictureSettings(
-        eval_items=16, sft_steps=64, controls=("swapped", "blank", "shuffled"),
-        stages=("sft",),
+        eval_items=8, sft_steps=64, controls=("swapped", "shuffled"), stages=("sft",),
     ),
     # Item 2 on 2 CPU cores: a tool call, its plot and the answer need >= 600 tokens of room.
     "zoom_cpu": PictureSettings(
