@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 JOB_KIND = "evaluation"
 # Real corpus parts first: development (tuned on) and validation (never tuned on).
 REAL_PARTS = ("development", "validation")
+# Shown as "tuned on", so not checked against a checkpoint's training spectra: a model trained on
+# development spectra may still be scored there (the label says so); every other part is refused.
+TUNED_PARTS = ("development",)
 SYNTHETIC_PART = "synthetic"
 # The team's own evaluation set: spectra with a label from expert vetting (spectra.labels).
 VETTED_PART = "vetted"
@@ -199,6 +202,7 @@ def run_evaluation(job: Job) -> dict[str, Any]:
         *(
             SplitMembers.of_spectra(f"the {part} evaluation part", (s.spectrum for s in samples))
             for part, samples in parts.items()
+            if part not in TUNED_PARTS
         ),
     )
     total = sum(len(samples) for samples in parts.values())

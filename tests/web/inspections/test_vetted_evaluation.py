@@ -260,3 +260,44 @@ def test_it_fails_an_evaluation_job_whose_synthetic_part_the_checkpoint_trained_
     assert job.state == JobState.FAILED
     assert f"checkpoint {tmp_path.name} and the synthetic evaluation part share" in job.error
     assert "not trained on" in job.error
+
+
+@pytest.mark.parametrize("part, refused", [("development", False), ("validation", True)])
+def test_it_scores_a_checkpoint_on_development_spectra_it_trained_on_but_not_validation(
+    part, refused, owner, settings, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Development is shown as "tuned on"; the held-out parts are refused."""
+    from agent.evaluation import specvi_mini_samples
+    from agent.policies import build_policy
+    from agent.splits import SplitMembers, save_training_spectra
+    from annotation.inspections import run_policies
+
+    sample = specvi_mini_samples(split="test", tasks=["CV"])[0]
+
+    def corpus(split, tasks):
+        if split != part:
+            raise CorpusUnavailable("only one part in this test")
+        return [sample]
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", corpus)
+    monkeypatch.setattr(
+        run_policies, "policy_for", lambda spec: build_policy({"kind": "rule-based"})
+    )
+    settings.POLICY_CHECKPOINT_ROOTS = [str(tmp_path)]
+    save_training_spectra(tmp_path, SplitMembers.of_spectra("SFT data", [sample.spectrum]))
+    with django_capture_on_commit_callbacks(execute=True):
+        job = evaluations.evaluation_start(
+            policy_spec={"kind": "transformers", "model_path": str(tmp_path)},
+            tasks=["CV"],
+            synthetic_per_task=0,
+            vetted_per_task=0,
+            max_tool_calls=8,
+            actor=owner,
+        )
+    job.refresh_from_db()
+    if refused:
+        assert job.state == JobState.FAILED
+        assert f"and the {part} evaluation part share" in job.error
+    else:
+        assert job.state == JobState.SUCCEEDED, job.error
+        assert job.result["parts"] == [part]
