@@ -11,8 +11,10 @@ in-training validation and evaluation must be pairwise disjoint on both keys.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -110,3 +112,79 @@ def check_disjoint(*sets: SplitMembers) -> None:
         raise SplitOverlap(
             "; ".join(found) + ": training, validation and evaluation must not share spectra"
         )
+
+
+# --- a checkpoint's training spectra --------------------------------------------------------------
+
+# Beside a checkpoint's weights: the spectra it (and every checkpoint it was trained from) trained
+# on, so an evaluation of it can be refused when it would score spectra the model has seen.
+TRAINING_SPECTRA_FILE = "specvet_training_spectra.json"
+TRAINING_SPECTRA_SCHEMA = 1
+
+
+class TrainingSpectraError(ValueError):
+    """A training-spectra file that cannot be read or does not follow the schema."""
+
+
+def save_training_spectra(directory: str | Path, members: SplitMembers) -> Path:
+    """Write ``members`` (the spectra a checkpoint trained on) beside its weights."""
+    path = Path(directory) / TRAINING_SPECTRA_FILE
+    payload = {
+        "schema": TRAINING_SPECTRA_SCHEMA,
+        "name": members.name,
+        "object_ids": sorted(members.object_ids),
+        "content_hashes": sorted(members.content_hashes),
+    }
+    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_training_spectra(model_path: str | Path) -> SplitMembers | None:
+    """The spectra the checkpoint at ``model_path`` trained on, or None when it records none (a
+    base model, a hub name, a checkpoint written before the file existed)."""
+    path = Path(model_path) / TRAINING_SPECTRA_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise TrainingSpectraError(f"cannot read {path}: {error}") from error
+    if not isinstance(data, dict) or data.get("schema") != TRAINING_SPECTRA_SCHEMA:
+        raise TrainingSpectraError(f"{path} does not follow schema {TRAINING_SPECTRA_SCHEMA}")
+    ids, hashes = data.get("object_ids"), data.get("content_hashes")
+    if not isinstance(ids, list) or not isinstance(hashes, list):
+        raise TrainingSpectraError(f"{path} lacks object_ids or content_hashes lists")
+    name = f"the training spectra of checkpoint {Path(model_path).name}"
+    return SplitMembers(name, frozenset(map(str, ids)), frozenset(map(str, hashes)))
+
+
+def with_base_spectra(members: SplitMembers, base_model: str | Path) -> SplitMembers:
+    """``members`` and the spectra ``base_model`` was trained on (SFT -> GRPO chains), kept
+    under ``members``' name."""
+    base = load_training_spectra(base_model) if Path(base_model).is_dir() else None
+    if base is None:
+        return members
+    return SplitMembers(
+        members.name,
+        members.object_ids | base.object_ids,
+        members.content_hashes | base.content_hashes,
+    )
+
+
+def policy_checkpoint(spec: dict[str, Any]) -> str | None:
+    """The local checkpoint directory a policy spec loads (transformers, vllm), or None."""
+    if not isinstance(spec, dict):
+        return None
+    path = spec.get("model_path")
+    if spec.get("kind") in ("transformers", "vllm") and isinstance(path, str) and path:
+        return path if Path(path).is_dir() else None
+    return None
+
+
+def check_evaluation_disjoint(spec: dict[str, Any], evaluation: SplitMembers) -> None:
+    """Raise ``SplitOverlap`` when ``evaluation`` shares a spectrum with what the checkpoint
+    ``spec`` loads trained on (nothing to check for a policy that records no training spectra)."""
+    path = policy_checkpoint(spec)
+    trained = load_training_spectra(path) if path is not None else None
+    if trained is not None:
+        check_disjoint(trained, evaluation)

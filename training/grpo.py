@@ -102,6 +102,7 @@ class GRPORun:
     precision: PrecisionPlan | None = None
     memory: MemoryEstimate | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
+    training_spectra: SplitMembers | None = None  # written beside the checkpoint
 
 
 def collect_items(data_args: DataArguments) -> tuple[list[LabelledSpectrum], dict[str, Any]]:
@@ -271,9 +272,8 @@ def build_grpo_run(
     else:
         sources = {"in_memory": len(items)}
     sources.update(record(data_args.input_distribution))
-    check_validation_disjoint(
-        run_args, SplitMembers.of_spectra("GRPO data", (item.spectrum for item in items))
-    )
+    spectra = SplitMembers.of_spectra("GRPO data", (item.spectrum for item in items))
+    check_validation_disjoint(run_args, spectra)
     precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="grpo")
     processor = tool_calling_processor(model_args)
     dataset = build_rl_dataset(items, use_tool=data_args.use_tool)
@@ -307,7 +307,7 @@ def build_grpo_run(
             sink,
         )
     attach_trainer(trainer)
-    return GRPORun(trainer, processor, dataset, sink, sources, precision, memory, recipe)
+    return GRPORun(trainer, processor, dataset, sink, sources, precision, memory, recipe, spectra)
 
 
 def _build_trainer(

@@ -9,7 +9,14 @@ import re
 from pathlib import Path
 from typing import Any, cast
 
-from agent.splits import VALIDATION_SPLIT, SplitMembers, SplitOverlap, check_disjoint
+from agent.splits import (
+    VALIDATION_SPLIT,
+    SplitMembers,
+    SplitOverlap,
+    check_disjoint,
+    save_training_spectra,
+    with_base_spectra,
+)
 from training.callbacks import (
     JsonlMetricsSink,
     MetricsCallback,
@@ -313,4 +320,9 @@ def save_run(
         config=config,
         metrics=final_metrics(run.trainer),
     )
-    return save_trained(run.trainer, run.processor, cast(str, training_args.output_dir), lineage)
+    out = save_trained(run.trainer, run.processor, cast(str, training_args.output_dir), lineage)
+    spectra: SplitMembers | None = getattr(run, "training_spectra", None)
+    if spectra is not None and run.trainer.args.should_save:
+        # What an evaluation of this checkpoint must not score (base's spectra included).
+        save_training_spectra(out, with_base_spectra(spectra, str(model_args.model_name_or_path)))
+    return out

@@ -75,6 +75,7 @@ class SFTRun:
     precision: PrecisionPlan | None = None
     memory: MemoryEstimate | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
+    training_spectra: SplitMembers | None = None  # written beside the checkpoint
 
 
 def collect_trajectories(data_args: DataArguments) -> tuple[list[Trajectory], dict[str, Any]]:
@@ -148,7 +149,8 @@ def build_sft_run(
     else:
         sources = {"in_memory": len(trajectories)}
     sources.update(record(data_args.input_distribution))
-    check_validation_disjoint(run_args, SplitMembers.of_trajectories("SFT data", trajectories))
+    spectra = SplitMembers.of_trajectories("SFT data", trajectories)
+    check_validation_disjoint(run_args, spectra)
     precision, memory = plan_run(model_args, data_args, run_args, training_args, stage="sft")
     processor = load_training_processor(model_args)
     data = build_sft_dataset(trajectories, processor, max_length=data_args.max_sequence_length)
@@ -175,7 +177,9 @@ def build_sft_run(
         ),
     )
     attach_trainer(trainer)
-    return SFTRun(trainer, processor, data, sink, sources, precision, memory)
+    return SFTRun(
+        trainer, processor, data, sink, sources, precision, memory, training_spectra=spectra
+    )
 
 
 def save_sft_run(

@@ -28,10 +28,14 @@ from annotation.inspections.run_policies import policy_spec_check
 
 if TYPE_CHECKING:
     from agent.real_evaluation import Baseline
+    from agent.splits import SplitMembers
 
 JOB_KIND = "evaluation"
 # Real corpus parts first: development (tuned on) and validation (never tuned on).
 REAL_PARTS = ("development", "validation")
+# Shown as "tuned on", so not checked against a checkpoint's training spectra: a model trained on
+# development spectra may still be scored there (the label says so); every other part is refused.
+TUNED_PARTS = ("development",)
 SYNTHETIC_PART = "synthetic"
 # The team's own evaluation set: spectra with a label from expert vetting (spectra.labels).
 VETTED_PART = "vetted"
@@ -75,6 +79,7 @@ def evaluation_start(
             f"vetted spectra per task must be 0-{MAX_VETTED_PER_TASK}; got {vetted_per_task}"
         )
     spec, _ = policy_spec_check(policy_spec, user=actor)
+    _refuse_trained_on(spec, _vetted_members(codes, vetted_per_task))
     return core_services.job_create(
         kind=JOB_KIND,
         params={
@@ -146,6 +151,39 @@ def vetted_spectra(samples: list[Any]) -> list[list[Any]]:
     return keys
 
 
+def _vetted_members(tasks: list[str], per_task: int) -> SplitMembers:
+    """The spectra ``vetted_samples`` would pick, by the object ids and content hashes the site
+    stored (no arrays read)."""
+    from agent.splits import SplitMembers
+    from annotation.spectra.selectors import vetted_labels
+
+    ids: set[str] = set()
+    hashes: set[str] = set()
+    for task in tasks if per_task > 0 else []:
+        rows = vetted_labels(task_codes=[task]).order_by("-labelled_at", "-id")[:per_task]
+        for object_id, content_hash in rows.values_list(
+            "spectrum__object_id", "spectrum__content_hash"
+        ):
+            ids.update([object_id] if object_id else [])
+            hashes.update([content_hash] if content_hash else [])
+    return SplitMembers(f"the {VETTED_PART} evaluation part", frozenset(ids), frozenset(hashes))
+
+
+def _refuse_trained_on(spec: dict[str, Any], *parts: SplitMembers) -> None:
+    """WorkflowError naming the spectra of ``parts`` that the checkpoint ``spec`` loads trained
+    on (its ``specvet_training_spectra.json``, base checkpoints' included): a model scored on
+    spectra it saw says nothing about the ones it did not (issue 33 item 6)."""
+    from agent.splits import SplitOverlap, TrainingSpectraError, check_evaluation_disjoint
+
+    for part in parts:
+        try:
+            check_evaluation_disjoint(spec, part)
+        except (SplitOverlap, TrainingSpectraError) as error:
+            raise WorkflowError(
+                f"{error}; evaluate this checkpoint on spectra it was not trained on"
+            ) from None
+
+
 def _finite(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else round(float(value), 4)
 
@@ -154,10 +192,19 @@ def _finite(value: float | None) -> float | None:
 def run_evaluation(job: Job) -> dict[str, Any]:
     from agent import evaluation
     from agent import real_evaluation as real_bench
+    from agent.splits import SplitMembers
     from annotation.inspections.run_policies import policy_for
 
     params = job.params
     parts = _samples(params)
+    _refuse_trained_on(
+        params["policy"],
+        *(
+            SplitMembers.of_spectra(f"the {part} evaluation part", (s.spectrum for s in samples))
+            for part, samples in parts.items()
+            if part not in TUNED_PARTS
+        ),
+    )
     total = sum(len(samples) for samples in parts.values())
     core_services.job_set_total(job_id=job.pk, total=total)
     policy = policy_for(params["policy"])

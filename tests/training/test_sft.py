@@ -13,12 +13,13 @@ from safetensors.torch import load_file
 
 from agent.chat_template import load_chat_template
 from agent.policies import build_policy
+from agent.splits import SplitMembers, load_training_spectra
 from agent.trajectory import Trajectory, to_messages
 from tests.training.conftest import ANSWER_YES, PADS_PER_PLOT, tool_call_turn
 from training.callbacks import read_metrics
 from training.checkpoint import LineageError, load_lineage, new_lineage
 from training.config import DataArguments, ModelArguments, RunArguments
-from training.sft import build_sft_run, main, parse_args, save_sft_run
+from training.sft import build_sft_run, collect_trajectories, main, parse_args, save_sft_run
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_CONFIG = REPO / "training" / "configs" / "sft_cpu_tiny.yaml"
@@ -157,6 +158,19 @@ def test_it_writes_the_lineage_beside_the_weights(cli_run, tiny_model_path):
     expected_sha = hashlib.sha256(load_chat_template().encode()).hexdigest()
     assert lineage.chat_template_sha256 == expected_sha
     assert "loss" in lineage.metrics
+
+
+@pytest.mark.slow
+def test_it_records_the_spectra_it_trained_on_beside_the_weights(cli_run, tiny_model_path):
+    """What an evaluation of the checkpoint must not score (issue 33 item 6)."""
+    trajectories, _ = collect_trajectories(parse_args(cpu_args(tiny_model_path, Path("x")))[1])
+    expected = SplitMembers.of_trajectories("SFT data", trajectories)
+    trained = load_training_spectra(cli_run["checkpoint"])
+    assert trained is not None and trained.object_ids
+    assert (trained.object_ids, trained.content_hashes) == (
+        expected.object_ids,
+        expected.content_hashes,
+    )
 
 
 @pytest.mark.slow

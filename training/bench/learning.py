@@ -67,7 +67,10 @@ result dict with a ``verdicts`` map.
 Status (figures and the exact commands in docs/guides/ml-engineer.md, "Shown to learn from the
 picture"): on 2 CPU cores SFT learns ``visible`` with every control held; GRPO has not learnt
 ``visible`` (rollout accuracy flat at ~0.5 over every setting tried, or a collapse), and ``zoom``
-learns neither way; both are left to the device: ``bash training/gpu_check.sh learning``.
+learns neither way; both are left to the device: ``bash training/gpu_check.sh learning``. The
+tenth GRPO setting (AdamW 2e-3, beta 0.1, temperature 1, 8 prompts x 8 rollouts) was stable
+(format intact, KL <= 0.053, reward variance in every group) and flat: rollout accuracy 0.48 ->
+0.47, reward 0.28 -> 0.27, over 39 steps (stopped at the 40-minute CPU budget).
 """
 
 from __future__ import annotations
@@ -153,10 +156,13 @@ class PictureSettings:
 PRESETS: dict[str, PictureSettings] = {
     # Item 1 on 2 CPU cores (the figures of the module's note).
     "cpu": PictureSettings(),
-    # The suite's test: SFT on item 1 only, fewer rows and steps.
+    # The suite's test: SFT on item 1 only, fewer held-out rows and steps, two trainings instead
+    # of three (593 s under load with three). Kept: swapped (the answer must follow the picture:
+    # it flips) and shuffled (no label memorised: P(true) stays ~1/2). Left to the benchmark:
+    # blank, which a text leak would fail, but the rows' text is one string (a test checks it),
+    # and swapped flipping already shows the answer comes from the picture.
     "test": PictureSettings(
-        eval_items=16, sft_steps=64, controls=("swapped", "blank", "shuffled"),
-        stages=("sft",),
+        eval_items=8, sft_steps=64, controls=("swapped", "shuffled"), stages=("sft",),
     ),
     # Item 2 on 2 CPU cores: a tool call, its plot and the answer need >= 600 tokens of room.
     "zoom_cpu": PictureSettings(

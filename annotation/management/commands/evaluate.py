@@ -93,6 +93,7 @@ class Command(BaseCommand):
         samples = _samples(options, tasks)
         if not samples:
             raise CommandError(f"no samples for split {options['split']!r} and tasks {tasks}")
+        _refuse_trained_on(options, samples)
         trajectories_dir: Path | None = options["save_trajectories"]
         if trajectories_dir:
             trajectories_dir.mkdir(parents=True, exist_ok=True)
@@ -188,6 +189,25 @@ def _input_distribution(options: dict[str, Any]) -> str:
         return evaluation_distribution(checkpoint=spec.get("model_path"), chosen=chosen)
     except InputDistributionError as error:
         raise CommandError(str(error)) from None
+
+
+def _refuse_trained_on(options: dict[str, Any], samples: list[evaluation.EvalSample]) -> None:
+    """CommandError naming the samples' spectra the checkpoint trained on (issue 33 item 6)."""
+    from agent.splits import (
+        SplitMembers,
+        SplitOverlap,
+        TrainingSpectraError,
+        check_evaluation_disjoint,
+    )
+
+    name = f"the {options['benchmark']} {options['split']} split"
+    members = SplitMembers.of_spectra(name, (sample.spectrum for sample in samples))
+    try:
+        check_evaluation_disjoint(_policy_spec(options), members)
+    except (SplitOverlap, TrainingSpectraError) as error:
+        raise CommandError(
+            f"{error}; evaluate this checkpoint on spectra it was not trained on"
+        ) from None
 
 
 def _policy_spec(options: dict[str, Any]) -> dict[str, Any]:

@@ -180,3 +180,124 @@ def test_it_withholds_the_vetted_part_from_a_vetter_whose_gold_item_it_scored(
     assert client.get(reverse("api_job_detail", args=[job.pk])).status_code == 200
     page = client.get(reverse("evaluation_list"))
     assert [row["part"] for row in page.context["rows"]] == ["vetted"]
+
+
+# --- a checkpoint is never scored on spectra it trained on (issue 33 item 6) ---------------------
+
+
+def _trained_on(folder, spectra):
+    from agent.splits import SplitMembers, save_training_spectra
+    from annotation.spectra.selectors import spectrum_value
+
+    folder.mkdir(exist_ok=True)
+    values = [spectrum_value(row) for row in spectra]
+    save_training_spectra(folder, SplitMembers.of_spectra("SFT data", values))
+    return {"kind": "transformers", "model_path": str(folder)}
+
+
+def test_it_refuses_to_start_an_evaluation_on_vetted_spectra_the_checkpoint_trained_on(
+    labelled, spectra, owner, settings, tmp_path
+):
+    from annotation.core.errors import WorkflowError
+    from annotation.core.models import Job
+
+    settings.POLICY_CHECKPOINT_ROOTS = [str(tmp_path)]
+    spec = _trained_on(tmp_path / "sft", spectra[2:3])
+    with pytest.raises(WorkflowError) as refusal:
+        evaluations.evaluation_start(
+            policy_spec=spec,
+            tasks=["CV"],
+            synthetic_per_task=0,
+            vetted_per_task=10,
+            max_tool_calls=8,
+            actor=owner,
+        )
+    message = str(refusal.value)
+    assert "checkpoint sft and the vetted evaluation part share" in message
+    assert spectra[2].object_id in message and spectra[0].object_id not in message
+    assert not Job.objects.filter(kind=evaluations.JOB_KIND).exists()
+    # Spectra it did not train on: the same checkpoint may be evaluated.
+    spec = _trained_on(tmp_path / "other", [])
+    job = evaluations.evaluation_start(
+        policy_spec=spec,
+        tasks=["CV"],
+        synthetic_per_task=0,
+        vetted_per_task=10,
+        max_tool_calls=8,
+        actor=owner,
+    )
+    assert job.params["policy"]["model_path"] == spec["model_path"]
+
+
+def test_it_fails_an_evaluation_job_whose_synthetic_part_the_checkpoint_trained_on(
+    owner, settings, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The runner checks every part (real, vetted, synthetic) against the checkpoint's training
+    spectra, on the worker that has the folder, before any policy is loaded."""
+    from agent.evaluation import specvi_mini_samples
+    from agent.splits import SplitMembers, save_training_spectra
+
+    def unavailable(split, tasks):
+        raise CorpusUnavailable("not built in this test")
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", unavailable)
+    settings.POLICY_CHECKPOINT_ROOTS = [str(tmp_path)]
+    test_spectrum = next(s for s in specvi_mini_samples(split="test", tasks=["CV"])).spectrum
+    spec = {"kind": "transformers", "model_path": str(tmp_path)}
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        job = evaluations.evaluation_start(
+            policy_spec=spec,
+            tasks=["CV"],
+            synthetic_per_task=1,
+            vetted_per_task=0,
+            max_tool_calls=8,
+            actor=owner,
+        )
+    save_training_spectra(tmp_path, SplitMembers.of_spectra("GRPO data", [test_spectrum]))
+    for callback in callbacks:
+        callback()
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert f"checkpoint {tmp_path.name} and the synthetic evaluation part share" in job.error
+    assert "not trained on" in job.error
+
+
+@pytest.mark.parametrize("part, refused", [("development", False), ("validation", True)])
+def test_it_scores_a_checkpoint_on_development_spectra_it_trained_on_but_not_validation(
+    part, refused, owner, settings, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Development is shown as "tuned on"; the held-out parts are refused."""
+    from agent.evaluation import specvi_mini_samples
+    from agent.policies import build_policy
+    from agent.splits import SplitMembers, save_training_spectra
+    from annotation.inspections import run_policies
+
+    sample = specvi_mini_samples(split="test", tasks=["CV"])[0]
+
+    def corpus(split, tasks):
+        if split != part:
+            raise CorpusUnavailable("only one part in this test")
+        return [sample]
+
+    monkeypatch.setattr(real_bench, "real_eval_samples", corpus)
+    monkeypatch.setattr(
+        run_policies, "policy_for", lambda spec: build_policy({"kind": "rule-based"})
+    )
+    settings.POLICY_CHECKPOINT_ROOTS = [str(tmp_path)]
+    save_training_spectra(tmp_path, SplitMembers.of_spectra("SFT data", [sample.spectrum]))
+    with django_capture_on_commit_callbacks(execute=True):
+        job = evaluations.evaluation_start(
+            policy_spec={"kind": "transformers", "model_path": str(tmp_path)},
+            tasks=["CV"],
+            synthetic_per_task=0,
+            vetted_per_task=0,
+            max_tool_calls=8,
+            actor=owner,
+        )
+    job.refresh_from_db()
+    if refused:
+        assert job.state == JobState.FAILED
+        assert f"and the {part} evaluation part share" in job.error
+    else:
+        assert job.state == JobState.SUCCEEDED, job.error
+        assert job.result["parts"] == [part]
