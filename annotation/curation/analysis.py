@@ -64,9 +64,10 @@ def audit_agreement() -> AuditAgreement:
         )
     pairs = [list(by_auditor.values())[:2] for by_auditor in verdicts.values()]
     pairs = [pair for pair in pairs if len(pair) == 2]
-    first = [pair[0] for pair in pairs]
-    second = [pair[1] for pair in pairs]
-    kappa = cohen_kappa(first, second, categories=AuditVerdict.values) if pairs else None
+    approves = [[int(verdict == AuditVerdict.APPROVE) for verdict in pair] for pair in pairs]
+    first = [pair[0] for pair in approves]
+    second = [pair[1] for pair in approves]
+    kappa = cohen_kappa(first, second, categories=[0, 1]) if pairs else None
     return AuditAgreement(len(pairs), sum(a == b for a, b in pairs), kappa)
 
 

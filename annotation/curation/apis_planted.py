@@ -21,7 +21,9 @@ from annotation.curation.models import PlantedError, PlantedErrorKind, PlantRoun
 
 class RateOutputSerializer(serializers.Serializer):
     key = serializers.CharField()
-    label = serializers.CharField()
+    # Serializer fields are popped into _declared_fields by the metaclass; the stubs
+    # see a class attribute overriding Field.label (str) instead.
+    label = serializers.CharField()  # type: ignore[assignment]
     n = serializers.IntegerField(help_text="verdicts given on planted copies")
     caught = serializers.IntegerField(help_text="verdicts that requested changes")
     catch_rate = serializers.FloatField(allow_null=True)
@@ -67,11 +69,11 @@ class PlantedErrorOutputSerializer(serializers.ModelSerializer):
 
 class PlantRoundOutputSerializer(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username")
-    errors = PlantedErrorOutputSerializer(many=True)
+    copies = PlantedErrorOutputSerializer(source="errors", many=True)
 
     class Meta:
         model = PlantRound
-        fields = ["id", "created_by", "seed", "kinds", "note", "created_at", "errors"]
+        fields = ["id", "created_by", "seed", "kinds", "note", "created_at", "copies"]
 
 
 class PlantedAuditsApi(WorkflowApi):

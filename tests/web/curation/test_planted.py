@@ -408,12 +408,12 @@ def test_it_plants_and_reports_through_the_api(sources, staff, ada, bo):
         format="json",
     )
     assert response.status_code == 201, response.content
-    error = response.json()["errors"][0]
+    error = response.json()["copies"][0]
     copy = Curation.objects.get(pk=error["curation"])
     audit(copy, ada, "request_changes", {str(error["target"]): "Wrong window."})
     body = api.get(reverse("api_curation_planted")).json()
     assert body["catch_rates"]["overall"]["caught"] == 1
-    assert body["rounds"][0]["errors"][0]["verdicts"] == [
+    assert body["rounds"][0]["copies"][0]["verdicts"] == [
         {"auditor": "ada", "verdict": "request_changes", "caught": True, "located": True}
     ]
     analysis_body = api.get(reverse("api_curation_analysis")).json()
