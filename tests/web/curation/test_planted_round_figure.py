@@ -1,7 +1,7 @@
 """A planted audit round with two scripted auditors: the catch-rate table staff read.
 
 Run with -s to print it: each auditor catches each kind with its own probability (seeded), and
-points at the planted step when it catches, or at step 1 when it guesses wrong.
+points at the planted turn when it locates the error, or at the other turn when it does not.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def test_it_prints_a_planted_round_with_scripted_auditors(staff) -> None:
         for auditor in auditors:
             catch, locate = SKILLS[auditor.username]
             caught = rng.random() < catch[error.kind]
-            key = str(error.target) if rng.random() < locate else "0"
+            # a wrong guess comments on the other turn (the copies have one tool step and the answer)
+            key = str(error.target) if rng.random() < locate else str(1 - min(error.target, 1))
             error.curation.refresh_from_db()
             curation_services.audit_submit(
                 curation=error.curation,
@@ -57,14 +58,16 @@ def test_it_prints_a_planted_round_with_scripted_auditors(staff) -> None:
             )
     rates = planted.catch_rates()
     print(f"\nplanted round: {COPIES} copies, 2 scripted auditors, seed 35")
-    print(f"{'group':38} {'n':>3} {'caught':>6} {'rate':>5} {'Wilson 95 %':>14} {'located':>7}")
+    print(f"{'group':42} {'n':>3} {'caught':>6} {'rate':>5} {'Wilson 95 %':>14} {'located':>7}")
     rows = [rates.overall, *rates.by_auditor, *rates.by_kind, *rates.by_auditor_and_kind]
     for rate in rows:
         low, high = rate.interval
         print(
-            f"{rate.label:38} {rate.n:3d} {rate.caught:6d} {rate.rate or 0:5.2f} "
+            f"{rate.label:42} {rate.n:3d} {rate.caught:6d} {rate.rate or 0:5.2f} "
             f"[{low:.2f}, {high:.2f}]   {rate.located:5d}"
         )
     assert rates.overall.n == 2 * COPIES and rates.pending == 0
     by_auditor = {rate.key: rate for rate in rates.by_auditor}
     assert by_auditor["careful"].caught > by_auditor["hasty"].caught
+    assert by_auditor["careful"].located > by_auditor["hasty"].located
+    assert all(rate.located <= rate.caught for rate in rows)
