@@ -16,17 +16,21 @@ is scored against the error planted here. Each kind changes one thing, named by 
   none of these gets a sentence contradicting the trajectory's own conclusion.
 
 Everything works on the editor's structured form (``agent.editing.EditedStep`` and
-``EditedAnswer``) and is deterministic given the seed; no Django, no images.
+``EditedAnswer``) and is deterministic given the seed; no Django, no images. The catch rates
+use ``wilson_interval`` (plain Python, so the pages that show them need no scipy).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent.editing import EditedAnswer, EditedStep
+
+Z_95 = 1.959963984540054  # the standard normal quantile of 0.975
 
 WRONG_WINDOW = "wrong_window"
 MISREAD_LINE = "misread_line"
@@ -230,3 +234,15 @@ def contradict(think: str, prediction: str) -> tuple[str, str]:
     else:
         claim = " The window shows only flat continuum: no line is visible here."
     return think.rstrip() + claim, "added a sentence the plot contradicts"
+
+
+def wilson_interval(successes: int, total: int, *, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (95 % by default, no continuity correction, as
+    scipy's ``binomtest(...).proportion_ci(method="wilson")``); (0, 1) with no trial."""
+    if total <= 0:
+        return 0.0, 1.0
+    share = successes / total
+    scale = 1 + z * z / total
+    centre = (share + z * z / (2 * total)) / scale
+    half = z * math.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) / scale
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -28,7 +28,7 @@ from django.db.models import Max, QuerySet
 
 from agent import planting
 from agent.editing import apply_edit, edit_from_trajectory
-from agent.vetting_statistics import wilson_interval
+from agent.planting import wilson_interval
 from annotation.core.errors import NotAllowed, WorkflowError, WrongState
 from annotation.core.models import AuditLog
 from annotation.core.services import audit_log_record

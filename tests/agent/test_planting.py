@@ -108,3 +108,15 @@ def test_it_refuses_a_step_kind_without_a_tool_step() -> None:
         planting.plant(planting.WRONG_WINDOW, [], ANSWER, seed=0)
     with pytest.raises(planting.PlantError):
         planting.applicable("typo", STEPS)
+
+
+@pytest.mark.parametrize(
+    ("successes", "total"), [(0, 1), (1, 1), (2, 4), (0, 2), (16, 24), (7, 50)]
+)
+def test_it_computes_the_wilson_interval_as_scipy_does(successes: int, total: int) -> None:
+    from agent.vetting_statistics import wilson_interval
+
+    assert planting.wilson_interval(successes, total) == pytest.approx(
+        wilson_interval(successes, total), abs=1e-12
+    )
+    assert planting.wilson_interval(0, 0) == (0.0, 1.0)
