@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.urls import reverse
 from playwright.sync_api import expect
 
 from annotation.curation.models import Curation
@@ -23,10 +24,11 @@ def test_it_plants_an_error_an_auditor_catches_and_staff_read_the_catch_rate(
     ada = UserFactory(username="ada", roles=["expert"])
     staff = UserFactory(username="stella", roles=["staff"])
     make_revised_curation(reviser=reviser, auditors=approvers)
+    planted_page = reverse("curation_planted")  # loads the URLs here, not in the first request
 
     # Staff plant one flipped answer and assign it to Ada.
     boss = pages.open("stella", staff)
-    boss.goto("/curation/planted/")
+    boss.goto(planted_page)
     for kind in ("wrong_window", "misread_line", "contradicting_step"):
         boss.locator(f"input[name=kinds][value={kind}]").uncheck()
     boss.locator("input[name=count]").fill("1")
@@ -51,10 +53,10 @@ def test_it_plants_an_error_an_auditor_catches_and_staff_read_the_catch_rate(
     pages.assert_clean()
 
     # Staff see Ada's catch, located on the answer, with its Wilson interval.
-    boss.goto("/curation/planted/")
+    boss.goto(planted_page)
     row = boss.locator('#catch-rates tr[data-group="auditor"][data-key="ada"]')
     expect(row).to_contain_text("100 %")
     expect(row).to_contain_text("0.21")  # Wilson 95 % lower bound of 1 of 1
-    boss.goto("/curation/analysis/")
+    boss.goto(reverse("curation_analysis"))
     expect(boss.locator('#catch-rates tr[data-key="flipped_answer"]')).to_contain_text("100 %")
     pages.assert_clean()
