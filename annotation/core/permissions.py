@@ -190,6 +190,7 @@ NAV = {
     "upload": UPLOAD,
     "my_work": CURATE,
     "curation": CURATION_READ,
+    "curation_manage": CURATION_MANAGE,
     "datasets": DATASETS_READ,
     "inspections": INSPECTION_READ,
     "training": TRAINING_READ,

@@ -62,6 +62,9 @@ class Curation(models.Model):
     source = models.CharField(max_length=40, default="draft")  # draft | import:sharegpt | ...
     teacher = models.JSONField(default=dict, blank=True)  # the policy info that drafted it
     draft_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL)
+    # A copy of an approved trajectory with a known error (PlantedError), sent to auditors to
+    # measure their catch rate; never serialized to them, never voted on or exported.
+    planted = models.BooleanField(default=False, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -71,7 +74,7 @@ class Curation(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["draft_job", "spectrum"],
-                condition=models.Q(draft_job__isnull=False),
+                condition=models.Q(draft_job__isnull=False, planted=False),
                 name="curation_one_draft_per_job_and_spectrum",
             )
         ]
@@ -216,3 +219,50 @@ class DatasetExport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} export v{self.version}"
+
+
+class PlantedErrorKind(models.TextChoices):
+    """The error kinds of agent.planting (its module docstring says what each changes)."""
+
+    WRONG_WINDOW = "wrong_window", "wrong wavelength window"
+    MISREAD_LINE = "misread_line", "misread line"
+    FLIPPED_ANSWER = "flipped_answer", "flipped final answer"
+    CONTRADICTING_STEP = "contradicting_step", "step contradicts its tool image"
+
+
+class PlantRound(models.Model):
+    """One planting by staff: copies of approved trajectories, each with a known error."""
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    seed = models.IntegerField()
+    kinds = models.JSONField()  # the kinds asked for, in order
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"planted round {self.pk}"
+
+
+class PlantedError(models.Model):
+    """What was planted in a copy (``curation``) of an approved trajectory (``source``)."""
+
+    plant_round = models.ForeignKey(PlantRound, on_delete=models.PROTECT, related_name="errors")
+    curation = models.OneToOneField(
+        Curation, on_delete=models.PROTECT, related_name="planted_error"
+    )
+    source = models.ForeignKey(Curation, on_delete=models.PROTECT, related_name="+")
+    source_version = models.PositiveIntegerField()
+    kind = models.CharField(max_length=24, choices=PlantedErrorKind.choices)
+    # The audit step-comment key of the changed turn (a tool step's index, or the answer's).
+    target = models.PositiveIntegerField()
+    description = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} planted in curation {self.curation_id}"

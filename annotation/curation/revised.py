@@ -59,7 +59,9 @@ class ExpertRevision:
 def expert_revisions(*, task: str = "") -> list[ExpertRevision]:
     """Every reviewed curation with its original and its latest revision, by curation id."""
     rows = (
-        Curation.objects.filter(state__in=REVIEWED_STATES, versions__kind=VersionKind.REVISION)
+        Curation.objects.filter(
+            state__in=REVIEWED_STATES, planted=False, versions__kind=VersionKind.REVISION
+        )
         .select_related("task", "spectrum")
         .distinct()
         .order_by("id")

@@ -34,8 +34,14 @@ from annotation.spectra.models import Label, Spectrum, Task
 
 def curation_queues(*, user: Any) -> dict[str, QuerySet[Curation]]:
     """What is waiting for this expert, by stage (the "My work" page)."""
-    base = curations_visible_to(
+    # Planted copies (annotation.curation.planted) sit in the audit queues like any other audit
+    # and in no other queue: after their one round they go nowhere.
+    visible = curations_visible_to(
         user=user, rows=Curation.objects.select_related("task", "spectrum", "reviser")
+    )
+    base = visible.filter(planted=False)
+    audited_the_source = Audit.objects.filter(
+        curation=OuterRef("planted_error__source"), auditor=user
     )
     audited_this_round = Audit.objects.filter(
         curation=OuterRef("pk"), round=OuterRef("audit_round"), auditor=user
@@ -50,16 +56,17 @@ def curation_queues(*, user: Any) -> dict[str, QuerySet[Curation]]:
             state__in=[CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED], reviser=user
         ),
         "claim_revision": base.filter(state=CurationState.IN_REVISION, reviser__isnull=True),
-        "audit": base.filter(state=CurationState.IN_AUDIT)
+        "audit": visible.filter(state=CurationState.IN_AUDIT)
         .filter(Q(auditor_1=user) | Q(auditor_2=user))
         .exclude(Exists(audited_this_round)),
-        "claim_audit": base.filter(state=CurationState.IN_AUDIT)
+        "claim_audit": visible.filter(state=CurationState.IN_AUDIT)
         .filter(Q(auditor_1__isnull=True) | Q(auditor_2__isnull=True))
         .exclude(reviser=user)
         .exclude(auditor_1=user)
         .exclude(auditor_2=user)
         .exclude(Exists(audited_this_round))
-        .exclude(Exists(wrote_revision)),
+        .exclude(Exists(wrote_revision))
+        .exclude(Exists(audited_the_source)),  # who audited a copy's source would know it
         "vote": base.filter(state=CurationState.IN_VOTE)
         .filter(Q(reviser=user) | Q(auditor_1=user) | Q(auditor_2=user))
         .exclude(Exists(voted)),
@@ -67,7 +74,11 @@ def curation_queues(*, user: Any) -> dict[str, QuerySet[Curation]]:
 
 
 def curation_list(*, state: str = "", task: str = "") -> QuerySet[Curation]:
-    rows = Curation.objects.select_related("task", "spectrum", "reviser", "auditor_1", "auditor_2")
+    """Every trajectory; a planted copy only while it is in audit, as a real one would be there
+    (auditors see it listed where they expect it), and nowhere once its round is over."""
+    rows = Curation.objects.select_related(
+        "task", "spectrum", "reviser", "auditor_1", "auditor_2"
+    ).filter(Q(planted=False) | Q(state=CurationState.IN_AUDIT))
     if state:
         rows = rows.filter(state=state)
     if task:
@@ -152,7 +163,9 @@ def discard_entry(curation: Curation) -> AuditLog | None:
 
 
 def accepted_curations(*, task: str = "") -> QuerySet[Curation]:
-    rows = Curation.objects.filter(state=CurationState.ACCEPTED).select_related("task", "spectrum")
+    rows = Curation.objects.filter(state=CurationState.ACCEPTED, planted=False).select_related(
+        "task", "spectrum"
+    )
     if task:
         rows = rows.filter(task__code__iexact=task)
     return rows.order_by("id")

@@ -175,6 +175,12 @@ def _is_staff(user: User) -> bool:
     return bool(getattr(user, "is_staff", False))
 
 
+def _check_not_planted(curation: Curation, doing: str) -> None:
+    """A planted copy (annotation.curation.planted) stops after its one audit round."""
+    if curation.planted:
+        raise WrongState(f"cannot {doing}: the trajectory is closed")
+
+
 # --- curation: actions --------------------------------------------------------------------------
 
 
@@ -253,6 +259,7 @@ def curation_claim_revision(*, curation: Curation, user: User) -> Curation:
         raise WrongState(
             f"cannot claim the revision: the trajectory is {_state_words(curation.state)}"
         )
+    _check_not_planted(curation, "claim the revision")
     if user.pk in (curation.auditor_1_id, curation.auditor_2_id):
         raise NotAllowed("an auditor of this trajectory cannot also revise it")
     if not _claim_role(curation=curation, role="reviser", user=user):
@@ -272,6 +279,7 @@ def curation_save_revision(
 ) -> TrajectoryVersion:
     """Save the reviser's edit as a new immutable version, refusing a stale base (409)."""
     curation = _locked(curation)
+    _check_not_planted(curation, "save a revision")
     if curation.reviser_id != user.pk:
         raise NotAllowed("only the reviser of this trajectory can save revisions")
     if curation.state not in (CurationState.IN_REVISION, CurationState.CHANGES_REQUESTED):
@@ -320,6 +328,7 @@ def curation_autosave(
     *, curation: Curation, user: User, base_number: int, data: dict[str, Any]
 ) -> RevisionDraft:
     """Keep the reviser's unsaved editor state (not a version; replaced by the next autosave)."""
+    _check_not_planted(curation, "autosave")
     if curation.reviser_id != user.pk:
         raise NotAllowed("only the reviser of this trajectory can autosave it")
     draft, _ = RevisionDraft.objects.update_or_create(
@@ -332,6 +341,7 @@ def curation_autosave(
 def curation_submit_for_audit(*, curation: Curation, user: User, base_number: int) -> Curation:
     """The reviser sends the latest version to the two auditors; a new audit round starts."""
     curation = _locked(curation)
+    _check_not_planted(curation, "submit for audit")
     if curation.reviser_id != user.pk:
         raise NotAllowed("only the reviser can submit this trajectory for audit")
     if curation.head_number != base_number:
@@ -448,7 +458,7 @@ def audit_submit(
             actor=user,
             action="audit_round_approved" if approved else "audit_round_changes_requested",
         )
-        if approved:
+        if approved and not curation.planted:  # a planted copy is never standardized
             job_create(kind="standardize", params={"curation_ids": [curation.pk]}, created_by=user)
     return audit
 
@@ -465,6 +475,7 @@ def curation_standardize(
     then open the final vote."""
 
     curation = _locked(curation)
+    _check_not_planted(curation, "standardize")
     if curation.state != CurationState.APPROVED:
         raise WrongState(f"cannot standardize: the trajectory is {_state_words(curation.state)}")
     approved = trajectory_from_stored(curation.versions.get(number=curation.head_number).data)
@@ -508,6 +519,7 @@ def acceptance_rule() -> str:
 def vote_cast(*, curation: Curation, user: User, value: str, comment: str = "") -> Vote:
     """One vote per voter (the reviser and the two auditors). The last vote decides."""
     curation = _locked(curation)
+    _check_not_planted(curation, "vote")
     if curation.state != CurationState.IN_VOTE:
         raise WrongState(f"cannot vote: the trajectory is {_state_words(curation.state)}")
     if user.pk not in (curation.reviser_id, curation.auditor_1_id, curation.auditor_2_id):

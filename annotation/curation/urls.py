@@ -7,14 +7,22 @@ from django.urls import path, re_path
 from annotation.core import apis as core_apis
 from annotation.core import views as core_views
 from annotation.curation import apis as curation_apis
+from annotation.curation import apis_planted as curation_apis_planted
 from annotation.curation import views as curation_views
 from annotation.curation import views_editor as curation_views_editor
+from annotation.curation import views_planted as curation_views_planted
 
 SHA256 = r"(?P<sha256>[0-9a-f]{64})"
 
 pages = [
     path("curation/", curation_views.my_work, name="curation_my_work"),
     path("curation/all/", curation_views.curation_list, name="curation_list"),
+    path(
+        "curation/analysis/",
+        curation_views_planted.curation_analysis,
+        name="curation_analysis",
+    ),
+    path("curation/planted/", curation_views_planted.planted_audits, name="curation_planted"),
     path("curation/drafts/new/", curation_views.draft_new, name="curation_draft_new"),
     path("curation/import/", curation_views.curation_import, name="curation_import"),
     re_path(
@@ -83,6 +91,16 @@ pages = [
 api = [
     path("api/curation/", curation_apis.CurationListApi.as_view(), name="api_curation_list"),
     path("api/curation/my-work/", curation_apis.MyWorkApi.as_view(), name="api_curation_my_work"),
+    path(
+        "api/curation/analysis/",
+        curation_apis_planted.CurationAnalysisApi.as_view(),
+        name="api_curation_analysis",
+    ),
+    path(
+        "api/curation/planted/",
+        curation_apis_planted.PlantedAuditsApi.as_view(),
+        name="api_curation_planted",
+    ),
     path(
         "api/curation/drafts/",
         curation_apis.DraftJobCreateApi.as_view(),
