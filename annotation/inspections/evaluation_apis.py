@@ -126,7 +126,10 @@ class EvaluationListApi(WorkflowApi):
         "spectra. Start an evaluation from the page (machine learning engineers).",
     )
     def get(self, request: Request) -> Response:
-        query = EvaluationQuerySerializer(data=request.query_params)
+        # ?job= sent empty reads as not sent, as the schema says of optional query parameters
+        query = EvaluationQuerySerializer(
+            data={key: value for key, value in request.query_params.items() if value != ""}
+        )
         query.is_valid(raise_exception=True)
         view = evaluations.evaluation_overview(
             user=request.user, job_id=query.validated_data.get("job")
