@@ -82,7 +82,7 @@ def _gold_vetter(world: dict[str, Any]):
 def _campaign_rater(world: dict[str, Any]):
     """An expert who rates an open campaign holding model B's trajectory of spectra[0]: model
     B's run, and every candidate of spectra[0], are hidden from them while it is open."""
-    rater = UserFactory(username="rating-expert", roles=["expert", "rater"])
+    rater: Any = UserFactory(username="rating-expert", roles=["expert", "rater"])
     candidate = world["run_b"].candidates.get(spectrum=world["spectra"][0])
     rollout = Rollout.objects.create(
         candidate=candidate, index=0, data={"turns": []}, prediction="NO", confidence=0.95

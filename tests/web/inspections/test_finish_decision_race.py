@@ -78,8 +78,8 @@ def world(db) -> dict[str, Any]:
     """Run 1 finished on every spectrum, with expert "ada"'s YES on each; run 2's candidates of
     the same spectra claimed (running), their rollouts ready to be recorded."""
     spectra_services.tasks_seed_builtin()  # a transactional test may start from a flushed database
-    owner = UserFactory(username="owner", roles=["ml_engineer"])
-    experts = [UserFactory(username=name, roles=["expert"]) for name in ("ada", "bea")]
+    owner: Any = UserFactory(username="owner", roles=["ml_engineer"])
+    experts: list[Any] = [UserFactory(username=name, roles=["expert"]) for name in ("ada", "bea")]
     rows = [make_spectrum(object_id=f"FIN-{i}", seed=i) for i in range(SPECTRA)]
     verdicts = {row.pk: ("YES", 0.55) for row in rows}  # below the threshold: experts see them
     first = make_inspected(spectra=rows, verdicts=verdicts, created_by=owner, model=("m:1", "M1"))
