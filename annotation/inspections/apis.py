@@ -94,7 +94,14 @@ class CandidateOutputSerializer(serializers.ModelSerializer):
             "attempts",
             "started_at",
             "finished_at",
+            "retry_at",
         ]
+        extra_kwargs = {
+            "retry_at": {
+                "help_text": "a pending candidate waiting for a model endpoint is sent again at "
+                "this time (error says why); null otherwise"
+            }
+        }
 
     @extend_schema_field(
         serializers.ChoiceField(

@@ -34,19 +34,30 @@ __all__ = [
     "EXPERT_SPLIT",
     "expert_decision_record",
     "expert_decision_withdraw",
+    "labels_lock",
     "spectrum_label_refresh",
 ]
 
 
-def _label_lock(spectrum_id: int) -> None:
+def labels_lock(spectrum_ids: Sequence[int]) -> None:
     """Every write of a spectrum's expert decisions, label and catalog entries takes the
     spectrum's row lock first, so experts deciding at once on candidates of the same spectrum
     (of one run or several) queue in one order; each used to lock its own candidate's catalog
-    entry and then wait for the other's, a deadlock (issue 32). FOR NO KEY UPDATE: rows that
-    merely refer to the spectrum (new candidates, entries) are not held up. Taking it again in
-    the same transaction is free."""
-    rows = Spectrum.objects.select_for_update(no_key=True).filter(pk=spectrum_id)
+    entry and then wait for the other's, a deadlock (issue 32). A run finishing candidates
+    takes it before it reads their spectra's labels: read without it, a decision committing
+    meanwhile left the new catalog entry with the label from before it. Several spectra are
+    locked in id order, one order for every writer. FOR NO KEY UPDATE: rows that merely refer
+    to the spectrum (new candidates, entries) are not held up. Taking it again in the same
+    transaction is free."""
+    ids = sorted(set(spectrum_ids))
+    if not ids:
+        return
+    rows = Spectrum.objects.select_for_update(no_key=True).filter(pk__in=ids).order_by("pk")
     list(rows.values_list("pk", flat=True))
+
+
+def _label_lock(spectrum_id: int) -> None:
+    labels_lock([spectrum_id])
 
 
 @transaction.atomic

@@ -334,6 +334,12 @@ def evaluation_table(
                         for deferral, f1 in figures.get("triage", [])
                     ],
                     "old": _old_figures(baseline, task, part),
+                    # the same figures as numbers (None: undefined), for the API
+                    "values": {
+                        key: figures.get(key)
+                        for key in ("accuracy", "balanced_accuracy", "f1", "ece")
+                    },
+                    "triage_values": [[deferral, f1] for deferral, f1 in figures.get("triage", [])],
                 }
             )
     return rows
@@ -351,3 +357,32 @@ def _old_figures(baseline: Baseline | None, task: str, part: str) -> dict[str, A
 
 def _shown(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
+
+
+def evaluation_overview(*, user: Any, job_id: int | None = None) -> dict[str, Any]:
+    """What the evaluations page and its API twin show ``user``: the last 20 evaluation jobs,
+    the one asked for (``job_id``, else the latest finished) with its table, and each model's
+    stored verdicts on the vetted spectra. One read for both, so they list the same rows: the
+    vetted part of a job is withheld from a reader with a gold item waiting
+    (``blinding.evaluation_vetted_withheld``), and the per-model figures count only the
+    catalog entries the reader may read (``selectors.vetted_figures_by_model``)."""
+    from annotation import blinding
+    from annotation.inspections.selectors import vetted_figures_by_model
+
+    jobs = evaluation_jobs()
+    shown = jobs.filter(pk=job_id).first() if job_id is not None else None
+    shown = shown or latest_finished(jobs)
+    result = (shown.result or {}) if shown else {}
+    baseline = evaluation_baseline(shown) if shown else None
+    withheld = shown is not None and blinding.evaluation_vetted_withheld(user=user, job=shown)
+    return {
+        "jobs": jobs[:20],
+        "shown": shown,
+        "shown_policy": policy_label(result.get("policy", {})) if shown else "",
+        "rows": evaluation_table(shown, baseline, without_vetted=withheld) if shown else [],
+        "vetted_withheld": withheld,
+        "baseline": baseline,
+        "missing_parts": result.get("missing_parts", []),
+        "durations": recent_durations(jobs),
+        "vetted_rows": vetted_figures_by_model(user=user),
+    }

@@ -362,6 +362,7 @@ class _Driver:
             if delay is not None and services.candidate_wait(
                 candidate_id=work.candidate.pk,
                 error=waiting_reason(error, delay=delay, attempt=work.candidate.attempts),
+                delay=delay,
             ):
                 waiting.append(work.candidate.pk)
             elif delay is None:
@@ -374,7 +375,11 @@ class _Driver:
                     candidate_id=pk, error=f"{type(self.outage).__name__}: {self.outage}"
                 )
             return None
-        services.candidates_release(candidate_ids=unstarted)
+        services.candidates_release(
+            candidate_ids=unstarted,
+            error=waiting_reason(self.outage, delay=delay, attempt=attempts),
+            delay=delay,
+        )
         self.batch.recheck()
         return [*waiting, *unstarted], delay
 

@@ -136,10 +136,15 @@ def run_candidates(candidate_ids: list[int], *, can_wait: bool = False) -> Waiti
             if delay is not None and services.candidate_wait(
                 candidate_id=candidate.pk,
                 error=waiting_reason(error, delay=delay, attempt=candidate.attempts),
+                delay=delay,
             ):
                 # The endpoint is down for the rest of the batch too: they wait unstarted.
                 rest = [c.pk for c in batch.candidates[position + 1 :]]
-                services.candidates_release(candidate_ids=rest)
+                services.candidates_release(
+                    candidate_ids=rest,
+                    error=waiting_reason(error, delay=delay, attempt=candidate.attempts),
+                    delay=delay,
+                )
                 return Waiting(candidate_ids=[candidate.pk, *rest], delay=delay)
             services.candidate_fail(
                 candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"

@@ -95,6 +95,9 @@ class Candidate(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When a pending candidate is sent again after a model endpoint outage (``error`` says
+    # why it waits); null when it waits for nothing (queued, resent, or not pending).
+    retry_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "id"]

@@ -90,6 +90,61 @@ def interrupted_candidate_ids(
     return {pk for pk, at in heard.items() if at < cutoff}
 
 
+@dataclass(frozen=True)
+class CandidateStatus:
+    """Where a candidate truly is, for its live page: ``state`` is one of pending, waiting
+    (for a retry after a model endpoint outage, at ``retry_at``), running, interrupted (left
+    running by a lost worker), done, failed or cancelled; ``reason`` the stored why."""
+
+    state: str
+    headline: str
+    reason: str = ""
+    retry_at: datetime | None = None
+    retry_due: bool = False  # the retry's time has passed: it waits for a free worker
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED)
+
+
+def candidate_status(*, candidate: Candidate, now: datetime | None = None) -> CandidateStatus:
+    """The candidate's state as stored, with an interrupted one told from a running one
+    (``interrupted_candidate_ids``) and a pending one waiting for a retry from one queued."""
+    state, attempts = candidate.state, candidate.attempts
+    of_max = f"attempt {attempts} of {settings.JOB_MAX_ATTEMPTS}"
+    if state == CandidateState.RUNNING:
+        if candidate.pk in interrupted_candidate_ids(
+            rows=Candidate.objects.filter(pk=candidate.pk), now=now
+        ):
+            return CandidateStatus(
+                "interrupted",
+                f"Interrupted ({of_max}): no live worker runs it",
+                "the worker that ran it was killed or lost; staff may send it again now, or the "
+                "broker sends it again after its visibility timeout",
+            )
+        return CandidateStatus("running", f"Running ({of_max})")
+    if state == CandidateState.PENDING:
+        if candidate.retry_at is not None:
+            due = candidate.retry_at <= (now or timezone.now())
+            return CandidateStatus(
+                "waiting",
+                "Waiting to be sent again" if not due else "Waiting for a free worker",
+                candidate.error,
+                candidate.retry_at,
+                due,
+            )
+        if attempts:
+            return CandidateStatus(
+                "pending", f"Queued again after {attempts} attempt{'s' if attempts > 1 else ''}"
+            )
+        return CandidateStatus("pending", "Queued: not started yet")
+    if state == CandidateState.FAILED:
+        return CandidateStatus("failed", "Failed", candidate.error)
+    if state == CandidateState.CANCELLED:
+        return CandidateStatus("cancelled", "Cancelled", candidate.error)
+    return CandidateStatus(state, state.capitalize())
+
+
 def run_progress(
     *, run: InspectionRun, user: Any = None, now: datetime | None = None
 ) -> dict[str, Any]:
@@ -304,9 +359,18 @@ def vetted_figures_by_model(*, user: Any) -> list[dict[str, Any]]:
                 "f1": _shown(report.f1),
                 "ece": _shown(report.ece),
                 "confident_wrong": report.confident_wrong,
+                # the same figures as numbers (None: undefined), for the API
+                "values": {
+                    key: _number(getattr(report, key))
+                    for key in ("accuracy", "balanced_accuracy", "f1", "ece")
+                },
             }
         )
     return table
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else round(float(value), 4)
 
 
 def _shown(value: float | None) -> str:

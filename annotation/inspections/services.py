@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +25,7 @@ from annotation.curation.services import PngsByHash, image_blobs_store
 from annotation.inspections.decision_history import stored_consensus
 from annotation.inspections.decisions import EXPERT_SPLIT as EXPERT_SPLIT  # re-exported
 from annotation.inspections.decisions import expert_decision_record as expert_decision_record
+from annotation.inspections.decisions import labels_lock
 from annotation.inspections.decisions import spectrum_label_refresh as spectrum_label_refresh
 from annotation.inspections.models import (
     Candidate,
@@ -223,13 +225,13 @@ def candidates_claim(*, candidate_ids: list[int]) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET state = %s, attempts = attempts + 1, started_at = %s, "
-            f"error = '' WHERE {runnable} AND attempts < %s RETURNING id",
+            f"error = '', retry_at = NULL WHERE {runnable} AND attempts < %s RETURNING id",
             [CandidateState.RUNNING.value, now, *ids, *states, settings.JOB_MAX_ATTEMPTS],
         )
         claimed = sorted(row[0] for row in cursor.fetchall())
         if len(claimed) < len(ids):
             cursor.execute(
-                f"UPDATE {table} SET state = %s, error = %s, finished_at = %s "
+                f"UPDATE {table} SET state = %s, error = %s, finished_at = %s, retry_at = NULL "
                 f"WHERE {runnable} AND attempts >= %s",
                 [
                     CandidateState.FAILED.value,
@@ -248,12 +250,16 @@ def candidate_claim(*, candidate_id: int) -> bool:
     return bool(candidates_claim(candidate_ids=[candidate_id]))
 
 
-def candidates_release(*, candidate_ids: list[int]) -> None:
+def candidates_release(*, candidate_ids: list[int], error: str, delay: int) -> None:
     """running -> pending, undoing the claim of a batch's candidates that were never started
-    (the batch waits for a model endpoint): their attempt did not happen."""
+    (the batch waits for a model endpoint): their attempt did not happen. They are sent again
+    with the batch in ``delay`` seconds, and ``error`` says why they wait."""
     if candidate_ids:
         Candidate.objects.filter(pk__in=candidate_ids, state=CandidateState.RUNNING).update(
-            state=CandidateState.PENDING, attempts=F("attempts") - 1
+            state=CandidateState.PENDING,
+            attempts=F("attempts") - 1,
+            error=f"not started: its batch is {error}"[:10000],
+            retry_at=timezone.now() + timedelta(seconds=delay),
         )
 
 
@@ -265,13 +271,16 @@ def candidates_cancel(*, candidate_ids: list[int]) -> None:
         )
 
 
-def candidate_wait(*, candidate_id: int, error: str) -> bool:
-    """running -> pending with the reason it waits (a model endpoint outage), for a later retry.
+def candidate_wait(*, candidate_id: int, error: str, delay: int) -> bool:
+    """running -> pending with the reason it waits (a model endpoint outage), for a retry in
+    ``delay`` seconds.
 
     Returns False when the candidate is no longer running (cancelled meanwhile).
     """
     waiting = Candidate.objects.filter(pk=candidate_id, state=CandidateState.RUNNING).update(
-        state=CandidateState.PENDING, error=error[:10000]
+        state=CandidateState.PENDING,
+        error=error[:10000],
+        retry_at=timezone.now() + timedelta(seconds=delay),
     )
     return waiting == 1
 
@@ -441,9 +450,9 @@ def rollout_result(
 @transaction.atomic
 def rollouts_record(*, results: list[RolloutResult]) -> None:
     """Store finished rollouts with their live steps and images, and finish the candidates whose
-    last rollout is among them, in one transaction of at most five statements however many:
-    one each for the live steps, the images, the rollouts, the finished candidates and their
-    catalog entries (see ``_candidates_finish``)."""
+    last rollout is among them, in one transaction of at most seven statements however many:
+    one each for the live steps, the images, the rollouts, then the finished candidates'
+    spectra's locks, labels, states and catalog entries (see ``_candidates_finish``)."""
     pngs: dict[str, bytes] = {}
     for result in results:
         pngs.update(result.pngs)
@@ -511,8 +520,9 @@ _CATALOG_COLUMNS = [
 
 
 def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> None:
-    """Three statements for any number of candidates: the vetted labels of their spectra, their
-    final states, then their catalog entries (an upsert that keeps an expert decision already
+    """Four statements for any number of candidates: their spectra's label locks
+    (``decisions.labels_lock``), the vetted labels of their spectra, their final states, then
+    their catalog entries (an upsert that keeps an expert decision already
     recorded; a new entry starts with the label and the experts' consensus on its spectrum for
     the task, as every other run's entry shows them). The run, task and spectrum come loaded
     with each candidate."""
@@ -520,6 +530,9 @@ def _candidates_finish(*, finished: list[tuple[Candidate, list[Rollout]]]) -> No
         return
     now = timezone.now()
     entries = []
+    # Under the spectra's locks, so no decision commits between this read and the entries'
+    # write: one that waits for them refreshes the new entries once this commits.
+    labels_lock([candidate.spectrum_id for candidate, _ in finished])
     labels = vetted_labels_of(
         pairs=[(candidate.spectrum_id, candidate.run.task_id) for candidate, _ in finished]
     )
@@ -658,7 +671,7 @@ def candidate_retry(*, candidate: Candidate, actor: User) -> Candidate:
     check_owner_or_staff(actor, run.created_by_id, what="inspection run", action="retry")
     updated = Candidate.objects.filter(
         pk=candidate.pk, state__in=[CandidateState.FAILED, CandidateState.CANCELLED]
-    ).update(state=CandidateState.PENDING, error="", finished_at=None)
+    ).update(state=CandidateState.PENDING, error="", finished_at=None, retry_at=None)
     if updated != 1:
         raise WrongState("only failed or cancelled candidates can be retried")
     InspectionRun.objects.filter(pk=candidate.run_id).update(cancelled=False)
@@ -674,7 +687,7 @@ def inspection_run_cancel(*, run: InspectionRun, actor: User) -> int:
     check_owner_or_staff(actor, run.created_by_id, what="inspection run", action="cancel")
     InspectionRun.objects.filter(pk=run.pk).update(cancelled=True)
     cancelled = Candidate.objects.filter(run=run, state=CandidateState.PENDING).update(
-        state=CandidateState.CANCELLED, finished_at=timezone.now()
+        state=CandidateState.CANCELLED, finished_at=timezone.now(), retry_at=None
     )
     audit_log_record(
         actor=actor, action="inspection_run_cancelled", obj=run, comment=f"{cancelled} cancelled"

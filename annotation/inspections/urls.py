@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.inspections import apis, views
+from annotation.inspections import apis, evaluation_apis, views
 
 urlpatterns = [
     path("inspections/", views.run_list, name="run_list"),
@@ -40,6 +40,11 @@ urlpatterns = [
     path("images/<str:sha256>.png", views.image_blob, name="image_blob"),
     # API
     path("api/inspections/", apis.InspectionRunListApi.as_view(), name="api_run_list"),
+    path(
+        "api/evaluations/",
+        evaluation_apis.EvaluationListApi.as_view(),
+        name="api_evaluation_list",
+    ),
     path("api/inspections/create/", apis.InspectionRunCreateApi.as_view(), name="api_run_create"),
     path(
         "api/inspections/<int:run_id>/",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -229,6 +230,7 @@ def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
         inspected=selectors.inspected_ranges([s.data for s in steps]),
         fit_later=True,
     )
+    status = selectors.candidate_status(candidate=candidate)
     return render(
         request,
         "inspections/candidate_live.html",
@@ -238,12 +240,23 @@ def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
             "steps": _step_context(steps),
             "last_pk": steps[-1].pk if steps else 0,
             **viewer,
-            "finished": candidate.state
-            in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED),
-            "can_control": _can_control(request, candidate.run),
-            "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
+            "finished": status.finished,
+            **_outcome_context(request, candidate, status),
         },
     )
+
+
+def _outcome_context(
+    request: HttpRequest, candidate: Candidate, status: selectors.CandidateStatus
+) -> dict[str, Any]:
+    """The outcome panel's: the candidate's true state (``selectors.candidate_status``) and
+    what this user may do about it."""
+    return {
+        "status": status,
+        "can_control": _can_control(request, candidate.run),
+        "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
+        "can_resend": permissions.INSPECTION_RESEND.allows(request.user),
+    }
 
 
 @require_role(permissions.INSPECTION_READ)
@@ -307,11 +320,8 @@ def candidate_steps(request: HttpRequest, candidate_id: int) -> HttpResponse:
 @require_GET
 def candidate_outcome(request: HttpRequest, candidate_id: int) -> HttpResponse:
     candidate = _get_candidate_for_user(request, candidate_id)
-    context = {
-        "candidate": candidate,
-        "can_control": _can_control(request, candidate.run),
-        "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
-    }
+    status = selectors.candidate_status(candidate=candidate)
+    context = {"candidate": candidate, **_outcome_context(request, candidate, status)}
     return render(request, "inspections/candidate_live.html#outcome", context)
 
 
@@ -341,28 +351,12 @@ def image_blob(request: HttpRequest, sha256: str) -> HttpResponse:
 def _evaluations_page(
     request: HttpRequest, form: EvaluationForm | None, *, status: int = 200
 ) -> HttpResponse:
-    jobs = evaluations.evaluation_jobs()
     chosen = request.GET.get("job", "")
-    shown = jobs.filter(pk=int(chosen)).first() if chosen.isdigit() else None
-    shown = shown or evaluations.latest_finished(jobs)
-    result = (shown.result or {}) if shown else {}
-    baseline = evaluations.evaluation_baseline(shown) if shown else None
-    withheld = shown is not None and blinding.evaluation_vetted_withheld(
-        user=request.user, job=shown
-    )
     context = {
         "form": form,
-        "jobs": jobs[:20],
-        "shown": shown,
-        "shown_policy": evaluations.policy_label(result.get("policy", {})) if shown else "",
-        "rows": evaluations.evaluation_table(shown, baseline, without_vetted=withheld)
-        if shown
-        else [],
-        "vetted_withheld": withheld,
-        "baseline": baseline,
-        "missing_parts": result.get("missing_parts", []),
-        "durations": evaluations.recent_durations(jobs),
-        "vetted_rows": selectors.vetted_figures_by_model(user=request.user),
+        **evaluations.evaluation_overview(
+            user=request.user, job_id=int(chosen) if chosen.isdigit() else None
+        ),
     }
     return render(request, "inspections/evaluations.html", context, status=status)
 

@@ -31,7 +31,7 @@ from annotation import blinding
 from annotation.core import permissions
 from annotation.core.apis import WorkflowApi
 from annotation.core.http import _expert
-from annotation.core.serializers import FORBIDDEN, NOT_FOUND, _paginated
+from annotation.core.serializers import CONFLICT, FORBIDDEN, NOT_FOUND, _paginated
 from annotation.curation import revised
 from annotation.curation import selectors as curation_selectors
 from annotation.curation.models import DatasetExport, ExportKind
@@ -125,6 +125,7 @@ class LabelExportCreateApi(WorkflowApi):
                 LabelExportCreatedOutputSerializer, description="unchanged: the latest"
             ),
             403: FORBIDDEN,
+            409: CONFLICT,  # no vetted label to export yet
         },
         description="Export the vetted labels as the next version (a row per label, naming the "
         "expert decisions it rests on), or answer the latest when nothing changed.",
@@ -228,6 +229,7 @@ def _create_schema(operation_id: str, what: str) -> Callable[[Any], Any]:
                 LoopExportCreatedOutputSerializer, description="unchanged: the latest"
             ),
             403: FORBIDDEN,
+            409: CONFLICT,  # nothing to export yet
         },
         description=f"Export {what} as the next version, or answer the latest when nothing "
         "changed.",

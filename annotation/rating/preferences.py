@@ -25,7 +25,7 @@ from django.db import transaction
 
 from agent.formats.dpo import NoPreferenceRow, PreferenceRow, preference_row
 from agent.trajectory import Trajectory
-from annotation.core.errors import NotAllowed, WorkflowError
+from annotation.core.errors import NotAllowed, WorkflowError, WrongState
 from annotation.curation.datasets import export_save, files_digest, image_paths
 from annotation.curation.models import DatasetExport, ExportKind
 from annotation.curation.revised import expert_revisions
@@ -171,7 +171,7 @@ def preference_export_create(
     found = preference_set(task=task)
     if not found.rows:
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(found.excluded.items()))
-        raise WorkflowError(
+        raise WrongState(
             "no preference pair to export yet: pairs need a closed campaign's judgements or an "
             "expert revision that passed audit" + (f" (left out: {reasons})" if reasons else "")
         )

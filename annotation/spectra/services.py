@@ -366,9 +366,7 @@ def label_export_create(
         raise WorkflowError(f"unknown task codes: {', '.join(unknown)}")
     rows = _label_export_rows(codes)
     if not rows:
-        raise WorkflowError(
-            "there is no vetted label to export yet: two experts who agree make one"
-        )
+        raise WrongState("there is no vetted label to export yet: two experts who agree make one")
     run_ids = _label_export_run_ids(rows)
     if hidden_runs & run_ids or hidden_hashes & {row["content_hash"] for row in rows}:
         raise NotAllowed(

@@ -288,6 +288,7 @@ MATRIX: dict[str, set[str]] = {
     "image_blob": {R, E, M, S},
     "run_create": {M},
     "evaluation_list": READERS,
+    "api_evaluation_list": READERS,
     "evaluation_start": {M},
     "api_run_create": {M},
     "run_cancel": {M, S},

@@ -75,8 +75,10 @@ def test_it_runs_a_rule_based_candidate_in_at_most_ten_statements(monkeypatch, c
     statements = [s for s in sql if s not in bookkeeping]
     # Ten, one more since verdicts carry the spectrum's vetted label, and one more since triage
     # reads the model's recalibration (annotation.inspections.triage) and the run's shift check
-    # (annotation.inspections.shifts): each one read per batch.
-    assert len(statements) <= 13, "\n".join(statements)
+    # (annotation.inspections.shifts): each one read per batch; and one more for the spectra's
+    # label locks taken before the label read (a decision committing between the read and the
+    # catalog write left a stale label).
+    assert len(statements) <= 14, "\n".join(statements)
     # Two commits: the claim, then everything the candidate produced.
     assert len(bookkeeping) <= 4, "\n".join(sql)
     second.refresh_from_db()

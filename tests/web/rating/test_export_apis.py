@@ -116,6 +116,23 @@ def test_it_answers_a_refused_label_export_with_its_reason(db, ml_engineer, labe
     assert not LabelExport.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("name", "body", "reason"),
+    [
+        ("api_label_export_create", {}, "no vetted label to export yet"),
+        ("api_preference_export_create", {"task": "CV"}, "no preference pair to export yet"),
+    ],
+)
+def test_it_answers_nothing_to_export_yet_as_a_conflict_not_a_bad_request(
+    db, ml_engineer, name, body, reason
+):
+    """A valid request refused by the server's state (nothing to export yet) is a 409, as the
+    schema documents, not a 400 that says the request itself was wrong."""
+    answer = api(ml_engineer).post(reverse(name), body, format="json")
+    assert answer.status_code == 409
+    assert reason in answer.json()["detail"]
+
+
 def test_it_makes_lists_and_downloads_revised_and_preference_exports(revision, ml_engineer):
     client = api(ml_engineer)
     for kind, name in ((ExportKind.REVISED, "revised"), (ExportKind.PREFERENCE, "preference")):
