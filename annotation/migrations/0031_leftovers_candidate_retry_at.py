@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0029_issue35similar_spectrum_embedding"),
+        ("annotation", "0030_plant35_planted_audits"),
     ]
 
     operations = [
