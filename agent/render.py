@@ -618,7 +618,27 @@ def _line_coverage(plot: SpectrumPlot, area: PlotArea) -> np.ndarray:
         else:
             # Sparse windows get a 2-pixel stroke, about matplotlib's default line at 80 dpi.
             draw.line(shifted.ravel().tolist(), fill=full, width=2 * scale, joint="curve")
-    return _count_blocks(np.asarray(mask))
+    return _count_blocks(_mask_pixels(mask))
+
+
+def _mask_pixels(mask: Image.Image) -> np.ndarray:
+    """The pixels of an "L" image as a (height, width) uint8 array.
+
+    ``np.asarray(image)`` goes through ``Image.tobytes``, which encodes in 64 KB blocks and
+    joins them: about 10 ms for this supersampled mask on a loaded machine against 0.3 ms for
+    one raw encode of the whole image into one buffer (the same bytes). Pillow's encoder is not
+    public API, so any surprise falls back to ``np.asarray``.
+    """
+    width, height = mask.size
+    try:
+        encoder = Image._getencoder("L", "raw", ("L",))
+        encoder.setimage(mask.im, (0, 0, width, height))
+        _, status, data = encoder.encode(width * height + 1)
+    except Exception:  # a Pillow without the private encoder API: the public, slower path
+        return np.asarray(mask)
+    if status != 1 or len(data) != width * height:
+        return np.asarray(mask)
+    return np.frombuffer(data, dtype=np.uint8).reshape(height, width)
 
 
 def _count_blocks(subpixels: np.ndarray) -> np.ndarray:

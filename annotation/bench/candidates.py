@@ -32,13 +32,9 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +44,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.models import Max
 
+from annotation.bench.workers import Workers
 from annotation.core.models import ImageBlob, ModelEndpoint
 from annotation.inspections import services as inspections_services
 from annotation.inspections import tasks
@@ -61,7 +58,6 @@ from annotation.inspections.models import (
 from annotation.spectra import services as spectra_services
 from annotation.spectra.models import Spectrum, Task
 
-ROOT = Path(__file__).resolve().parents[2]
 SEED = 7
 WAIT_SECONDS = 600.0
 
@@ -108,100 +104,6 @@ class Timer:
         self.cpu += time.process_time() - self._cpu
         self._counting.__exit__(None, None, None)
         self.statements += self._count[0]
-
-
-class Workers:
-    """Real ``celery worker`` processes on a Redis broker under a key prefix of their own."""
-
-    def __init__(self, redis_url: str, log_dir: Path) -> None:
-        self.redis_url = redis_url
-        self.prefix = f"specvet-bench-{uuid.uuid4().hex[:10]}:"
-        self.log_dir = log_dir
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start(self, count: int, *, threads: int) -> None:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "webapp.settings",
-            "CELERY_BROKER_URL": self.redis_url,
-            "CELERY_RESULT_BACKEND": self.redis_url,
-            "CELERY_TASK_ALWAYS_EAGER": "False",
-            "CELERY_REDIS_KEY_PREFIX": self.prefix,
-        }
-        pool = ["--pool", "threads"] if threads > 1 else ["--pool", "solo"]
-        for index in range(count):
-            name = f"bench{index}-{uuid.uuid4().hex[:6]}"
-            log = (self.log_dir / f"{name}.log").open("wb")
-            self.processes.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "celery",
-                        "-A",
-                        "webapp",
-                        "worker",
-                        "-Q",
-                        "inspection",
-                        *pool,
-                        "--concurrency",
-                        str(threads),
-                        "--without-gossip",
-                        "--without-mingle",
-                        "--without-heartbeat",
-                        "-n",
-                        f"{name}@%h",
-                        "--loglevel",
-                        "WARNING",
-                    ],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-
-    def send(self, batches: list[list[int]]) -> float:
-        """Send the messages; returns the time just before the first one went out (after the
-        broker connection is set up, which a producer keeps open in a deployment)."""
-        from celery.exceptions import AlwaysEagerIgnored
-
-        from webapp.celery import app
-
-        options = {"global_keyprefix": self.prefix}
-        with (
-            app.connection_for_write(self.redis_url, transport_options=options) as conn,
-            warnings.catch_warnings(),
-        ):
-            conn.ensure_connection()
-            warnings.simplefilter("ignore", AlwaysEagerIgnored)
-            sent = time.time()
-            for batch in batches:
-                app.send_task(
-                    "annotation.inspections.tasks.run_candidates", args=[batch], connection=conn
-                )
-        return sent
-
-    def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-        self.processes = []
-
-    def clear_broker(self) -> None:
-        import redis
-
-        client = redis.Redis.from_url(self.redis_url)
-        for key in client.scan_iter(f"{self.prefix}*"):
-            client.delete(key)
-        client.close()
 
 
 class Command(BaseCommand):
@@ -511,7 +413,7 @@ class Command(BaseCommand):
         while Candidate.objects.filter(pk__in=ids).exclude(state__in=finished).exists():
             if time.monotonic() > deadline:
                 raise CommandError(f"workers did not finish {len(ids)} candidates in time")
-            if any(p.poll() is not None for p in pool.processes):
+            if pool.exited():
                 raise CommandError("a worker exited; see its log (run with a shell to keep it)")
             time.sleep(0.1)
         failed = list(

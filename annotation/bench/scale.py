@@ -34,58 +34,14 @@ import argparse
 import os
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_DATASET = "bench-scale"
 ENDPOINT = "scale-standin"
 POLL_SECONDS = 1.0
 STALL_SECONDS = 180.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-# --- worker processes -----------------------------------------------------------------------------
-
-
-def group_processes(pgid: int) -> list[int]:
-    """The processes of a worker's process group (the worker and any pool children)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:  # field 5 of stat: the process group
-            found.append(int(entry.name))
-    return found
-
-
-def group_cpu_seconds(pgid: int) -> float:
-    total = 0
-    for pid in group_processes(pgid):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-    return total / CLOCK_TICKS
-
-
-def group_peak_mib(pgid: int) -> float:
-    peak = 0
-    for pid in group_processes(pgid):
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak = max(peak, int(line.split()[1]))
-        except OSError:
-            continue
-    return peak / 1024
 
 
 # --- measuring -------------------------------------------------------------------------------------
@@ -250,6 +206,7 @@ def run_case(options: argparse.Namespace, workers: int, spectrum_ids: list[int])
     from django.conf import settings
 
     from annotation.bench.standin import LatencyModel, StandIn
+    from annotation.bench.workers import Workers
     from annotation.core.models import ModelEndpoint
     from annotation.inspections import services as inspections_services
     from annotation.inspections.models import Candidate, CandidateState, InspectionRun
@@ -296,11 +253,17 @@ def run_case(options: argparse.Namespace, workers: int, spectrum_ids: list[int])
         left -= len(chosen)
     expected = expected_answers(spectrum_ids[: min(options.candidates, len(spectrum_ids))])
 
-    pool = _workers_class()(options.redis, Path(options.log_dir), code=Path(options.worker_code))
+    pool = Workers(options.redis, Path(options.log_dir), code=Path(options.worker_code))
     try:
-        pool.start_scaled(workers, threads=options.concurrency, in_flight=options.in_flight)
+        pool.start(
+            workers,
+            threads=options.concurrency,
+            pool="threads",
+            env={"INSPECTION_IN_FLIGHT": str(options.in_flight)},
+            name="scale",
+        )
         pool.wait_ready()
-        cpu_before = sum(group_cpu_seconds(p.pid) for p in pool.processes)
+        cpu_before = pool.cpu_seconds()
         transactions_before, rows_before = database_counters()
         sent = pool.send(batches)
         sent_at = sent - (time.time() - time.monotonic()) - server.record.started
@@ -323,8 +286,8 @@ def run_case(options: argparse.Namespace, workers: int, spectrum_ids: list[int])
                 )
             time.sleep(POLL_SECONDS)
         end_wall = time.time()
-        cpu = sum(group_cpu_seconds(p.pid) for p in pool.processes) - cpu_before
-        peak = max(group_peak_mib(p.pid) for p in pool.processes)
+        cpu = pool.cpu_seconds() - cpu_before
+        peak = pool.peak_mib()
         time.sleep(1.0)  # PostgreSQL publishes its counters at most every second
         transactions_after, rows_after = database_counters()
         polls += 1
@@ -356,82 +319,6 @@ def run_case(options: argparse.Namespace, workers: int, spectrum_ids: list[int])
         peak_mib=peak,
         rejected=record.rejected,
     )
-
-
-def _workers_class() -> Any:
-    """``bench.candidates.Workers`` run from a chosen checkout with K set (imported once
-    Django is set up)."""
-    from annotation.bench.candidates import Workers
-
-    class _ScaleWorkers(Workers):
-        """Workers from a chosen checkout, with the in-flight limit set."""
-
-        def __init__(self, redis_url: str, log_dir: Path, *, code: Path) -> None:
-            super().__init__(redis_url, log_dir)
-            self.code = code
-
-        def start_scaled(self, count: int, *, threads: int, in_flight: int) -> None:
-            import subprocess
-
-            env = {
-                **os.environ,
-                "DJANGO_SETTINGS_MODULE": "webapp.settings",
-                "CELERY_BROKER_URL": self.redis_url,
-                "CELERY_RESULT_BACKEND": self.redis_url,
-                "CELERY_TASK_ALWAYS_EAGER": "False",
-                "CELERY_REDIS_KEY_PREFIX": self.prefix,
-                "INSPECTION_IN_FLIGHT": str(in_flight),
-                "PYTHONPATH": str(self.code),
-            }
-            for index in range(count):
-                name = f"scale{index}-{uuid.uuid4().hex[:6]}"
-                log = (self.log_dir / f"{name}.log").open("wb")
-                self.processes.append(
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "celery",
-                            "-A",
-                            "webapp",
-                            "worker",
-                            "-Q",
-                            "inspection",
-                            "--pool",
-                            "threads",
-                            "--concurrency",
-                            str(threads),
-                            "--without-gossip",
-                            "--without-mingle",
-                            "--without-heartbeat",
-                            "-n",
-                            f"{name}@%h",
-                            "--loglevel",
-                            "WARNING",
-                        ],
-                        cwd=self.code,
-                        env=env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
-
-        def wait_ready(self, seconds: float = 120.0) -> None:
-            """Until every worker has imported Django and connected (its CPU has settled)."""
-            deadline = time.monotonic() + seconds
-            last = -1.0
-            while time.monotonic() < deadline:
-                for process in self.processes:
-                    if process.poll() is not None:
-                        raise SystemExit(f"a worker exited at start; logs in {self.log_dir}")
-                now = sum(group_cpu_seconds(p.pid) for p in self.processes)
-                if now == last and now > 0:
-                    return
-                last = now
-                time.sleep(2.0)
-
-    return _ScaleWorkers
 
 
 # --- the command ------------------------------------------------------------------------------------

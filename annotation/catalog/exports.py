@@ -21,12 +21,8 @@ import numpy as np
 from django.db.models import Func, IntegerField, Max, QuerySet
 from numpy.typing import DTypeLike
 
-from annotation.catalog.selectors import (
-    _SOURCES,
-    CATALOG_COLUMNS,
-    COLUMN_NAMES,
-    CatalogQueryError,
-)
+from annotation.catalog.columns import _SOURCES, CATALOG_COLUMNS, COLUMN_NAMES
+from annotation.catalog.search import CatalogQueryError
 from annotation.core.tempfiles import temp_dir
 from annotation.inspections.models import CatalogEntry
 

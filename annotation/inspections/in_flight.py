@@ -37,8 +37,9 @@ from django.conf import settings
 from agent.policies.base import EndpointBusy, EndpointUnavailable
 from agent.rollout import Generated
 from annotation.core.jobs import retry_delay, waiting_reason
-from annotation.inspections import services
+from annotation.inspections import recording
 from annotation.inspections.run_policies import policy_for
+from annotation.inspections.verdicts import rollout_meta
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class _Driver:
             if run.pk not in self.policies:
                 self.policies[run.pk] = policy_for(run.policy_spec, run.sampling)
                 if not run.policy_info:
-                    services.inspection_run_set_policy_info(
+                    recording.inspection_run_set_policy_info(
                         run=run, info=dict(self.policies[run.pk].info())
                     )
                 self.tasks[run.pk] = task_value(run.task)
@@ -192,7 +193,7 @@ class _Driver:
 
         candidate, run = work.candidate, work.candidate.run
         if candidate.attempts > 1:
-            services.live_steps_reset(candidate=candidate, rollout_index=index)
+            recording.live_steps_reset(candidate=candidate, rollout_index=index)
         policy = self.policies[run.pk]
         spectrum = self._spectrum_value(candidate.spectrum)
         task = self.tasks[run.pk]
@@ -206,7 +207,7 @@ class _Driver:
             policy,
             max_tool_calls=run.max_tool_calls,
             on_step=lambda step, _trajectory: item.steps.append(step),
-            meta=services.rollout_meta(candidate=candidate, index=index),
+            meta=rollout_meta(candidate=candidate, index=index),
             decision=getattr(turns, "decision", None),
         )
         item.messages = next(item.generator)
@@ -268,7 +269,7 @@ class _Driver:
         work.finished += 1
         last = work.finished == len(work.to_run)
         try:
-            result = services.rollout_result(
+            result = recording.rollout_result(
                 candidate=work.candidate,
                 index=item.index,
                 trajectory=trajectory,
@@ -289,7 +290,7 @@ class _Driver:
             return
         work.failed = True
         logger.warning("candidate %s failed: %s", work.candidate.pk, error)
-        services.candidate_fail(
+        recording.candidate_fail(
             candidate_id=work.candidate.pk, error=f"{type(error).__name__}: {error}"
         )
 
@@ -299,7 +300,7 @@ class _Driver:
         episodes = [*self.flying.values(), *(item for item, _ in self.held)]
         steps = [(item.candidate, item.index, item.steps) for item in episodes if item.steps]
         if steps:
-            services.live_steps_write_many(steps=steps)
+            recording.live_steps_write_many(steps=steps)
             for item in episodes:
                 item.steps = []
         self.live_written = time.monotonic()
@@ -309,7 +310,7 @@ class _Driver:
     def run(self) -> tuple[list[int], int] | None:
         for work in self.works:  # a redelivered candidate with every rollout stored
             if not work.to_run:
-                services.candidate_finish(candidate=work.candidate, rollouts=work.done)
+                recording.candidate_finish(candidate=work.candidate, rollouts=work.done)
         self._start_more()
         self._dispatch()
         while self.flying or (not self.stopping and self._next_rollout() is not None):
@@ -341,7 +342,7 @@ class _Driver:
             cut = [
                 w.candidate.pk for w in self.works if not w.failed and w.finished < len(w.to_run)
             ]
-            services.candidates_cancel(candidate_ids=cut)
+            recording.candidates_cancel(candidate_ids=cut)
             return None
         if self.outage is None:
             self.batch.recheck()
@@ -359,23 +360,23 @@ class _Driver:
         waiting: list[int] = []
         for work in reached:
             error = self.outage
-            if delay is not None and services.candidate_wait(
+            if delay is not None and recording.candidate_wait(
                 candidate_id=work.candidate.pk,
                 error=waiting_reason(error, delay=delay, attempt=work.candidate.attempts),
                 delay=delay,
             ):
                 waiting.append(work.candidate.pk)
             elif delay is None:
-                services.candidate_fail(
+                recording.candidate_fail(
                     candidate_id=work.candidate.pk, error=f"{type(error).__name__}: {error}"
                 )
         if delay is None:
             for pk in unstarted:
-                services.candidate_fail(
+                recording.candidate_fail(
                     candidate_id=pk, error=f"{type(self.outage).__name__}: {self.outage}"
                 )
             return None
-        services.candidates_release(
+        recording.candidates_release(
             candidate_ids=unstarted,
             error=waiting_reason(self.outage, delay=delay, attempt=attempts),
             delay=delay,
@@ -392,7 +393,7 @@ def run_batch(batch: Any, *, can_wait: bool) -> tuple[list[int], int] | None:
     except Exception as error:  # no policy (an endpoint disabled since the run started, a bad
         # spec): each candidate fails with the reason, as on the one-at-a-time path
         for candidate in batch.candidates:
-            services.candidate_fail(
+            recording.candidate_fail(
                 candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"
             )
         return None

@@ -11,8 +11,9 @@ from agent.policies.base import EndpointUnavailable
 from annotation.core import services as core_services
 from annotation.core.jobs import OutageWatch, retry_delay, runner, waiting_reason
 from annotation.core.models import Job
-from annotation.inspections import in_flight, services, shifts
+from annotation.inspections import in_flight, recording, services, shifts
 from annotation.inspections.run_policies import policy_for
+from annotation.inspections.verdicts import rollout_meta
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class _Batch:
             candidate.run = runs.setdefault(candidate.run_id, candidate.run)
         self.tasks: dict[int, Any] = {}
         self.checked = time.monotonic()
-        self.results: list[services.RolloutResult] = []
+        self.results: list[recording.RolloutResult] = []
         self.oldest = 0.0
 
     def cancelled(self, run: Any) -> bool:
@@ -66,7 +67,7 @@ class _Batch:
             self.checked = time.monotonic()
         return bool(run.cancelled)
 
-    def add(self, result: services.RolloutResult) -> None:
+    def add(self, result: recording.RolloutResult) -> None:
         if not self.results:
             self.oldest = time.monotonic()
         self.results.append(result)
@@ -94,17 +95,17 @@ class _Batch:
         if not results:
             return
         try:
-            services.rollouts_record(results=results)
+            recording.rollouts_record(results=results)
         except Exception:
-            by_candidate: dict[int, list[services.RolloutResult]] = {}
+            by_candidate: dict[int, list[recording.RolloutResult]] = {}
             for result in results:
                 by_candidate.setdefault(result.rollout.candidate_id, []).append(result)
             for candidate_id, own in by_candidate.items():
                 try:
-                    services.rollouts_record(results=own)
+                    recording.rollouts_record(results=own)
                 except Exception as error:
                     logger.warning("candidate %s failed: %s", candidate_id, error)
-                    services.candidate_fail(
+                    recording.candidate_fail(
                         candidate_id=candidate_id, error=f"{type(error).__name__}: {error}"
                     )
 
@@ -126,32 +127,32 @@ def run_candidates(candidate_ids: list[int], *, can_wait: bool = False) -> Waiti
     for position, candidate in enumerate(batch.candidates):
         if batch.cancelled(candidate.run):
             batch.write()
-            services.candidates_cancel(candidate_ids=[c.pk for c in batch.candidates[position:]])
+            recording.candidates_cancel(candidate_ids=[c.pk for c in batch.candidates[position:]])
             return None
         try:
             _run_one(candidate, batch)
         except EndpointUnavailable as error:
             batch.write()
             delay = retry_delay(candidate.attempts) if can_wait else None
-            if delay is not None and services.candidate_wait(
+            if delay is not None and recording.candidate_wait(
                 candidate_id=candidate.pk,
                 error=waiting_reason(error, delay=delay, attempt=candidate.attempts),
                 delay=delay,
             ):
                 # The endpoint is down for the rest of the batch too: they wait unstarted.
                 rest = [c.pk for c in batch.candidates[position + 1 :]]
-                services.candidates_release(
+                recording.candidates_release(
                     candidate_ids=rest,
                     error=waiting_reason(error, delay=delay, attempt=candidate.attempts),
                     delay=delay,
                 )
                 return Waiting(candidate_ids=[candidate.pk, *rest], delay=delay)
-            services.candidate_fail(
+            recording.candidate_fail(
                 candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"
             )
         except Exception as error:  # the reason is shown on the run page; retry is one click
             logger.warning("candidate %s failed: %s", candidate.pk, error)
-            services.candidate_fail(
+            recording.candidate_fail(
                 candidate_id=candidate.pk, error=f"{type(error).__name__}: {error}"
             )
     batch.write()
@@ -177,7 +178,7 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
     run = candidate.run
     policy = OutageWatch(policy_for(run.policy_spec, run.sampling))
     if not run.policy_info:
-        services.inspection_run_set_policy_info(run=run, info=_policy_info(run, policy))
+        recording.inspection_run_set_policy_info(run=run, info=_policy_info(run, policy))
     fast = run.policy_spec.get("kind") == "rule-based"
     task = batch.tasks.get(run.pk) or batch.tasks.setdefault(run.pk, task_value(run.task))
     spectrum = spectrum_value(candidate.spectrum)
@@ -187,11 +188,11 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
     for index in to_run:
         if index != to_run[0] and batch.cancelled(run):
             batch.write()
-            services.candidates_cancel(candidate_ids=[candidate.pk])
+            recording.candidates_cancel(candidate_ids=[candidate.pk])
             return
         if candidate.attempts > 1:
-            services.live_steps_reset(candidate=candidate, rollout_index=index)
-        live = services.LiveStepBuffer(candidate=candidate, rollout_index=index, batch=fast)
+            recording.live_steps_reset(candidate=candidate, rollout_index=index)
+        live = recording.LiveStepBuffer(candidate=candidate, rollout_index=index, batch=fast)
         started = time.perf_counter()
         trajectory = inspect(
             spectrum,
@@ -199,12 +200,12 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
             policy,
             max_tool_calls=run.max_tool_calls,
             on_step=live.add,
-            meta=services.rollout_meta(candidate=candidate, index=index),
+            meta=rollout_meta(candidate=candidate, index=index),
         )
         if trajectory.stop_reason == "policy_error":
             live.flush()
             raise policy.outage or RuntimeError("; ".join(trajectory.errors))
-        result = services.rollout_result(
+        result = recording.rollout_result(
             candidate=candidate,
             index=index,
             trajectory=trajectory,
@@ -217,10 +218,10 @@ def _run_one(candidate: Any, batch: _Batch) -> None:
         if fast:
             batch.add(result)
         else:
-            services.rollouts_record(results=[result])
+            recording.rollouts_record(results=[result])
         done.append(result.rollout)
     if not to_run:
-        services.candidate_finish(candidate=candidate, rollouts=done)
+        recording.candidate_finish(candidate=candidate, rollouts=done)
 
 
 def run_candidate(candidate_id: int, *, can_wait: bool = False) -> int | None:

@@ -17,14 +17,14 @@ def _run(candidate_ids: list[int], *, can_wait: bool) -> tuple[list[int], int] |
     the ones waiting for a model endpoint, else the ones another worker is running."""
     from annotation.inspections import (  # inside the body: tasks are imported by services
         jobs,
-        services,
+        recording,
     )
 
     with leases("candidate", candidate_ids) as held:
         busy = [pk for pk in candidate_ids if pk not in held]
         if busy:
             logger.info("candidates %s are running on another worker; later", busy)
-        claimed = services.candidates_claim(
+        claimed = recording.candidates_claim(
             candidate_ids=[pk for pk in candidate_ids if pk in held]
         )
         if len(claimed) < len(held):

@@ -341,6 +341,18 @@ def test_it_counts_supersample_blocks_as_pillows_reduce_averages_them():
     assert counts.max() <= 4 and counts.shape == (32, 45)
 
 
+def test_it_reads_a_drawn_mask_as_numpy_reads_it():
+    from PIL import ImageDraw
+
+    from agent.render import _mask_pixels
+
+    mask = Image.new("L", (1291, 787), 0)  # odd sizes: no row or block is assumed
+    ImageDraw.Draw(mask).line([(0, 5), (400, 700), (1290, 30)], fill=1, width=3)
+    pixels = _mask_pixels(mask)
+    assert pixels.shape == (787, 1291) and pixels.dtype == np.uint8
+    assert pixels.any() and np.array_equal(pixels, np.asarray(mask))
+
+
 def test_it_draws_grid_and_ticks_on_the_pixels_pillow_lines_would_cover():
     from PIL import ImageDraw
 

@@ -35,6 +35,19 @@ def test_it_splits_an_insert_past_the_bound_parameter_limit(db, monkeypatch):
     assert ImageBlob.objects.filter(png__in=pngs).count() == 5
 
 
+def test_it_numbers_placeholders_as_the_database_s_own_cursor_reads_them(db):
+    marks = sql.placeholders(3)
+    assert marks == (["$1", "$2", "$3"] if connection.vendor == "postgresql" else ["%s"] * 3)
+    with sql.bound_cursor() as cursor:
+        cursor.execute(
+            f"SELECT {marks[2]}::text || {marks[0]}::text || {marks[1]}::text"
+            if connection.vendor == "postgresql"
+            else "SELECT %s || %s || %s",
+            ["a", "b", "c"],
+        )
+        assert cursor.fetchone()[0] == ("cab" if connection.vendor == "postgresql" else "abc")
+
+
 def test_it_shows_its_statements_to_djangos_execute_wrappers(db):
     seen: list[str] = []
 

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from annotation.core.leases import lease, leases
-from annotation.inspections import jobs
+from annotation.inspections import jobs, recording
 from annotation.inspections import services as inspections_services
 from annotation.inspections import tasks as inspections_tasks
 from annotation.inspections.models import (
@@ -35,7 +35,7 @@ needs_postgres = pytest.mark.skipif(
 @pytest.fixture(autouse=True)
 def fast_steps(monkeypatch):
     # However loaded the machine, a rule-based episode's steps go in with its rollout.
-    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(recording, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
 
 
 def start_run(cv, ml_engineer, n, spec=None, rollouts=1):
@@ -181,14 +181,14 @@ def test_it_fails_only_the_candidate_that_raises(monkeypatch, cv, ml_engineer):
 
 def test_it_fails_only_the_candidate_whose_results_cannot_be_written(monkeypatch, cv, ml_engineer):
     _, ids = start_run(cv, ml_engineer, 3)
-    record = inspections_services.rollouts_record
+    record = recording.rollouts_record
 
     def rollouts_record(*, results):
         if any(r.rollout.candidate_id == ids[2] for r in results):
             raise ValueError("a value the database refuses")
         record(results=results)
 
-    monkeypatch.setattr(inspections_services, "rollouts_record", rollouts_record)
+    monkeypatch.setattr(recording, "rollouts_record", rollouts_record)
     inspections_tasks.run_candidates.apply(args=[ids])
     assert states(ids) == [CandidateState.DONE, CandidateState.DONE, CandidateState.FAILED]
     assert Candidate.objects.get(pk=ids[2]).error == "ValueError: a value the database refuses"

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from annotation.core import tasks as core_tasks
 from annotation.core.models import ImageBlob
 from annotation.curation import services as curation_services
-from annotation.inspections import in_flight, jobs
+from annotation.inspections import in_flight, jobs, recording
 from annotation.inspections import services as inspections_services
 from annotation.inspections import tasks as inspections_tasks
 from annotation.inspections.models import (
@@ -61,7 +61,7 @@ def stored_hashes(node):
 
 def test_it_runs_a_rule_based_candidate_in_at_most_ten_statements(monkeypatch, cv, ml_engineer):
     # However loaded the machine, the episode counts as fast: its steps go in with the rollout.
-    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(recording, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     run = start_run(cv, ml_engineer, 2)
     first, second = run.candidates.order_by("pk")
     inspections_tasks.run_candidate.apply(
@@ -144,7 +144,7 @@ def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, m
         write(steps=steps)
         written.extend(step.index for _, _, own in steps for step in own)
 
-    monkeypatch.setattr(inspections_services, "live_steps_write_many", counted)
+    monkeypatch.setattr(recording, "live_steps_write_many", counted)
     make_endpoint(name="gpu-1")
     turns = [tool_call_turn(6500, 6630, "H-alpha"), tool_call_turn(4800, 4920, "H-beta")]
     spec = {"kind": "openai", "endpoint": "gpu-1"}
@@ -156,7 +156,7 @@ def test_it_shows_each_step_while_the_model_works_on_the_next(monkeypatch, cv, m
 
 
 def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, ml_engineer):
-    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(recording, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
     turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
     policy, candidate = run_watched(monkeypatch, cv, ml_engineer, turns, {"kind": "rule-based"})
     assert policy.seen == [0, 0]
@@ -165,14 +165,14 @@ def test_it_writes_a_fast_episode_with_its_rollout(monkeypatch, cv, ml_engineer)
 
 
 def test_it_writes_a_slow_rule_based_step_at_once(monkeypatch, cv, ml_engineer):
-    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 0.0)
+    monkeypatch.setattr(recording, "LIVE_STEP_FLUSH_SECONDS", 0.0)
     turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("YES")]
     policy, _ = run_watched(monkeypatch, cv, ml_engineer, turns, {"kind": "rule-based"})
     assert policy.seen == [0, 1]
 
 
 def test_it_keeps_the_steps_before_a_model_failure(monkeypatch, cv, ml_engineer):
-    monkeypatch.setattr(inspections_services, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
+    monkeypatch.setattr(recording, "LIVE_STEP_FLUSH_SECONDS", 3600.0)
 
     class FailsSecond(ScriptedPolicy):
         def generate(self, messages):
