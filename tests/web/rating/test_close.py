@@ -130,6 +130,23 @@ def wait_for(outcome: dict, key: str, timeout: float = 10.0) -> None:
     assert key in outcome, outcome
 
 
+def wait_until_blocked(thread: threading.Thread, timeout: float = 10.0) -> None:
+    """Until another session of this database waits on a lock (the thread's), or the thread ends.
+
+    Event-driven, instead of sleeping a fixed time and hoping the thread got as far as the lock.
+    """
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0]:
+                return
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("path", ["score", "pair"])
 @on_postgresql
 def test_it_makes_a_write_wait_for_a_close_in_progress_then_refuses_it(raters, staff, path):
@@ -152,7 +169,7 @@ def test_it_makes_a_write_wait_for_a_close_in_progress_then_refuses_it(raters, s
     )
     wait_for(closed, "done_inside")
     writer, written = in_thread(write)
-    time.sleep(0.5)
+    wait_until_blocked(writer)
     assert writer.is_alive(), f"the write did not wait for the close: {written}"
     release.set()
     closer.join(timeout=20)
@@ -185,7 +202,7 @@ def test_it_makes_a_close_wait_for_a_write_in_progress(raters, staff, path):
     closer, closed = in_thread(
         lambda: rating_services.campaign_close(campaign=campaign, actor=staff)
     )
-    time.sleep(0.5)
+    wait_until_blocked(closer)
     assert closer.is_alive(), f"the close did not wait for the write: {closed}"
     release.set()
     writer.join(timeout=20)
