@@ -49,7 +49,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -467,6 +467,20 @@ def control_windows(evidence: Sequence[Window], coverage: Window, *, seed: int) 
 
 
 # --- re-running ---------------------------------------------------------------------------------
+
+
+def restarting(policy: Any) -> Callable[[], Inspector]:
+    """``make_policy`` for one loaded policy: the same object for every episode, its seeded
+    sampling restarted first when it keeps a stream (``restart_sampling``), so a model's weights
+    load once and each episode samples as the first would."""
+
+    def make() -> Inspector:
+        restart = getattr(policy, "restart_sampling", None)
+        if callable(restart):
+            restart()
+        return cast(Inspector, policy)
+
+    return make
 
 
 def outcome_of(trajectory: Trajectory) -> Outcome:

@@ -33,13 +33,19 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from annotation.catalog import search
+from annotation.catalog.rows import (  # noqa: F401  (re-exported: views, apis)
+    EXPERT_SPLIT,
+    CatalogRowView,
+    list_rows,
+)
 from annotation.catalog.search import CatalogQueryError
 from annotation.core.endpoints import public_policy_spec  # noqa: F401  (re-exported: views, reports)
-from annotation.inspections.decision_history import answered_by, expert_tallies
+from annotation.inspections.decision_history import answered_by
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
     CatalogEntry,
+    EvidenceOutcome,
     ExpertDecisionValue,
     InspectionRun,
 )
@@ -68,7 +74,7 @@ DEFAULT_SORT = "-created_at"
 NULLS_LAST_KEYS = frozenset({"snr", "ra", "dec"})
 
 VERDICT_CHOICES = ("YES", "NO", "none")
-EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
+EVIDENCE_CHOICES = tuple(EvidenceOutcome.values)  # the evidence ablation filter
 EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
 LABEL_STATE_CHOICES = (*LabelState.ALL, "none")
 # ?model= takes a model key, or "current": each task's promoted model (annotation.learning).
@@ -227,6 +233,14 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "Expert issue flags, comma-separated: sky, low_snr, artefact, ...",
     ),
     CatalogColumn(
+        "evidence",
+        "evidence_outcome",
+        "str",
+        "",
+        "meta.code.qual",
+        "Own evidence masked: flips, weakens, insensitive, holds; empty: not tested",
+    ),
+    CatalogColumn(
         "vetted_z",
         "vetted_z",
         "float",
@@ -291,6 +305,7 @@ class CatalogFilters:
     run: int | None = None
     synthetic: bool | None = None
     shifted: bool | None = None  # the shift sentinel held the entry's run or subset
+    evidence: str = ""  # the evidence ablation's outcome (EvidenceOutcome)
     label_state: str = ""  # pending | conflict | agreed | resolved | none (no decision yet)
     model: str = ""  # a model key, or "current" (each task's current model)
     dataset: str = ""  # the spectrum's data set, exact
@@ -368,6 +383,7 @@ def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
         run=_int_param(params, "run"),
         synthetic=_bool_param(params, "synthetic"),
         shifted=_bool_param(params, "shifted"),
+        evidence=_choice_param(params, "evidence", EVIDENCE_CHOICES),
         label_state=_choice_param(params, "label_state", LABEL_STATE_CHOICES),
         model=_model_param(params),
         dataset=(params.get("dataset") or "").strip(),
@@ -470,6 +486,8 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
         rows = rows.filter(synthetic=filters.synthetic)
     if filters.shifted is not None:
         rows = rows.filter(shifted=filters.shifted)
+    if filters.evidence:
+        rows = rows.filter(evidence_outcome=filters.evidence)
     rows = rows.annotate(
         duplicates=_duplicates(),
         vetted_z=_vetted_redshift("z"),
@@ -592,122 +610,6 @@ def estimated_count(rows: QuerySet[Any]) -> int | None:
     if isinstance(plan, str):
         plan = json.loads(plan)
     return int(plan[0]["Plan"]["Plan Rows"])
-
-
-@dataclass(frozen=True)
-class CatalogRowView:
-    """One list row with its numbers already formatted: the page shows 50 of these, and
-    Django's floatformat (Decimal arithmetic) cost more than the query behind them."""
-
-    detail_url: str
-    run_url: str
-    object_id: str
-    synthetic: bool
-    shifted: bool
-    survey: str
-    ra: str
-    dec: str
-    task_code: str
-    verdict: str
-    confidence: str
-    snr: str
-    policy_name: str
-    expert_decision: str
-    run_id: int
-    model_key: str
-    model_label: str
-    vetted_label: str
-    label_state: str
-    created: str
-    expert_tally: str = ""  # "YES 1 · NO 1" when the experts disagree
-    designation: str = ""
-    dataset: str = ""
-    spectrum_url: str = ""
-    spectrum_id: int | None = None
-    duplicates: int = 0
-    duplicate_of: str = ""  # "also in lamost (spectrum 12), uploads (spectrum 40)"
-    expert_quality: str = ""  # the experts' mean 0-4 quality, "" when none gave one
-    expert_issues: str = ""  # "sky, low_snr"
-    content_hash: str = ""
-
-
-def _duplicate_notes(entries: list[CatalogEntry]) -> dict[str, list[tuple[int, str]]]:
-    """The stored spectra of each duplicated content on the page: one query per page."""
-    hashes = {e.content_hash for e in entries if getattr(e, "duplicates", 0) and e.content_hash}
-    found: dict[str, list[tuple[int, str]]] = {}
-    if hashes:
-        rows = Spectrum.objects.filter(content_hash__in=hashes).order_by("pk")
-        for pk, content_hash, dataset in rows.values_list("pk", "content_hash", "dataset"):
-            found.setdefault(content_hash, []).append((pk, dataset))
-    return found
-
-
-def _also_in(entry: CatalogEntry, notes: dict[str, list[tuple[int, str]]]) -> str:
-    others = [(pk, ds) for pk, ds in notes.get(entry.content_hash, []) if pk != entry.spectrum_id]
-    return ", ".join(f"{dataset} (spectrum {pk})" for pk, dataset in others[:10])
-
-
-def _fixed(value: float | None, decimals: int) -> str:
-    return "" if value is None else f"{value:.{decimals}f}"
-
-
-def list_rows(
-    entries: Iterable[CatalogEntry],
-    *,
-    detail_prefix: str,
-    list_url: str,
-    spectrum_prefix: str = "/spectra/",
-) -> list[CatalogRowView]:
-    """Rows for the list page; ``detail_prefix`` is the detail URL without the id."""
-    from django.utils import timezone
-
-    entries = list(entries)
-    split = [
-        e.candidate_id
-        for e in entries
-        if e.expert_decision == EXPERT_SPLIT and e.candidate_id is not None
-    ]
-    tallies = expert_tallies(split)
-    notes = _duplicate_notes(entries)
-    return [
-        CatalogRowView(
-            detail_url=f"{detail_prefix}{entry.pk}/",
-            run_url=f"{list_url}?run={entry.run_id}",
-            object_id=entry.object_id,
-            synthetic=entry.synthetic,
-            shifted=entry.shifted,
-            survey=entry.survey,
-            ra=_fixed(entry.ra, 5),
-            dec=_fixed(entry.dec, 5),
-            task_code=entry.task_code,
-            verdict=entry.verdict,
-            confidence=_fixed(entry.confidence, 3),
-            snr=_fixed(entry.snr, 1),
-            policy_name=entry.policy_name,
-            expert_decision=entry.expert_decision,
-            run_id=entry.run_id,
-            model_key=entry.model_key,
-            model_label=entry.model_label,
-            vetted_label=entry.vetted_label,
-            label_state=entry.label_state,
-            created=timezone.localtime(entry.created_at).strftime("%Y-%m-%d %H:%M")
-            if entry.created_at
-            else "",
-            expert_tally=tallies.get(entry.candidate_id, "")
-            if entry.candidate_id is not None
-            else "",
-            designation=entry.designation,
-            dataset=entry.dataset,
-            spectrum_id=entry.spectrum_id,
-            spectrum_url=f"{spectrum_prefix}{entry.spectrum_id}/" if entry.spectrum_id else "",
-            duplicates=int(getattr(entry, "duplicates", 0) or 0),
-            duplicate_of=_also_in(entry, notes),
-            expert_quality=_fixed(entry.expert_quality, 1),
-            expert_issues=entry.expert_issues.replace(",", ", "),
-            content_hash=entry.content_hash,
-        )
-        for entry in entries
-    ]
 
 
 def page_number(raw: str | int | None) -> int:

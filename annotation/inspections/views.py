@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -18,6 +19,7 @@ from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
 from annotation.inspections import (
+    ablation_selectors,
     evaluations,
     interruptions,
     reproduction,
@@ -146,6 +148,8 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
             "interrupted": interrupted,
             "reproducibility": selectors.run_reproducibility(run=run, user=request.user),
             "shift": selectors.run_shift(run=run, user=request.user),
+            "ablation_counts": ablation_selectors.run_ablation_counts(run),
+            "can_ablate": permissions.EVIDENCE_ABLATE.allows(request.user),
         },
     )
 
@@ -242,6 +246,7 @@ def candidate_live(request: HttpRequest, candidate_id: int) -> HttpResponse:
             in (CandidateState.DONE, CandidateState.FAILED, CandidateState.CANCELLED),
             "can_control": _can_control(request, candidate.run),
             "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
+            "ablation": _ablation(candidate),
         },
     )
 
@@ -311,8 +316,14 @@ def candidate_outcome(request: HttpRequest, candidate_id: int) -> HttpResponse:
         "candidate": candidate,
         "can_control": _can_control(request, candidate.run),
         "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
+        "ablation": _ablation(candidate),
     }
     return render(request, "inspections/candidate_live.html#outcome", context)
+
+
+def _ablation(candidate: Candidate) -> dict[str, Any] | None:
+    row = ablation_selectors.candidate_ablation(candidate)
+    return ablation_selectors.ablation_view(row) if row is not None else None
 
 
 @require_role(permissions.TOOL_IMAGE)
