@@ -111,7 +111,9 @@ _AGGREGATES = {
 
 
 def _counts(rows: QuerySet[EvidenceAblation], label: str) -> AblationCounts:
-    return AblationCounts(label=label, **rows.aggregate(**_AGGREGATES))
+    # Prefixed: an aggregate may not be named like a field of the model (flipped, confident).
+    found = rows.aggregate(**{f"n_{name}": count for name, count in _AGGREGATES.items()})
+    return AblationCounts(label=label, **{name: found[f"n_{name}"] for name in _AGGREGATES})
 
 
 def run_ablation_counts(run: InspectionRun) -> AblationCounts | None:
