@@ -51,7 +51,7 @@ def test_it_ablates_a_run_s_evidence_and_shows_what_the_answers_rest_on(
     nova = run.candidates.get(spectrum__object_id="ABL-NOVA")
 
     page = pages.open("staff", staff)
-    page.goto(f"/inspections/{run.pk}/")
+    page.goto(f"/inspections/{run.pk}/", wait_until="domcontentloaded")
     form = page.locator("#evidence-ablation-form")
     form.locator("input[name=size]").fill("2")
     form.locator("input[name=seed]").fill("3")
@@ -59,17 +59,17 @@ def test_it_ablates_a_run_s_evidence_and_shows_what_the_answers_rest_on(
     expect(page.locator("#evidence-ablation")).to_contain_text("re-run with the windows")
     expect(page.locator("#evidence-ablation")).to_contain_text("flipped")
 
-    page.goto(f"/inspections/candidates/{nova.pk}/")
+    page.goto(f"/inspections/candidates/{nova.pk}/", wait_until="domcontentloaded")
     sentence = page.locator("#evidence-ablation .ablation-sentence")
     expect(sentence).to_contain_text("The answer depends on")
     expect(sentence).to_contain_text("flips YES to NO")
 
-    page.goto(f"/catalog/?run={run.pk}&evidence=flips")
+    page.goto(f"/catalog/?run={run.pk}&evidence=flips", wait_until="domcontentloaded")
     expect(page.locator("table tbody tr")).to_have_count(1)
     expect(page.locator("table tbody tr").first).to_contain_text("ABL-NOVA")
     expect(page.locator("select[name=evidence]")).to_have_value("flips")
 
-    page.goto("/catalog/calibration/?task=CV")
+    page.goto("/catalog/calibration/?task=CV", wait_until="domcontentloaded")
     expect(page.locator("#evidence-survival table tbody tr")).to_have_count(1)
     expect(page.locator("#evidence-survival .survival")).not_to_be_empty()
     pages.assert_clean()
