@@ -484,7 +484,13 @@ def image_readable(
 
 # The runner names (core.jobs registry) of the jobs hidden_jobs looks into; by name, as the
 # runners register them, since their modules import this one.
-BLINDED_JOB_KINDS = ("draft", "standardize", "enqueue_candidates", "inspection_recheck")
+BLINDED_JOB_KINDS = (
+    "draft",
+    "standardize",
+    "enqueue_candidates",
+    "inspection_recheck",
+    "evidence_ablation",
+)
 
 
 def _job_touches(kind: str, params: Any, blinding: Blinding, spectra: set[int]) -> bool:
@@ -493,7 +499,7 @@ def _job_touches(kind: str, params: Any, blinding: Blinding, spectra: set[int]) 
         return bool(spectra & set(values.get("spectrum_ids") or []))
     if kind == "standardize":
         return bool(blinding.curation_ids & set(values.get("curation_ids") or []))
-    return values.get("run_id") in blinding.run_ids  # enqueue_candidates, inspection_recheck
+    return values.get("run_id") in blinding.run_ids  # the run jobs: enqueue, recheck, ablation
 
 
 def hidden_jobs(user: Any) -> Q | None:

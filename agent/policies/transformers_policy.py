@@ -178,6 +178,13 @@ class TransformersPolicy(PerThreadUsage):
             kwargs["top_k"] = None
         return kwargs
 
+    def restart_sampling(self) -> None:
+        """Start the seeded sampling stream again, so the next episode samples as the first one
+        after loading did (``agent.ablation`` re-runs one episode on several spectra)."""
+        if self.sampling.seed is not None:
+            with self._generating:
+                self._rng_states = _seeded_rng_states(self.sampling.seed, self.device)
+
     @contextmanager
     def _sampling_rng(self) -> Iterator[None]:
         """Sample from this policy's own RNG stream so a seed reproduces a whole run."""

@@ -67,6 +67,7 @@ class CatalogEntryOutputSerializer(serializers.ModelSerializer):
             "expert_issues",
             "synthetic",
             "shifted",
+            "evidence_outcome",
             "run",
             "candidate",
             "created_at",
@@ -222,6 +223,13 @@ class CatalogListApi(APIView):
             allow_null=True,
             default=None,
             help_text="its run or survey subset shifted from the calibration set (shift sentinel)",
+        )
+        evidence = serializers.ChoiceField(
+            choices=["", *catalog.EVIDENCE_CHOICES],
+            required=False,
+            default="",
+            help_text="the evidence ablation's outcome (flips: masking its own windows flips the "
+            "answer; insensitive: a confident answer that does not move)",
         )
         label_state = serializers.ChoiceField(
             choices=["", *catalog.LABEL_STATE_CHOICES],

@@ -162,6 +162,14 @@ CATALOG_COLUMNS: tuple[CatalogColumn, ...] = (
         "Expert issue flags, comma-separated: sky, low_snr, artefact, ...",
     ),
     CatalogColumn(
+        "evidence",
+        "evidence_outcome",
+        "str",
+        "",
+        "meta.code.qual",
+        "Own evidence masked: flips, weakens, insensitive, holds; empty: not tested",
+    ),
+    CatalogColumn(
         "vetted_z",
         "vetted_z",
         "float",

@@ -38,6 +38,7 @@ from annotation.inspections.models import (
     Candidate,
     CandidateState,
     CatalogEntry,
+    EvidenceOutcome,
     ExpertDecisionValue,
     InspectionRun,
 )
@@ -66,6 +67,7 @@ DEFAULT_SORT = "-created_at"
 NULLS_LAST_KEYS = frozenset({"snr", "ra", "dec"})
 
 VERDICT_CHOICES = ("YES", "NO", "none")
+EVIDENCE_CHOICES = tuple(EvidenceOutcome.values)  # the evidence ablation filter
 EXPERT_SPLIT = "split"  # experts disagree (services.expert_decision_record)
 EXPERT_DECISION_CHOICES = (*ExpertDecisionValue.values, EXPERT_SPLIT, "none")
 LABEL_STATE_CHOICES = (*LabelState.ALL, "none")
@@ -89,6 +91,7 @@ class CatalogFilters:
     run: int | None = None
     synthetic: bool | None = None
     shifted: bool | None = None  # the shift sentinel held the entry's run or subset
+    evidence: str = ""  # the evidence ablation's outcome (EvidenceOutcome)
     label_state: str = ""  # pending | conflict | agreed | resolved | none (no decision yet)
     model: str = ""  # a model key, or "current" (each task's current model)
     dataset: str = ""  # the spectrum's data set, exact
@@ -166,6 +169,7 @@ def filters_from_query(params: Mapping[str, str]) -> CatalogFilters:
         run=_int_param(params, "run"),
         synthetic=_bool_param(params, "synthetic"),
         shifted=_bool_param(params, "shifted"),
+        evidence=_choice_param(params, "evidence", EVIDENCE_CHOICES),
         label_state=_choice_param(params, "label_state", LABEL_STATE_CHOICES),
         model=_model_param(params),
         dataset=(params.get("dataset") or "").strip(),
@@ -268,6 +272,8 @@ def catalog_rows(filters: CatalogFilters, sort: str = DEFAULT_SORT) -> QuerySet[
         rows = rows.filter(synthetic=filters.synthetic)
     if filters.shifted is not None:
         rows = rows.filter(shifted=filters.shifted)
+    if filters.evidence:
+        rows = rows.filter(evidence_outcome=filters.evidence)
     rows = rows.annotate(
         duplicates=duplicates_count(),
         vetted_z=vetted_redshift("z"),
@@ -427,6 +433,7 @@ class CatalogRowView:
     expert_quality: str = ""  # the experts' mean 0-4 quality, "" when none gave one
     expert_issues: str = ""  # "sky, low_snr"
     content_hash: str = ""
+    evidence: str = ""  # the evidence ablation's outcome; "" when not tested
 
 
 def _duplicate_notes(entries: list[CatalogEntry]) -> dict[str, list[tuple[int, str]]]:
@@ -503,6 +510,7 @@ def list_rows(
             expert_quality=_fixed(entry.expert_quality, 1),
             expert_issues=entry.expert_issues.replace(",", ", "),
             content_hash=entry.content_hash,
+            evidence=entry.evidence_outcome,
         )
         for entry in entries
     ]

@@ -153,6 +153,7 @@ def catalog_list(request: HtmxHttpRequest) -> HttpResponse:
         verdicts=catalog.VERDICT_CHOICES,
         decisions=catalog.EXPERT_DECISION_CHOICES,
         label_states=catalog.LABEL_STATE_CHOICES,
+        evidence_outcomes=catalog.EVIDENCE_CHOICES,
         models=catalog.model_choices(blinding.runs_visible_to(user=request.user)),
         columns=catalog.CATALOG_COLUMNS,
         count_cap=catalog.COUNT_CAP,

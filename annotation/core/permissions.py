@@ -87,6 +87,7 @@ INSPECTION_READ = rule(EXPERT, ML, STAFF, action="follow inspection runs")
 INSPECT = rule(ML, action="start inspection runs")
 INSPECTION_CONTROL = rule(ML, STAFF, action="cancel or retry inspection runs")
 INSPECTION_RESEND = rule(STAFF, action="resend interrupted inspection candidates")
+EVIDENCE_ABLATE = rule(STAFF, action="ablate the evidence of a sample of a run's verdicts")
 TOOL_IMAGE = rule(EXPERT, ML, STAFF, RATER, action="see the agent's tool images")
 
 # --- catalog vetting -----------------------------------------------------------------------------

@@ -19,8 +19,16 @@ from annotation.core.endpoints import public_policy_spec
 from annotation.core.fields import IdField
 from annotation.core.http import _expert
 from annotation.core.serializers import BAD_REQUEST, CONFLICT, FORBIDDEN, NOT_FOUND
-from annotation.inspections import interruptions, reproduction, selectors, services, shifts
+from annotation.inspections import (
+    ablation_selectors,
+    interruptions,
+    reproduction,
+    selectors,
+    services,
+    shifts,
+)
 from annotation.inspections import permissions as inspection_permissions
+from annotation.inspections.ablation_apis import EvidenceAblationSerializer
 from annotation.inspections.models import Candidate, CandidateState, InspectionRun
 from annotation.spectra.models import Spectrum, Task
 
@@ -154,9 +162,12 @@ class RolloutOutputSerializer(serializers.Serializer):
 
 class CandidateDetailOutputSerializer(CandidateOutputSerializer):
     rollouts = RolloutOutputSerializer(many=True)
+    evidence_ablation = EvidenceAblationSerializer(
+        allow_null=True, help_text="its evidence ablation; null when none was run"
+    )
 
     class Meta(CandidateOutputSerializer.Meta):
-        fields = [*CandidateOutputSerializer.Meta.fields, "rollouts"]
+        fields = [*CandidateOutputSerializer.Meta.fields, "rollouts", "evidence_ablation"]
 
 
 def _get_run_for_user(request: Request, run_id: int) -> InspectionRun:
@@ -378,6 +389,10 @@ class CandidateDetailApi(APIView):
             }
             for r in candidate.rollouts.order_by("index")
         ]
+        ablation = ablation_selectors.candidate_ablation(candidate)
+        data["evidence_ablation"] = (
+            EvidenceAblationSerializer(ablation).data if ablation is not None else None
+        )
         return Response(data)
 
 

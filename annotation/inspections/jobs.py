@@ -11,7 +11,7 @@ from agent.policies.base import EndpointUnavailable
 from annotation.core import services as core_services
 from annotation.core.jobs import OutageWatch, retry_delay, runner, waiting_reason
 from annotation.core.models import Job
-from annotation.inspections import in_flight, recording, services, shifts
+from annotation.inspections import ablations, in_flight, recording, services, shifts
 from annotation.inspections.run_policies import policy_for
 from annotation.inspections.verdicts import rollout_meta
 
@@ -245,6 +245,39 @@ def run_recheck(job: Job) -> dict[str, Any]:
         "checked": sum(r.checked for r in reproductions),
         "mismatched": sum(r.checked and not r.matches for r in reproductions),
     }
+
+
+@runner(ablations.ABLATION_JOB)
+def run_evidence_ablation(job: Job) -> dict[str, Any]:
+    """Ablate the sampled candidates of a run (annotation.inspections.ablations), one policy for
+    all of them; a candidate that fails is counted and the rest go on."""
+    from annotation.inspections.models import InspectionRun
+    from annotation.inspections.reproduction import reference_policy
+
+    run = InspectionRun.objects.get(pk=job.params["run_id"])
+    policy = reference_policy(run)
+    counts = {"ablated": 0, "flipped": 0, "insensitive": 0, "no_evidence": 0, "failed": 0}
+    for candidate_id in job.params["candidate_ids"]:
+        if core_services.job_is_cancelled(job_id=job.pk):
+            break
+        try:
+            ablation = ablations.candidate_ablate(
+                candidate_id, seed=int(job.params["seed"]), policy=policy
+            )
+            row = ablations.evidence_ablation_record(ablation=ablation, job_id=job.pk)
+        except EndpointUnavailable:
+            raise
+        except Exception as error:  # one candidate's failure is counted, not the job's
+            logger.warning("ablating candidate %s failed: %s", candidate_id, error)
+            counts["failed"] += 1
+            core_services.job_progress(job_id=job.pk, failed=1)
+            continue
+        counts["ablated"] += row is not None
+        counts["no_evidence"] += bool(row is not None and not row.detail.get("before"))
+        counts["flipped"] += bool(row is not None and row.flipped)
+        counts["insensitive"] += bool(row is not None and row.insensitive)
+        core_services.job_progress(job_id=job.pk, done=1)
+    return {"run_id": run.pk, **counts}
 
 
 @runner(shifts.SHIFT_JOB)

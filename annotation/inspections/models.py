@@ -207,6 +207,8 @@ class CatalogEntry(models.Model):
     synthetic = models.BooleanField(default=False)
     # The entry's run, or its subset, has shifted from the calibration set (ShiftCheck).
     shifted = models.BooleanField(default=False, db_default=False)
+    # The candidate's evidence ablation (EvidenceAblation.outcome); blank: not run.
+    evidence_outcome = models.CharField(max_length=12, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     # Which stored spectrum the entry is about: the same file in three data sets is three
     # spectra, told apart by data set and spectrum id and grouped by content hash (issue 26).
@@ -313,3 +315,45 @@ class ModelPromotion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}: {self.model_key}"
+
+
+class EvidenceOutcome(models.TextChoices):
+    """What masking a verdict's own evidence did (agent.ablation.AblationResult.outcome)."""
+
+    FLIPS = "flips", "flips"  # the answer changed
+    WEAKENS = "weakens", "weakens"  # same answer, confidence fell by the tolerance or more
+    INSENSITIVE = "insensitive", "insensitive"  # confident, and nothing moved: flagged
+    HOLDS = "holds", "holds"  # same answer (not confident before, or a small change)
+    NO_EVIDENCE = "no evidence", "no evidence"  # nothing zoomed into or cited: nothing masked
+
+
+class EvidenceAblation(models.Model):
+    """A finished candidate re-run with the windows its first rollout zoomed into or cited
+    replaced by the continuum (agent.ablation), beside a control of random windows of the same
+    widths. The latest ablation of a candidate holds."""
+
+    candidate = models.OneToOneField(
+        Candidate, on_delete=models.CASCADE, related_name="evidence_ablation"
+    )
+    seed = models.BigIntegerField()
+    windows = models.JSONField(default=list)  # evidence windows: lo, hi, source, name
+    masked = models.JSONField(default=list)  # merged windows replaced: [[lo, hi], ...]
+    control = models.JSONField(default=list)  # the control's windows
+    decisive = models.JSONField(default=list)  # names of the windows that flip it alone
+    answer_before = models.CharField(max_length=3, blank=True)
+    confidence_before = models.FloatField(null=True, blank=True)
+    answer_after = models.CharField(max_length=3, blank=True)
+    confidence_after = models.FloatField(null=True, blank=True)
+    answer_control = models.CharField(max_length=3, blank=True)
+    confidence_control = models.FloatField(null=True, blank=True)
+    flipped = models.BooleanField(default=False)
+    control_flipped = models.BooleanField(default=False)
+    confident = models.BooleanField(default=False)
+    insensitive = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=12, choices=EvidenceOutcome.choices)
+    detail = models.JSONField(default=dict)  # AblationResult.as_dict(), notes included
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]

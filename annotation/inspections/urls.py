@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.inspections import apis, evaluation_apis, views
+from annotation.inspections import ablation_apis, ablation_views, apis, evaluation_apis, views
 
 urlpatterns = [
     path("inspections/", views.run_list, name="run_list"),
@@ -12,6 +12,11 @@ urlpatterns = [
     path("inspections/<int:run_id>/", views.run_detail, name="run_detail"),
     path("inspections/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("inspections/<int:run_id>/resend/", views.run_resend, name="run_resend"),
+    path(
+        "inspections/<int:run_id>/evidence-ablation/",
+        ablation_views.run_evidence_ablation,
+        name="run_evidence_ablation",
+    ),
     path(
         "inspections/candidates/<int:candidate_id>/",
         views.candidate_live,
@@ -55,6 +60,11 @@ urlpatterns = [
         "api/inspections/<int:run_id>/shift-check/",
         apis.InspectionRunShiftCheckApi.as_view(),
         name="api_run_shift_check",
+    ),
+    path(
+        "api/inspections/<int:run_id>/evidence-ablation/",
+        ablation_apis.RunEvidenceAblationApi.as_view(),
+        name="api_run_evidence_ablation",
     ),
     path(
         "api/inspections/<int:run_id>/cancel/",

@@ -19,6 +19,7 @@ from annotation.core import permissions
 from annotation.core.http import HtmxHttpRequest
 from annotation.core.permissions import require_role
 from annotation.inspections import (
+    ablation_selectors,
     evaluations,
     interruptions,
     reproduction,
@@ -147,6 +148,8 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
             "interrupted": interrupted,
             "reproducibility": selectors.run_reproducibility(run=run, user=request.user),
             "shift": selectors.run_shift(run=run, user=request.user),
+            "ablation_counts": ablation_selectors.run_ablation_counts(run),
+            "can_ablate": permissions.EVIDENCE_ABLATE.allows(request.user),
         },
     )
 
@@ -256,6 +259,7 @@ def _outcome_context(
         "can_control": _can_control(request, candidate.run),
         "can_reproduce": inspection_permissions.can_reproduce(request.user, candidate.run),
         "can_resend": permissions.INSPECTION_RESEND.allows(request.user),
+        "ablation": _ablation(candidate),
     }
 
 
@@ -323,6 +327,11 @@ def candidate_outcome(request: HttpRequest, candidate_id: int) -> HttpResponse:
     status = selectors.candidate_status(candidate=candidate)
     context = {"candidate": candidate, **_outcome_context(request, candidate, status)}
     return render(request, "inspections/candidate_live.html#outcome", context)
+
+
+def _ablation(candidate: Candidate) -> dict[str, Any] | None:
+    row = ablation_selectors.candidate_ablation(candidate)
+    return ablation_selectors.ablation_view(row) if row is not None else None
 
 
 @require_role(permissions.TOOL_IMAGE)

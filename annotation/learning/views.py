@@ -16,6 +16,7 @@ from annotation.core import errors as core_errors
 from annotation.core.charts import plotly_text
 from annotation.core.http import _expert
 from annotation.core.permissions import require_role
+from annotation.inspections import ablation_selectors
 from annotation.learning import permissions, selectors, services
 from annotation.learning.models import AuditSample, GoldItem
 from annotation.spectra.models import Task
@@ -78,6 +79,8 @@ def calibration(request: HttpRequest) -> HttpResponse:
                 selectors.audit_estimate(sample)
                 for sample in selectors.audit_samples(task).filter(model_key__in=keys)[:10]
             ],
+            ablation=ablation_selectors.ablation_by_model(task_id=task.pk, runs=runs),
+            insensitive=ablation_selectors.insensitive_candidates(task_id=task.pk, runs=runs),
         )
     return render(request, "learning/calibration.html", context)
 

@@ -298,6 +298,8 @@ MATRIX: dict[str, set[str]] = {
     "api_candidate_retry": {M, S},
     "run_resend": {S},
     "api_run_resend": {S},
+    "run_evidence_ablation": {S},
+    "api_run_evidence_ablation": {S},
     # Reproduce: whoever follows runs, for the rule-based inspector (the matrix's runs are)
     "candidate_reproduce": {E, M, S},
     "api_candidate_reproduce": {E, M, S},
