@@ -209,7 +209,7 @@ def _plot_series(
     thinned = charts.thin_spectrum(wavelength=wave, flux=flux, error=error, max_points=max_points)
     lower, upper = thinned["lower"], thinned["upper"]
     return {
-        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "wavelength": np.round(np.asarray(thinned["wavelength"], dtype=float), 3).tolist(),
         "flux": _plot_values(thinned["flux"]),
         "lower": _plot_values(lower) if lower is not None else None,
         "upper": _plot_values(upper) if upper is not None else None,
@@ -691,7 +691,7 @@ def spectrum_overlay(*, row: Spectrum, other: Spectrum, max_points: int) -> dict
         "name_text": label,
         "scale": scale,
         "overlap": [lo, hi] if hi > lo else None,
-        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "wavelength": np.round(np.asarray(thinned["wavelength"], dtype=float), 3).tolist(),
         "flux": _plot_values(thinned["flux"]),
     }
 
@@ -748,7 +748,7 @@ def spectrum_sky(row: Spectrum, max_points: int) -> dict[str, Any] | None:
         wavelength=value.wavelength / frame, flux=sky, error=None, max_points=max_points
     )
     return {
-        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "wavelength": np.round(np.asarray(thinned["wavelength"], dtype=float), 3).tolist(),
         "flux": _plot_values(thinned["flux"]),
     }
 
