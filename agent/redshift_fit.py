@@ -37,6 +37,9 @@ import numpy as np
 
 from agent.redshift import C_KMS, Template
 
+# Bumped whenever a change to this module can change a fit's answer: fits stored by the web app
+# (annotation.spectra.selectors.spectrum_redshift_fit) are keyed by it and the template set.
+FIT_VERSION = "1"
 CLASSES = ("STAR", "GALAXY", "QSO")
 CLASS_OF_KIND = {"star": "STAR", "galaxy": "GALAXY", "qso": "QSO"}
 POLY_DEGREE = 3

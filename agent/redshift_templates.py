@@ -16,7 +16,9 @@ Without the real-data cache synthetic stars and galaxies stand in (and the viewe
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,17 @@ class TemplateSet:
     templates: tuple[Template, ...]
     source: str  # "corpus" or "synthetic"
     note: str
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of every template's name, kind and arrays: a fit stored under it is a fit
+        against these very templates (a rebuilt cache with other spectra gets another)."""
+        digest = hashlib.sha256()
+        for template in self.templates:
+            digest.update(f"{template.name}\x00{template.kind}\x00".encode())
+            for values in (template.wavelength, template.flux):
+                digest.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        return digest.hexdigest()[:20]
 
 
 def _lines(centres_strengths: list[tuple[float, float]], fwhm_kms: float) -> np.ndarray:

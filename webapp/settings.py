@@ -205,9 +205,11 @@ SPECTRUM_UPLOAD_MAX_FILES = envint("SPECTRUM_UPLOAD_MAX_FILES", 20)
 SPECTRUM_MAX_UNCOMPRESSED_BYTES = envint("SPECTRUM_MAX_UNCOMPRESSED_BYTES", 64 * 1024 * 1024)
 SPECTRUM_MAX_PIXELS = envint("SPECTRUM_MAX_PIXELS", 1_000_000)
 SPECTRUM_MAX_SPECTRA_PER_FILE = envint("SPECTRUM_MAX_SPECTRA_PER_FILE", 5_000)
-# Spectrum plots carry at most this many points per trace (min-max thinned beyond, keeping every
-# extreme); zooming fetches the window's own pixels. Survey spectra (DESI: 7,781 px) fit whole.
-SPECTRUM_PLOT_MAX_POINTS = envint("SPECTRUM_PLOT_MAX_POINTS", 8000)
+# Spectrum plots carry at most this many points per trace: what a plot can show, the lowest and
+# highest pixel (and a gap) of each of 1,000 columns, wider than any plot of a 1,440 px page
+# (min-max thinned beyond, every extreme kept); zooming fetches the window's own pixels. More
+# only costs the page's size and the browser's drawing (issue 37 item 10).
+SPECTRUM_PLOT_MAX_POINTS = envint("SPECTRUM_PLOT_MAX_POINTS", 3000)
 # GET /api/spectra/<id>/?arrays=1 returns at most this many pixels per response (offset/limit
 # page through the rest): about 8 MB of JSON.
 SPECTRUM_API_MAX_ARRAY_PIXELS = envint("SPECTRUM_API_MAX_ARRAY_PIXELS", 100_000)

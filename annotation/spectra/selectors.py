@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core.cache import caches
 from django.db.models import F, QuerySet
 from django.urls import reverse
 
@@ -19,7 +20,7 @@ from agent import inspection_tasks as agent_tasks
 from agent.policies.rule_based.view import SKY_LINES as POLICY_SKY_MASKS
 from agent.redshift import Template as RedshiftTemplate
 from agent.redshift import template_scaled_to
-from agent.redshift_fit import fit_class_and_redshift
+from agent.redshift_fit import FIT_VERSION, fit_class_and_redshift
 from agent.redshift_templates import TemplateSet, default_template_set
 from agent.spectra import Spectrum as SpectrumValue
 from agent.spectra import air_to_vacuum, spectrum_from_npz_bytes
@@ -208,7 +209,7 @@ def _plot_series(
     thinned = charts.thin_spectrum(wavelength=wave, flux=flux, error=error, max_points=max_points)
     lower, upper = thinned["lower"], thinned["upper"]
     return {
-        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "wavelength": np.round(np.asarray(thinned["wavelength"], dtype=float), 3).tolist(),
         "flux": _plot_values(thinned["flux"]),
         "lower": _plot_values(lower) if lower is not None else None,
         "upper": _plot_values(upper) if upper is not None else None,
@@ -498,7 +499,11 @@ def vetted_label(*, spectrum_id: int, task_id: int) -> SpectrumLabel | None:
 
 REDSHIFT_TEMPLATE_MAX_POINTS = 2000  # per template sent to the viewer
 REDSHIFT_FITS_KEPT = 256  # fits kept per process (a fit costs ~0.5-3 s)
-_redshift_fits: OrderedDict[tuple[str, int, int], dict[str, Any]] = OrderedDict()
+# Fits are also stored in the shared cache (Redis in production) for every process and restart:
+# the key names the fit's version, the template set's digest and the spectrum's content, so a
+# changed fit, other templates or other pixels never read an old answer.
+REDSHIFT_FIT_CACHE_SECONDS = 90 * 24 * 3600
+_redshift_fits: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _redshift_fits_lock = Lock()
 _template_set_lock = Lock()
 _template_set: list[TemplateSet] = []
@@ -534,12 +539,30 @@ def spectrum_redshift_fit(row: Spectrum, n_best: int = 5) -> dict[str, Any]:
     """The class and the fit's alternatives, lowest chi2 first (agent.redshift_fit), each with
     MARZ's quality, the template's index in ``templates`` and the factor that scales it to the
     observed flux; the templates (rest frame, thinned) the alternatives use; what the fit cost.
-    Kept per process for the spectrum's content and the template set (_redshift_fits)."""
+    Kept per process (_redshift_fits) and in the shared cache (redshift_fit_key)."""
     template_set = redshift_template_set()
-    key = (row.content_hash, id(template_set), n_best)
+    key = redshift_fit_key(row, template_set, n_best)
     with _redshift_fits_lock:
         if key in _redshift_fits:
             return copy.deepcopy(_redshift_fits[key])
+    stored = caches["default"].get(key)
+    if stored is None:
+        stored = _redshift_fit_uncached(row, template_set, n_best)
+        caches["default"].set(key, stored, REDSHIFT_FIT_CACHE_SECONDS)
+    with _redshift_fits_lock:
+        _redshift_fits[key] = stored
+        while len(_redshift_fits) > REDSHIFT_FITS_KEPT:
+            _redshift_fits.popitem(last=False)
+    return copy.deepcopy(stored)
+
+
+def redshift_fit_key(row: Spectrum, template_set: TemplateSet, n_best: int) -> str:
+    """Where the fit of this spectrum's content against these templates is stored."""
+    return f"redshift-fit:v{FIT_VERSION}:{template_set.fingerprint}:{row.content_hash}:{n_best}"
+
+
+def _redshift_fit_uncached(row: Spectrum, template_set: TemplateSet, n_best: int) -> dict[str, Any]:
+    """The fit itself, as spectrum_redshift_fit answers it (what it stores)."""
     value = spectrum_value(row)
     started = time.perf_counter()
     fit = fit_class_and_redshift(
@@ -580,11 +603,7 @@ def spectrum_redshift_fit(row: Spectrum, n_best: int = 5) -> dict[str, Any]:
         "note": "; ".join(part for part in (template_set.note, fit.note) if part),
         "template_source": template_set.source,
     }
-    with _redshift_fits_lock:
-        _redshift_fits[key] = result
-        while len(_redshift_fits) > REDSHIFT_FITS_KEPT:
-            _redshift_fits.popitem(last=False)
-    return copy.deepcopy(result)
+    return result
 
 
 def spectrum_redshift_current(row: Spectrum) -> RedshiftDecision | None:
@@ -672,7 +691,7 @@ def spectrum_overlay(*, row: Spectrum, other: Spectrum, max_points: int) -> dict
         "name_text": label,
         "scale": scale,
         "overlap": [lo, hi] if hi > lo else None,
-        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "wavelength": np.round(np.asarray(thinned["wavelength"], dtype=float), 3).tolist(),
         "flux": _plot_values(thinned["flux"]),
     }
 
@@ -729,7 +748,7 @@ def spectrum_sky(row: Spectrum, max_points: int) -> dict[str, Any] | None:
         wavelength=value.wavelength / frame, flux=sky, error=None, max_points=max_points
     )
     return {
-        "wavelength": [round(w, 3) for w in thinned["wavelength"].tolist()],
+        "wavelength": np.round(np.asarray(thinned["wavelength"], dtype=float), 3).tolist(),
         "flux": _plot_values(thinned["flux"]),
     }
 

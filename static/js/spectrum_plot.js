@@ -1,8 +1,13 @@
-// Interactive spectrum plot (Plotly WebGL) plus the glue between the plot and the tool form.
+// Interactive spectrum plot (Plotly, SVG) plus the glue between the plot and the tool form.
+// SVG, not WebGL ("scattergl"): the server sends at most a few thousand points per plot (min and
+// max per pixel column, annotation.core.charts.min_max_indices), which SVG draws in milliseconds,
+// while each WebGL plot compiles its shaders first, in software on a machine without a GPU: on a
+// loaded 2-core machine that was seconds per plot (issue 37 item 10).
 // Data arrives through a json_script element; no inline scripts (Content-Security-Policy).
 (function () {
   "use strict";
 
+  const TRACE = "scatter";
   const WINDOW_FILL = "rgba(255, 196, 0, 0.12)";
   const INSPECTED_FILL = "rgba(0, 114, 178, 0.18)";
 
@@ -310,24 +315,24 @@
     const traces = [];
     if (data.lower && data.upper) {
       traces.push({
-        x: data.wavelength, y: data.upper, type: "scattergl", mode: "lines",
+        x: data.wavelength, y: data.upper, type: TRACE, mode: "lines",
         line: { width: 0 }, hoverinfo: "skip", showlegend: false, connectgaps: false,
       });
       traces.push({
-        x: data.wavelength, y: data.lower, type: "scattergl", mode: "lines", fill: "tonexty",
+        x: data.wavelength, y: data.lower, type: TRACE, mode: "lines", fill: "tonexty",
         fillcolor: "rgba(120,120,120,0.25)", line: { width: 0 }, hoverinfo: "skip",
         name: "±1σ", connectgaps: false,
       });
     }
     traces.push({
-      x: data.wavelength, y: data.flux, type: "scattergl", mode: "lines",
+      x: data.wavelength, y: data.flux, type: TRACE, mode: "lines",
       line: { width: 1, color: "#1f2937" }, name: "flux", connectgaps: false,
       hovertemplate: "%{x:.1f} Å<br>flux %{y:.4g}<extra></extra>",
     });
     node._specvetFluxIndex = traces.length - 1;
     // The viewer's smoothed flux (spectrum_viewer.js fills it); hidden until asked for.
     traces.push({
-      x: [], y: [], type: "scattergl", mode: "lines", visible: false, name: "smoothed",
+      x: [], y: [], type: TRACE, mode: "lines", visible: false, name: "smoothed",
       line: { width: 1.5, color: "#b91c1c" }, connectgaps: false,
       hovertemplate: "%{x:.1f} Å<br>smoothed %{y:.4g}<extra></extra>",
     });

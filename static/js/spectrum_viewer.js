@@ -326,7 +326,7 @@
     const y = template.flux.map(function (v) { return v === null ? null : v * scale; });
     if (this.templateIndex === undefined) {
       Plotly.addTraces(this.node, {
-        x: template.wavelength, y: y, type: "scattergl", mode: "lines", name: template.name,
+        x: template.wavelength, y: y, type: "scatter", mode: "lines", name: template.name,
         line: { color: "rgba(217, 119, 6, 0.85)", width: 1.2 }, hoverinfo: "skip", visible: box.checked,
       });
       this.templateIndex = this.node.data.length - 1;

@@ -34,7 +34,7 @@
   // A trace of this panel's (template, overlay, sky): added once, restyled afterwards.
   Workbench.prototype.setTrace = function (key, trace) {
     if (this.traces[key] === undefined) {
-      Plotly.addTraces(this.node, Object.assign({ type: "scattergl", mode: "lines", hoverinfo: "skip", connectgaps: false }, trace));
+      Plotly.addTraces(this.node, Object.assign({ type: "scatter", mode: "lines", hoverinfo: "skip", connectgaps: false }, trace));
       this.traces[key] = this.node.data.length - 1;
     } else {
       Plotly.restyle(this.node, { x: [trace.x], y: [trace.y], name: trace.name, visible: trace.visible }, [this.traces[key]]);

@@ -1,0 +1,160 @@
+"""The work a plot-heavy page hands the browser (issue 37 item 10): points per trace, bytes per
+plot and queries per page, on DESI-length spectra (7,781 pixels). Asserted as work, never as
+seconds; `python -m annotation.bench.plot_pages` prints the times."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+
+from annotation.curation import services as curation_services
+from annotation.curation.models import Curation
+from annotation.rating import services as rating_services
+from annotation.spectra.models import Task
+from tests.factories import UserFactory, make_spectrum, make_trajectory
+
+pytestmark = pytest.mark.django_db
+
+DESI_PIXELS = 7781
+# A plot shows at most 1,000 pixel columns: its lowest and highest pixel (and a gap) each.
+MAX_POINTS = 3000
+MAX_TRACE_BYTES = 4 * MAX_POINTS * 10  # four traces of <= 3,000 values of <= 9 characters
+MAX_QUERIES = 40
+JSON_SCRIPT = re.compile(r'<script id="([\w-]+)" type="application/json">(.*?)</script>', re.S)
+TRACES = ("wavelength", "flux", "lower", "upper")
+
+
+def plots_of(body: str) -> dict[str, tuple[int, dict[str, Any]]]:
+    """{json_script id: (bytes of its traces, data)} of the spectrum plots a page ships."""
+    found = {}
+    for name, text in JSON_SCRIPT.findall(body):
+        data = json.loads(text)
+        if isinstance(data, dict) and "flux" in data and "wavelength" in data:
+            traces = {trace: data[trace] for trace in TRACES}
+            found[name] = (len(json.dumps(traces, separators=(",", ":"))), data)
+    return found
+
+
+def long_spectrum(object_id: str, seed: int, task: Task) -> Any:
+    return make_spectrum(object_id=object_id, seed=seed, task=task, n_pixels=DESI_PIXELS)
+
+
+@pytest.fixture
+def cv(db) -> Task:
+    return Task.objects.get(code="CV")
+
+
+@pytest.fixture
+def campaign(cv, rater, staff_user) -> Any:
+    shared = long_spectrum("PAIR-1", 0, cv)
+    sources = [
+        rating_services.RatingSource(
+            source=f"plot-work:{i}",
+            data=curation_services.trajectory_to_stored(make_trajectory(row)),
+            policy_name=("model-a", "model-b")[i % 2],
+            task=cv,
+            spectrum=row,
+            dataset="DESI",
+        )
+        for i, row in enumerate([shared, shared])  # a pair is two runs on one spectrum
+    ]
+    made = rating_services.campaign_create(
+        name="plot work",
+        raters=[rater],
+        raters_per_item=1,
+        sources=sources,
+        created_by=staff_user,
+        seed=3,
+    )
+    left, right = list(made.items.order_by("source"))
+    rating_services.campaign_add_pairs(
+        campaign=made, pairs=[(left, right)], raters_per_pair=1, actor=None
+    )
+    return made
+
+
+@pytest.fixture
+def staff_user(db) -> Any:
+    return UserFactory(username="stella", is_staff=True)
+
+
+def visit(
+    user: Any, url: str, expected_plots: int, django_assert_max_num_queries: Any
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    client = Client()
+    client.force_login(user)
+    client.get(url)  # warm: the per-process caches (templates, tools), as a serving worker has
+    with django_assert_max_num_queries(MAX_QUERIES):
+        response = client.get(url)
+    assert response.status_code == 200, url
+    plots = plots_of(response.content.decode())
+    assert len(plots) == expected_plots, (url, sorted(plots))
+    for name, (size, data) in plots.items():
+        assert data["n_pixels"] == DESI_PIXELS and data["decimated"] is True, name
+        for trace in TRACES:
+            assert data[trace] is None or len(data[trace]) <= MAX_POINTS, (name, trace)
+        assert len(data["flux"]) > MAX_POINTS // 2  # thinned to the columns, not beyond
+        assert size <= MAX_TRACE_BYTES, (name, size)
+    return plots
+
+
+def test_it_keeps_the_page_plots_to_what_a_plot_can_show() -> None:
+    assert settings.SPECTRUM_PLOT_MAX_POINTS <= MAX_POINTS
+
+
+def test_it_sends_the_rating_page_one_thinned_plot(
+    campaign, rater, django_assert_max_num_queries
+) -> None:
+    visit(rater, reverse("rating_rate", args=[campaign.pk]), 1, django_assert_max_num_queries)
+
+
+def test_it_sends_the_pairs_page_two_thinned_plots(
+    campaign, rater, django_assert_max_num_queries
+) -> None:
+    plots = visit(
+        rater, reverse("rating_pairs", args=[campaign.pk]), 2, django_assert_max_num_queries
+    )
+    assert sorted(plots) == ["plot-left", "plot-right"]
+
+
+def test_it_sends_the_screening_page_one_thinned_plot(
+    cv, expert, django_assert_max_num_queries
+) -> None:
+    row = long_spectrum("SCREEN-1", 2, cv)
+    curation: Curation = curation_services.curation_create(
+        spectrum=row,
+        task=cv,
+        trajectory=make_trajectory(row),
+        ground_truth="YES",
+        teacher={"name": "scripted"},
+    )
+    url = reverse("curation_screen", args=[curation.pk])
+    visit(expert, url, 1, django_assert_max_num_queries)
+
+
+def test_it_sends_the_spectrum_page_one_thinned_plot_and_a_zoom_url(
+    cv, expert, django_assert_max_num_queries
+) -> None:
+    row = long_spectrum("PAGE-1", 3, cv)
+    url = reverse("spectrum_detail", args=[row.pk])
+    plots = visit(expert, url, 1, django_assert_max_num_queries)
+    (_, data), *_ = plots.values()
+    assert data["zoom_url"] == reverse("api_spectrum_plot", args=[row.pk])
+
+
+def test_it_loads_one_small_plotly_bundle_without_eval() -> None:
+    """Each browser's first plot page parses the bundle before drawing: the cartesian partial
+    bundle (1.5 MB; the strict full build was 5.2 MB), no `eval` for the Content-Security-Policy."""
+    root = Path(settings.BASE_DIR)
+    (bundle,) = sorted((root / "static" / "vendor").glob("plotly-*.min.js"))
+    assert bundle.stat().st_size < 2_000_000
+    assert "new Function" not in bundle.read_text()
+    loading = [t for t in (root / "templates").rglob("*.html") if "vendor/plotly-" in t.read_text()]
+    assert loading and all(f"vendor/{bundle.name}" in t.read_text() for t in loading)
