@@ -21,7 +21,7 @@ from annotation.inspections.models import EvidenceAblation, EvidenceOutcome
 class EvidenceWindowSerializer(serializers.Serializer):
     lo = serializers.FloatField(help_text="Angstrom, rest frame when the spectrum has a redshift")
     hi = serializers.FloatField()
-    source = serializers.ChoiceField(choices=["zoom", "cited"])
+    source = serializers.ChoiceField(choices=["zoom", "cited"])  # type: ignore[assignment]
     name = serializers.CharField(help_text="the zoom's label or the cited line, as written")
 
 
@@ -82,7 +82,7 @@ class RunEvidenceAblationApi(APIView):
         seed = serializers.IntegerField()
 
     class CountsSerializer(serializers.Serializer):
-        label = serializers.CharField()
+        label = serializers.CharField()  # type: ignore[assignment]
         ablated = serializers.IntegerField()
         no_evidence = serializers.IntegerField()
         flipped = serializers.IntegerField()

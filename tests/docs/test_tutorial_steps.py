@@ -43,9 +43,6 @@ KNOWN_GAPS = {
     "'/catalog/duplicates/'] has the keys ['N', 'U', 'Y']",
     "curating-trajectories.md step 1 (as cannon): no page of ['/curation/', '/datasets/', "
     "'/curation/drafts/new/', '/curation/import/'] has the keys ['A', 'N', 'R', 'U', 'Y']",
-    "rating.md step 1: /rating/judges/ answered 403",
-    "rating.md step 1 (as payne): no page of ['/rating/', '/rating/judges/'] has the keys "
-    "['T', '←', '→']",
 }
 
 

@@ -65,8 +65,8 @@ def test_it_ablates_a_run_s_evidence_and_shows_what_the_answers_rest_on(
     expect(sentence).to_contain_text("flips YES to NO")
 
     page.goto(f"/catalog/?run={run.pk}&evidence=flips", wait_until="domcontentloaded")
-    expect(page.locator("table tbody tr")).to_have_count(1)
-    expect(page.locator("table tbody tr").first).to_contain_text("ABL-NOVA")
+    expect(page.locator("table.catalog-table tbody tr")).to_have_count(1)
+    expect(page.locator("table.catalog-table tbody tr").first).to_contain_text("ABL-NOVA")
     expect(page.locator("select[name=evidence]")).to_have_value("flips")
 
     page.goto("/catalog/calibration/?task=CV", wait_until="domcontentloaded")

@@ -251,7 +251,10 @@ class Command(BaseCommand):
                 calls=calls,
                 threshold=0.0,
             )
-            for calls in (8, 2)
+            # With 2 calls the rule-based inspector writes the same trajectory as with 8 on
+            # most spectra (it rarely zooms more), leaving no pair to compare; without the tool
+            # every pair differs, as in the paper's tool ablation.
+            for calls in (8, 0)
         ]
         rollouts = list(
             Rollout.objects.filter(candidate__run=runs[0], index=0)
