@@ -72,6 +72,10 @@ def vetter_queue_hidden(user: Any) -> blinding.HiddenCandidates:
     """What the blinding rule keeps out of ``user``'s vetting queue, and which of the open
     campaigns they rate keeps it out (shown wherever the queue is, so a short or empty queue
     says why)."""
+    blinded = blinding.blinding_for(user)
+    if blinded.confined or blinded.hidden_candidates() is None:
+        # nothing is hidden from them: skip building the queue twice (seconds under load)
+        return blinding.HiddenCandidates()
     # counted as the queue counts: spectra and tasks that no readable candidate serves
     unblinded = _vetter_queue_unblinded(user)
     visible = vetter_queue(user)
