@@ -277,7 +277,10 @@ def test_it_puts_the_rest_of_a_batch_back_when_the_endpoint_is_down(cv, ml_engin
     found = Candidate.objects.filter(pk__in=ids)
     spent = [c for c in found if c.attempts == 1]
     assert len(spent) == 1 and spent[0].error.startswith("waiting")
-    assert sorted((c.attempts, c.error) for c in found if c not in spent) == [(0, ""), (0, "")]
+    put_back = [c for c in found if c not in spent]
+    assert [c.attempts for c in put_back] == [0, 0]  # unspent, and they say why they wait
+    assert all(c.error.startswith("not started: its batch is waiting") for c in put_back)
+    assert all(c.retry_at is not None for c in found)
 
 
 @needs_postgres
