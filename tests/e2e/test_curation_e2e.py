@@ -30,9 +30,10 @@ def expect_state(page: Page, label: str) -> None:
 
 
 def expect_plot_drawn(page: Page, selector: str = "#spectrum-plot") -> None:
-    """Plotly drew the spectrum (WebGL trace included): the page's own scripts ran."""
+    """Plotly drew the spectrum's trace (SVG, not WebGL since issue 37 item 10): the page's own
+    scripts ran."""
     expect(page.locator(f"{selector}.js-plotly-plot .main-svg").first).to_be_attached()
-    expect(page.locator(f"{selector} canvas").first).to_be_attached()
+    expect(page.locator(f"{selector} .scatterlayer .trace").first).to_be_attached()
 
 
 def audit_and_approve(page: Page, curation: Curation) -> None:
