@@ -21,7 +21,7 @@ from unittest import mock
 import pytest
 from django.db import connection
 
-from annotation.inspections import decisions, services
+from annotation.inspections import decisions, recording, services
 from annotation.inspections.models import (
     Candidate,
     CandidateState,
@@ -129,7 +129,7 @@ def test_it_gives_the_finished_entry_the_label_of_a_decision_committed_while_it_
     decider_started = threading.Event()
     decided = threading.Event()
     failures: list[BaseException] = []
-    read_labels = services.vetted_labels_of
+    read_labels = recording.vetted_labels_of
 
     def read_then_let_the_decision_through(**kwargs: Any) -> Any:
         labels = read_labels(**kwargs)
@@ -150,7 +150,7 @@ def test_it_gives_the_finished_entry_the_label_of_a_decision_committed_while_it_
         )
         decided.set()
 
-    with mock.patch.object(services, "vetted_labels_of", read_then_let_the_decision_through):
+    with mock.patch.object(recording, "vetted_labels_of", read_then_let_the_decision_through):
         threads = [
             _in_thread(lambda: _finish(finishing.pk), failures),
             _in_thread(decide, failures),
