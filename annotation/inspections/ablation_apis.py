@@ -3,19 +3,26 @@ a seeded random sample of a run to be ablated."""
 
 from __future__ import annotations
 
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation import blinding
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
 from annotation.core.http import _expert
 from annotation.core.serializers import BAD_REQUEST, CONFLICT, FORBIDDEN, NOT_FOUND
 from annotation.inspections import ablation_selectors, ablations
-from annotation.inspections.models import EvidenceAblation, EvidenceOutcome
+from annotation.inspections.models import EvidenceAblation, EvidenceOutcome, InspectionRun
+
+
+def _readable_run(request: Request, run_id: int) -> InspectionRun:
+    """The run, if this user may read it; otherwise 404, as if there were none (blinding)."""
+    return get_object_or_404(blinding.runs_visible_to(user=request.user), pk=run_id)
 
 
 class EvidenceWindowSerializer(serializers.Serializer):
@@ -97,9 +104,7 @@ class RunEvidenceAblationApi(APIView):
 
     @extend_schema(responses={200: CountsSerializer, 403: FORBIDDEN, 404: NOT_FOUND})
     def get(self, request: Request, run_id: int) -> Response:
-        from annotation.inspections.apis import _get_run_for_user
-
-        run = _get_run_for_user(request, run_id)
+        run = _readable_run(request, run_id)
         counts = ablation_selectors.run_ablation_counts(run)
         if counts is None:
             return Response({"detail": "no ablation of this run yet"}, status=404)
@@ -111,9 +116,7 @@ class RunEvidenceAblationApi(APIView):
                    409: CONFLICT},
     )  # fmt: skip
     def post(self, request: Request, run_id: int) -> Response:
-        from annotation.inspections.apis import _get_run_for_user
-
-        run = _get_run_for_user(request, run_id)
+        run = _readable_run(request, run_id)
         given = self.InputSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         try:
