@@ -301,6 +301,8 @@ SPECTACULAR_SETTINGS = {
         "VoteValueEnum": "annotation.curation.models.VoteValue",
         "AuditVerdictEnum": "annotation.curation.models.AuditVerdict",
         "PairOutcomeEnum": "annotation.rating.models.PairOutcome",
+        "VersionKindEnum": "annotation.curation.models.VersionKind",
+        "PlantedErrorKindEnum": "annotation.curation.models.PlantedErrorKind",
     },
 }
 
