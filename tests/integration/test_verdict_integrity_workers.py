@@ -122,13 +122,19 @@ def test_it_stores_each_model_verdict_once_with_64_episodes_in_flight_under_429s
 
         wait_until(finished, workers=workers, what="the model run to finish")
         assert server.record.rejected > 0  # the server was full and said so
-        # Each episode is two turns. A candidate whose episode a transport error stopped
-        # (an outage, not a full server) waits and starts over: its first turn, already
-        # answered, is asked again. Nothing else may ask the server twice.
+        # Every model turn the server answered is a stored step (an episode is two turns, three
+        # when a zoom the spectrum does not cover is asked again). A candidate whose episode a
+        # transport error stopped waits and starts over: its answered first turn is asked
+        # again. Nothing else may ask the server twice.
+        steps = sum(
+            len(data["steps"])
+            for data in Rollout.objects.filter(candidate__run=run).values_list("data", flat=True)
+        )
         attempts = list(run.candidates.values_list("attempts", flat=True))
         restarted = sum(max(0, count - 1) for count in attempts)
-        assert 24 * 2 <= server.record.served <= 24 * 2 + restarted, (
+        assert 24 * 2 <= steps <= server.record.served <= steps + restarted, (
             server.record.served,
+            steps,
             attempts,
             "\n".join(w.log_tail() for w in workers),
         )

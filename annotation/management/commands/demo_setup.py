@@ -284,9 +284,19 @@ class Command(BaseCommand):
             campaign=campaign, pairs=pairs, raters_per_pair=2, actor=None
         )
         rng = np.random.default_rng(7)
-        for assignment in RatingAssignment.objects.filter(item__campaign=campaign).select_related(
-            "item", "rater"
-        )[: 2 * len(items) - 4]:
+        # In pk order (PostgreSQL has no default order), leaving each rater two to rate.
+        assignments = list(
+            RatingAssignment.objects.filter(item__campaign=campaign)
+            .select_related("item", "rater")
+            .order_by("pk")
+        )
+        open_ids = set()
+        for rater_id in {assignment.rater_id for assignment in assignments}:
+            mine = [a.pk for a in assignments if a.rater_id == rater_id]
+            open_ids.update(mine[-2:])
+        for assignment in assignments:
+            if assignment.pk in open_ids:
+                continue
             base = 4 if "8 tool" in assignment.item.policy_name else 3
             score = int(np.clip(base + rng.integers(-1, 2), 0, 5))
             rating_services.rating_submit(
