@@ -45,12 +45,7 @@ from annotation.curation.models import (
     VersionKind,
 )
 from annotation.curation.revised import REVIEWED_STATES
-from annotation.curation.services import (
-    _check_may_audit,
-    _check_may_take_a_role,
-    _is_staff,
-    trajectory_to_stored,
-)
+from annotation.curation.services import _is_staff, curation_reassign, trajectory_to_stored
 from annotation.spectra import selectors as spectra_selectors
 
 MAX_PER_ROUND = 50
@@ -199,17 +194,7 @@ def _plant_one(
     )
     _replay_history(source=source, copy=copy, up_to=version.number)
     for role, auditor in zip(("auditor_1", "auditor_2"), auditors, strict=False):
-        _check_may_take_a_role(curation=copy, user=auditor)
-        _check_may_audit(curation=copy, user=auditor)
-        Curation.objects.filter(pk=copy.pk).update(**{role: auditor})
-        audit_log_record(
-            actor=actor,
-            action="role_reassigned",
-            obj=copy,
-            from_state=copy.state,
-            to_state=copy.state,
-            comment=f"{role}: None -> {auditor.pk}",
-        )
+        copy = curation_reassign(curation=copy, role=role, user=auditor, actor=actor)
     return PlantedError.objects.create(
         plant_round=plant_round,
         curation=copy,
