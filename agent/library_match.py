@@ -72,6 +72,11 @@ LIBRARY_SWITCH = "SPECVET_LIBRARY"  # "off": the rules answer alone
 LIBRARY_VERSION = 2  # bump when the preparation changes: the cached library is rebuilt
 # tasks the library can decide: those with library positives of at least 3 development objects
 DECIDABLE = ("O", "B", "A", "MG")
+# the neighbour vote (``decide``): the K_NEAREST nearest labelled library spectra, each weighted
+# by exp(-(D^2 - D_min^2) / (2 VOTE_WIDTH)); chosen on the development part (5-fold by object)
+K_NEAREST = 5
+VOTE_WIDTH = 1.0
+_LETTERS = "OBAFGKM"
 
 
 class LibraryUnavailable(RuntimeError):
@@ -311,6 +316,47 @@ class TaskEvidence:
     nearest_positive: dict[str, Any] | None
     nearest_negative: dict[str, Any] | None
     nearest_distance: float  # to any library spectrum labelled for the task
+    # share of YES among the K_NEAREST nearest labelled library spectra, distance-weighted;
+    # nan where nothing could be compared
+    vote: float = math.nan
+    # their spectral type as a number (O0 = 0, B0 = 10, A0 = 20 ... M9 = 69), same weights;
+    # nan where none of them has an MK type
+    type_number: float = math.nan
+
+
+def type_number(spectral_type: str) -> float:
+    """O0 = 0, B0 = 10, A0 = 20, F0 = 30 ... M9 = 69 for an MK type (a type without a digit
+    counts as its letter's 5); nan for anything else (white dwarfs, carbon, Wolf-Rayet)."""
+    from agent.real_corpus import parse_spectral_type
+
+    parsed = parse_spectral_type(spectral_type)
+    if parsed is None or parsed.kind != "MK" or parsed.letter not in _LETTERS:
+        return math.nan
+    return 10.0 * _LETTERS.index(parsed.letter) + (5 if parsed.digit is None else parsed.digit)
+
+
+def neighbour_vote(
+    distances: np.ndarray, labels: np.ndarray, types: Sequence[str]
+) -> tuple[float, float]:
+    """(vote, type number) of the K_NEAREST nearest rows with a label (``labels`` >= 0) and a
+    finite distance: a row weighs exp(-(D^2 - D_min^2) / (2 VOTE_WIDTH)). One nearest spectrum
+    decides nothing at a class boundary (a B9 and an A0 star look alike): the vote of a few
+    says how mixed the neighbourhood is."""
+    usable = np.flatnonzero(np.isfinite(distances) & (labels >= 0))
+    if usable.size == 0:
+        return math.nan, math.nan
+    chosen = usable[np.argsort(distances[usable])[:K_NEAREST]]
+    d = distances[chosen]
+    weights = np.exp(-(d**2 - float(d.min()) ** 2) / (2.0 * VOTE_WIDTH))
+    vote = float(np.sum(weights * (labels[chosen] == 1)) / np.sum(weights))
+    numbers = np.array([type_number(types[i]) for i in chosen])
+    typed = np.isfinite(numbers)
+    number = (
+        float(np.sum(weights[typed] * numbers[typed]) / np.sum(weights[typed]))
+        if typed.any()
+        else math.nan
+    )
+    return vote, number
 
 
 def _entry_of(
@@ -344,7 +390,8 @@ def decide(match: Match, task: str) -> TaskEvidence:
         score = math.nan
     else:
         score = negative - positive
-    return TaskEvidence(task, score, pos, neg, nearest)
+    vote, number = neighbour_vote(d, labels, match.types)
+    return TaskEvidence(task, score, pos, neg, nearest, vote, number)
 
 
 class LibraryMatcher:

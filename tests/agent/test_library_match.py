@@ -147,3 +147,39 @@ def test_it_switches_the_library_off_by_the_environment(monkeypatch) -> None:
 
     monkeypatch.setenv("SPECVET_LIBRARY", "off")
     assert default_matcher() is None
+
+
+def test_it_counts_a_mixed_neighbourhood_as_mixed_not_as_its_one_nearest_spectrum() -> None:
+    """One B9 library spectrum nearest, four A0 ones just behind it: one nearest spectrum would
+    say YES for B with certainty; the vote of the five says mostly NO, and their type sits at
+    the B/A boundary."""
+    from agent.library_match import neighbour_vote
+
+    distances = np.array([0.50, 0.52, 0.53, 0.55, 0.56, 3.0, np.inf])
+    labels = np.array([1, 0, 0, 0, 0, 1, 1])  # B task: the B9 star and two far B stars
+    types = ["B9V", "A0V", "A0V", "A0V", "A0V", "B2V", "B1V"]
+    vote, number = neighbour_vote(distances, labels, types)
+    assert 0.1 < vote < 0.3
+    assert 19.5 < number < 20.0
+
+
+def test_it_leaves_unlabelled_and_uncompared_spectra_out_of_the_vote() -> None:
+    from agent.library_match import neighbour_vote
+
+    distances = np.array([0.1, 0.5, np.inf])
+    labels = np.array([-1, 1, 1])  # the nearest is excluded from the task
+    vote, number = neighbour_vote(distances, labels, ["WN6", "B3V", "B0V"])
+    assert vote == 1.0
+    assert number == 13.0
+    assert math.isnan(neighbour_vote(distances, np.array([-1, -1, -1]), ["", "", ""])[0])
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("O9.5V", 9.0), ("B9.5p...", 19.0), ("A0Ib", 20.0), ("A", 25.0), ("M3III", 63.0)],
+)
+def test_it_numbers_spectral_types_along_the_temperature_sequence(text: str, number: float) -> None:
+    from agent.library_match import type_number
+
+    assert type_number(text) == number
+    assert math.isnan(type_number("DA2"))

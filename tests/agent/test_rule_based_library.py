@@ -152,3 +152,44 @@ def test_it_says_why_in_the_answer_when_evidence_is_missing() -> None:
     answer = episode.generate([])
     assert "\\boxed{NO}" in answer
     assert "not decidable from these data: the TiO heads" in answer
+
+
+def test_it_combines_with_the_neighbours_vote_where_a_combiner_is_fitted() -> None:
+    """rule-based/v5-knn: the fitted combiner reads the vote of the nearest library spectra,
+    not the nearest pair; with v4's fits (no combiner) the nearest pair decides."""
+    import dataclasses
+
+    found = dataclasses.replace(evidence("B", 0.5, 0.9), vote=0.05, type_number=19.8)
+    fits = {"B": {**FITS["B"], "combiner": {"form": "pool", "weights": [1.0, 1.0, 0.0]}}}
+    with_vote = combine("B", 0.7, [], found, library_present=True, fits=fits, rules_pull=0.75)
+    assert with_vote.probability < 0.5
+    assert [n.subject for n in with_vote.notes] == ["the rules and the real spectra disagree"]
+    v4 = combine("B", 0.7, [], found, library_present=True, fits=FITS, rules_pull=0.75)
+    assert v4.probability > 0.5
+
+
+def test_it_shrinks_the_log_odds_near_the_class_boundary_of_the_neighbours_type() -> None:
+    import dataclasses
+
+    from agent.policies.rule_based.library import combiner_features
+
+    inside = dataclasses.replace(evidence("A", 0.5, 0.9), vote=0.9, type_number=25.0)
+    boundary = dataclasses.replace(inside, type_number=19.6)
+    clear = combiner_features("A", 0.95, inside, "boundary")
+    near = combiner_features("A", 0.95, boundary, "boundary")
+    assert clear[0] == pytest.approx(math.log(0.95 / 0.05))
+    assert near[0] < 0.4 * clear[0] and near[1] < 0.4 * clear[1]
+    assert near[2:] == clear[2:]
+    with pytest.raises(ValueError, match="unknown combiner form"):
+        combiner_features("A", 0.95, inside, "vote")
+
+
+def test_it_fits_combiner_weights_that_follow_the_informative_part() -> None:
+    from agent.policies.rule_based.library import fit_combiner
+
+    rng = np.random.default_rng(3)
+    labels = rng.random(400) < 0.3
+    informative = np.where(labels, 3.0, -3.0) + rng.normal(0, 1, 400)
+    noise = rng.normal(0, 2, 400)
+    weights = fit_combiner([[a, b, 1.0] for a, b in zip(noise, informative)], labels, 0.1)
+    assert weights[1] > 0.5 > abs(weights[0])

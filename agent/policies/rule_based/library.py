@@ -143,20 +143,27 @@ def combine(
                 f"of known type, which this {name} decision needs",
             )
         )
-    if math.isfinite(p_lib):
+    combiner = fit.get("combiner")
+    if combiner and evidence is not None and math.isfinite(evidence.vote):
+        # the neighbour combiner (``combiner_features``): the vote of the nearest library
+        # spectra stands for the library's probability
+        p_lib = min(max(evidence.vote, VOTE_CLIP), 1.0 - VOTE_CLIP)
+        features = combiner_features(task, rules_probability, evidence, str(combiner["form"]))
+        probability = _logistic(float(np.dot(combiner["weights"], features)))
+    elif math.isfinite(p_lib):
         w_rules, w_lib, intercept = fit.get("weights", (1.0, 1.0, 0.0))
         probability = _logistic(
             float(w_rules) * _logit(rules_probability) + float(w_lib) * _logit(p_lib) + intercept
         )
-        if (rules_probability - 0.5) * (p_lib - 0.5) < 0:
-            notes.append(
-                ScopeNote(
-                    LIBRARY,
-                    "the rules and the real spectra disagree",
-                    f"the rules give P(YES) {rules_probability:.2f} but comparison with real "
-                    f"library spectra gives {p_lib:.2f}",
-                )
+    if math.isfinite(p_lib) and (rules_probability - 0.5) * (p_lib - 0.5) < 0:
+        notes.append(
+            ScopeNote(
+                LIBRARY,
+                "the rules and the real spectra disagree",
+                f"the rules give P(YES) {rules_probability:.2f} but comparison with real "
+                f"library spectra gives {p_lib:.2f}",
             )
+        )
     ool = float(fit.get("ool", math.inf))
     if evidence is not None and evidence.nearest_distance > ool:
         notes.append(
@@ -187,6 +194,64 @@ def combine(
     return Combined(
         probability, rules_probability, None if math.isnan(p_lib) else p_lib, tuple(notes), pull
     )
+
+
+# --- the neighbour combiner (a version of its own: rule-based/v5-knn) --------------------------
+
+VOTE_CLIP = 0.02  # the vote of 5 neighbours is never taken as certainty
+# the spectral-type numbers (``agent.library_match.type_number``) between which a task's class
+# lies: its boundaries are where one nearest spectrum decides least
+BOUNDARIES = {"O": (-math.inf, 9.5), "B": (9.5, 19.5), "A": (19.5, 29.5)}
+BOUNDARY_SPAN = 3.0  # subtypes from a boundary beyond which the answer counts as clear of it
+DISTANCE_SPAN = 3.0  # nearest distance at which the distance term saturates
+COMBINER_FORMS = {
+    # logit P = w . features; "pool": a free logarithmic pool of the two parts; "boundary": the
+    # two parts' log-odds shrunk near the class boundary of the neighbours' type, plus their
+    # log-odds times the (saturated) distance to the nearest library spectrum
+    "pool": "logit P_rules, logit vote, 1",
+    "boundary": "logit P_rules h', logit vote h', logit P_rules q, logit vote q, 1 with "
+    "h' = 0.3 + 0.7 min(|m|, 3)/3, m the neighbours' type number's distance inside the "
+    "class's boundaries (negative outside), q = min(D_nearest, 3)/3",
+}
+
+
+def combiner_features(
+    task: str, rules_probability: float, evidence: TaskEvidence, form: str
+) -> list[float]:
+    """The features of the neighbour combiner (``COMBINER_FORMS``)."""
+    rules = _logit(rules_probability)
+    vote = _logit(min(max(evidence.vote, VOTE_CLIP), 1.0 - VOTE_CLIP))
+    if form == "pool":
+        return [rules, vote, 1.0]
+    if form != "boundary":
+        raise ValueError(f"unknown combiner form {form!r}: one of {sorted(COMBINER_FORMS)}")
+    low, high = BOUNDARIES.get(task.upper(), (-math.inf, math.inf))
+    number = evidence.type_number
+    margin = min(number - low, high - number) if math.isfinite(number) else 0.0
+    clear = 0.3 + 0.7 * min(abs(margin), BOUNDARY_SPAN) / BOUNDARY_SPAN
+    far = min(evidence.nearest_distance, DISTANCE_SPAN) / DISTANCE_SPAN
+    return [rules * clear, vote * clear, rules * far, vote * far, 1.0]
+
+
+def fit_combiner(
+    features: Sequence[Sequence[float]], labels: Sequence[bool], l2: float
+) -> list[float]:
+    """Weights of logit P = w . features by least log-loss against Platt's smoothed targets
+    (a rare class is not fitted to certainty), an L2 penalty ``l2`` on all but the last
+    (intercept) weight. Fitted on the development part only."""
+    from scipy.optimize import minimize
+
+    x = np.asarray(features, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    positives = float(y.sum())
+    negatives = float(y.size - positives)
+    target = np.where(y, (positives + 1.0) / (positives + 2.0), 1.0 / (negatives + 2.0))
+
+    def loss(w: np.ndarray) -> float:
+        z = np.clip(x @ w, -40.0, 40.0)
+        return float(np.sum(np.logaddexp(0.0, z) - target * z) + l2 * np.sum(w[:-1] ** 2))
+
+    return [float(v) for v in minimize(loss, np.zeros(x.shape[1])).x]
 
 
 # --- fitting (development part only) -----------------------------------------------------------
