@@ -28,6 +28,11 @@ class Declared:
     def __post_init__(self) -> None:
         if self.frame is not None and self.frame not in FRAMES:
             raise DeclarationError(f"wavelength frame {self.frame!r} is neither 'air' nor 'vacuum'")
+        if self.columns is not None:
+            # built in code (not parsed from a form), the roles are checked as parse_columns
+            # checks them: a declaration without a flux or ab_mag column once reached the
+            # table reader and escaped it as a bare StopIteration
+            check_roles(self.columns, ", ".join(self.columns))
 
 
 def parse_columns(text: str) -> tuple[str, ...] | None:
@@ -35,6 +40,13 @@ def parse_columns(text: str) -> tuple[str, ...] | None:
     if not text.strip():
         return None
     roles = tuple(part.strip().lower() for part in text.split(","))
+    check_roles(roles, text)
+    return roles
+
+
+def check_roles(roles: tuple[str, ...], text: str) -> None:
+    """Raise DeclarationError unless ``roles`` name known roles, exactly one wavelength and
+    exactly one flux or ab_mag column, no ivar beside ab_mag and no role twice."""
     for role in roles:
         if role.split("[", 1)[0].strip() not in COLUMN_ROLES:
             raise DeclarationError(f"column role {role!r} is not one of {', '.join(COLUMN_ROLES)}")
@@ -56,7 +68,6 @@ def parse_columns(text: str) -> tuple[str, ...] | None:
     repeated = sorted({r for r in named if r != "ignore" and named.count(r) > 1})
     if repeated:
         raise DeclarationError(f"more than one column declared as {repeated}")
-    return roles
 
 
 def parse_frame(text: str) -> str | None:

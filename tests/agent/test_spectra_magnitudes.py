@@ -147,3 +147,19 @@ def test_it_refuses_a_fits_table_whose_flux_is_in_magnitudes(tmp_path: Path) -> 
     fits.HDUList([fits.PrimaryHDU(), table]).writeto(path)
     message = refusal(path)
     assert "magnitudes, not flux" in message
+
+
+def test_it_refuses_a_declaration_built_in_code_without_a_flux_or_magnitude_column(
+    tmp_path: Path,
+) -> None:
+    """IRAF onedstds also ships one-column tables (ctio/multi1m.dat, an extinction list): a
+    declaration of just 'wavelength' once reached the table reader and escaped it as a bare
+    StopIteration, which ``agent.bench.shift --onedstds`` did not catch."""
+    with pytest.raises(DeclarationError, match="exactly one 'flux' or 'ab_mag'"):
+        Declared(columns=("wavelength",))
+    with pytest.raises(DeclarationError, match="is not one of"):
+        Declared(columns=("wavelength", "magnitude"))
+    table = tmp_path / "one.dat"
+    table.write_text("\n".join(f"{3200 + 50 * i:.1f}" for i in range(80)) + "\n")
+    with pytest.raises(ValueError, match="exactly one 'flux' or 'ab_mag'"):
+        load_spectra(table, declared=Declared(columns=("wavelength",)))
