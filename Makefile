@@ -17,7 +17,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: help install install-dev chromium demo serve test contract lint format bench real-data real-bench migrate clean docs docs-only screenshots
+.PHONY: help install install-dev chromium demo serve test contract lint format bench real-data real-bench onedstds onedstds-bench migrate clean docs docs-only screenshots
 
 help:
 	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -112,6 +112,16 @@ real-data: install
 # The inspector on real data (development / validation) beside SpecVI-mini (synthetic).
 real-bench: real-data
 	$(PY) -m agent.bench.real
+
+# Real spectra the corpus does not use: IRAF's onedstds standard-star tables (AB magnitudes),
+# shipped by Debian's iraf-noao (apt-get, as root) under /usr/lib/iraf/noao/lib/onedstds.
+onedstds:
+	@test -d /usr/lib/iraf/noao/lib/onedstds || DEBIAN_FRONTEND=noninteractive apt-get install -y iraf-noao \
+		|| { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iraf-noao; }
+
+# The inspector's confidence on them (no types ship with the tables: confidence, not accuracy).
+onedstds-bench: install onedstds real-data
+	$(PY) -m agent.bench.onedstds
 
 clean:
 	rm -rf $(VENV) staticfiles var/specvi-mini .pytest_cache docs/_build docs/reference/generated
