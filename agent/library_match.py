@@ -330,9 +330,12 @@ def type_number(spectral_type: str) -> float:
     from agent.real_corpus import parse_spectral_type
 
     parsed = parse_spectral_type(spectral_type)
-    if parsed is None or parsed.kind != "MK" or parsed.letter not in _LETTERS:
+    letter = None if parsed is None or parsed.kind != "MK" else parsed.letter
+    if letter is None or letter not in _LETTERS:
         return math.nan
-    return 10.0 * _LETTERS.index(parsed.letter) + (5 if parsed.digit is None else parsed.digit)
+    return 10.0 * _LETTERS.index(letter) + (
+        5.0 if parsed is None or parsed.digit is None else parsed.digit
+    )
 
 
 def neighbour_vote(
