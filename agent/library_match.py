@@ -324,6 +324,7 @@ class TaskEvidence:
     type_number: float = math.nan
 
 
+@cache
 def type_number(spectral_type: str) -> float:
     """O0 = 0, B0 = 10, A0 = 20, F0 = 30 ... M9 = 69 for an MK type (a type without a digit
     counts as its letter's 5); nan for anything else (white dwarfs, carbon, Wolf-Rayet)."""
