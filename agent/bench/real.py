@@ -477,6 +477,47 @@ def fit_knn_library(
     return fits
 
 
+def knn_cross_validated(
+    scored: Sequence[Scored],
+    calibration: Mapping[str, Calibrator],
+    pulls: Mapping[str, float],
+    base: Mapping[str, Mapping[str, Any]],
+    folds: int = 5,
+) -> dict[str, PartReport]:
+    """The development figures of v5-knn's tasks with each answer given by a combiner fitted
+    on the other folds (objects split by a hash of their key, so no object is on both sides):
+    the development rows of the table are in-sample, these are not."""
+    import hashlib
+
+    objects = {entry.id: object_key(entry.object) for entry in load_manifest()}
+
+    def fold(s: Scored) -> int:
+        key = objects.get(s.item, s.item).encode("utf-8")
+        return int(hashlib.sha256(key).hexdigest(), 16) % folds
+
+    reports: dict[str, PartReport] = {}
+    for task in KNN_COMBINERS:
+        rows = [s for s in scored if s.task == task]
+        if not rows:
+            continue
+        answered: list[tuple[str, float]] = []
+        for k in range(folds):
+            fitted = fit_knn_library(
+                [s for s in scored if s.task == task and fold(s) != k], calibration, pulls, base
+            )
+            for s in rows:
+                if fold(s) == k:
+                    p = probability_yes(s, calibration, pulls, fitted, "combined")
+                    if p is not None:
+                        answered.append((s.label, p))
+        reports[task] = part_report(
+            [label for label, _ in answered],
+            ["YES" if p >= 0.5 else "NO" for _, p in answered],
+            [max(p, 1.0 - p) for _, p in answered],
+        )
+    return reports
+
+
 def _raw(s: Scored, calibration: Mapping[str, Calibrator]) -> float:
     if s.task in calibration:
         return calibration[s.task](s.score)
@@ -508,6 +549,7 @@ class Run:
     wrongs: dict[str, list[ConfidentWrong]] = field(default_factory=dict)
     library_fits: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    knn_cv: dict[str, PartReport] = field(default_factory=dict)  # v5-knn, 5-fold by object
 
 
 def run(
@@ -534,6 +576,7 @@ def run(
     pulls = {task: float(fit["scope_pull"]) for task, fit in fits.items()}
     library_fits = fit_library(development, calibration, pulls) if matcher is not None else {}
     knn_fits = fit_knn_library(development, calibration, pulls, library_fits)
+    knn_cv = knn_cross_validated(development, calibration, pulls, library_fits)
     if refit:
         write_calibration(fits)
         write_library_calibration(library_fits)
@@ -573,6 +616,7 @@ def run(
         wrongs,
         library_fits,
         seconds,
+        knn_cv,
     )
 
 
@@ -668,6 +712,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         old = load_baseline() if variant == "combined" and args.command != "baseline" else None
         print(format_table(result.tables[variant], title=title, baseline=old))
         print(format_wrong(result.wrongs[variant], title=f"{variant}: "))
+        if variant == "knn":
+            for task, r in result.knn_cv.items():
+                print(
+                    f"{KNN_NAME} {task} development, 5-fold by object (combiner fitted on the "
+                    f"other folds): bacc {r.balanced_accuracy:.2f}, ECE {r.ece:.2f}, wrong at "
+                    f">= {CONFIDENT:g}: {r.confident_wrong} of {r.n}"
+                )
         print()
     print(_cost_line(result.seconds))
     return 0

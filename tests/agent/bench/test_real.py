@@ -195,3 +195,30 @@ def test_it_lists_every_answer_wrong_at_confidence_0_9() -> None:
     text = format_wrong(rows)
     assert text.splitlines()[0] == "Wrong at confidence >= 0.9: 1"
     assert "miles-m0720 (R...): labelled YES, answered NO at 0.95" in text
+
+
+def test_it_scores_the_neighbour_combiner_on_objects_it_was_not_fitted_on() -> None:
+    """v5-knn's development figures by object folds: a combiner fitted on the other folds
+    answers each spectrum; where the vote carries the class, the held-out answers follow it."""
+    import random
+
+    from agent.bench.real import knn_cross_validated
+    from agent.library_match import TaskEvidence
+
+    rng = random.Random(5)
+    rows = []
+    for i in range(200):
+        positive = i % 4 == 0
+        vote = rng.uniform(0.7, 1.0) if positive else rng.uniform(0.0, 0.3)
+        found = TaskEvidence("B", 0.0, None, None, 0.5, vote, 15.0 if positive else 25.0)
+        rows.append(
+            Scored(
+                "B", f"star-{i}", "YES" if positive else "NO", 0.0, evidence=found, compared=True
+            )
+        )
+    calibration = {"B": calibrator_from_dict({"method": "Platt", "slope": 1.0, "intercept": 0.0})}
+    base = {"B": {"ool": 3.0, "pull": 0.75}}
+    reports = knn_cross_validated(rows, calibration, {"B": 0.75}, base)
+    assert set(reports) == {"B"}  # no A rows: no A figures
+    assert reports["B"].n == 200
+    assert reports["B"].balanced_accuracy == 1.0
