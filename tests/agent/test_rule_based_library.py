@@ -191,5 +191,7 @@ def test_it_fits_combiner_weights_that_follow_the_informative_part() -> None:
     labels = rng.random(400) < 0.3
     informative = np.where(labels, 3.0, -3.0) + rng.normal(0, 1, 400)
     noise = rng.normal(0, 2, 400)
-    weights = fit_combiner([[a, b, 1.0] for a, b in zip(noise, informative)], labels, 0.1)
+    weights = fit_combiner(
+        [[a, b, 1.0] for a, b in zip(noise, informative, strict=True)], list(labels), 0.1
+    )
     assert weights[1] > 0.5 > abs(weights[0])
