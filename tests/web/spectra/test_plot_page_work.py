@@ -16,9 +16,20 @@ from django.urls import reverse
 
 from annotation.curation import services as curation_services
 from annotation.curation.models import Curation
+from annotation.inspections import jobs
+from annotation.inspections import services as inspection_services
+from annotation.inspections.models import Candidate
 from annotation.rating import services as rating_services
+from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import Task
-from tests.factories import UserFactory, make_spectrum, make_trajectory
+from tests.factories import (
+    ScriptedPolicy,
+    UserFactory,
+    answer_turn,
+    make_spectrum,
+    make_trajectory,
+    tool_call_turn,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -85,15 +96,46 @@ def staff_user(db) -> Any:
     return UserFactory(username="stella", is_staff=True)
 
 
+@pytest.fixture
+def unsure_candidate(cv, expert, monkeypatch, django_capture_on_commit_callbacks) -> Candidate:
+    """A candidate on a DESI-length spectrum waiting for an expert, the agent having looked at
+    one window."""
+    row = long_spectrum("VET-1", 4, cv)
+    turns = [tool_call_turn(6500, 6630, "H-alpha"), answer_turn("NO")]
+    monkeypatch.setattr(jobs, "policy_for", lambda spec, sampling=None: ScriptedPolicy(turns, 0.6))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = inspection_services.inspection_run_create(
+            task=cv,
+            spectrum_ids=[row.pk],
+            policy_spec={"kind": "rule-based"},
+            created_by=expert,
+            confidence_threshold=0.75,
+        )
+    (candidate,) = run.candidates.all()
+    assert candidate.needs_expert  # 0.6 under the run's 0.75: it waits in the vetting queue
+    return candidate
+
+
 def visit(
-    user: Any, url: str, expected_plots: int, django_assert_max_num_queries: Any
+    user: Any,
+    url: str,
+    expected_plots: int,
+    django_assert_max_num_queries: Any,
+    *,
+    fit_later: bool = False,
 ) -> dict[str, tuple[int, dict[str, Any]]]:
     client = Client()
     client.force_login(user)
     client.get(url)  # warm: the per-process caches (templates, tools), as a serving worker has
+    # The redshift fit's template library is not the page's work: the viewer's pages where a
+    # decision is made ask for the fit once drawn (a worker's first read of the library took
+    # 0.8 s on a quiet machine, the queue's 14.9 s load event on a loaded one).
+    spectra_selectors._template_set.clear()
     with django_assert_max_num_queries(MAX_QUERIES):
         response = client.get(url)
     assert response.status_code == 200, url
+    if fit_later:  # the spectrum page draws the fit with the plot: it reads the library
+        assert not spectra_selectors._template_set, f"{url} read the redshift template library"
     plots = plots_of(response.content.decode())
     assert len(plots) == expected_plots, (url, sorted(plots))
     for name, (size, data) in plots.items():
@@ -147,6 +189,54 @@ def test_it_sends_the_spectrum_page_one_thinned_plot_and_a_zoom_url(
     plots = visit(expert, url, 1, django_assert_max_num_queries)
     (_, data), *_ = plots.values()
     assert data["zoom_url"] == reverse("api_spectrum_plot", args=[row.pk])
+
+
+VIEWER_PAGE_MAX_BYTES = 120_000  # the plot and the viewer (task template, lines), no fit
+
+
+def visit_viewer(user: Any, url: str, django_assert_max_num_queries: Any) -> dict[str, Any]:
+    """A page with the whole viewer where a decision is made: one thinned plot, the fit left to
+    its URL, the page's HTML under VIEWER_PAGE_MAX_BYTES."""
+    plots = visit(user, url, 1, django_assert_max_num_queries, fit_later=True)
+    (_, data), *_ = plots.values()
+    assert data["viewer"]["redshift_fit"] is None and data["viewer"]["redshift_fit_url"]
+    assert data["viewer"]["compare"]["templates"] is None  # they come with the fit
+    client = Client()
+    client.force_login(user)
+    body = client.get(url).content
+    assert len(body) <= VIEWER_PAGE_MAX_BYTES, (url, len(body))
+    print(f"\n{url}: page {len(body) / 1000:.0f} kB, plot {len(data['flux'])} points")
+    return data
+
+
+def test_it_keeps_the_vetting_queues_work_small(
+    unsure_candidate, expert, django_assert_max_num_queries
+) -> None:
+    visit_viewer(expert, reverse("vetting_queue"), django_assert_max_num_queries)
+
+
+def test_it_keeps_the_candidates_page_in_the_queue_small(
+    unsure_candidate, expert, django_assert_max_num_queries
+) -> None:
+    url = f"{reverse('vetting_queue')}?candidate={unsure_candidate.pk}"
+    data = visit_viewer(expert, url, django_assert_max_num_queries)
+    assert data["inspected"] == [[6500.0, 6630.0]]
+
+
+def test_it_keeps_the_live_page_small(
+    unsure_candidate, expert, django_assert_max_num_queries
+) -> None:
+    url = reverse("candidate_live", args=[unsure_candidate.pk])
+    visit_viewer(expert, url, django_assert_max_num_queries)
+
+
+def test_it_sends_the_viewers_template_choices_with_the_fit(unsure_candidate, expert) -> None:
+    client = Client()
+    client.force_login(expert)
+    fit = client.get(reverse("spectrum_viewer_fit", args=[unsure_candidate.spectrum_id])).json()
+    choices = fit["template_choices"]
+    assert choices and [c["index"] for c in choices] == list(range(len(choices)))
+    assert {c["kind"] for c in choices} >= {"star", "galaxy", "qso"}
 
 
 def test_it_loads_one_small_plotly_bundle_without_eval() -> None:
