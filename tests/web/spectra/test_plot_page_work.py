@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from django.conf import settings
 from django.test import Client
@@ -164,6 +165,39 @@ def test_it_sends_the_pairs_page_two_thinned_plots(
         rater, reverse("rating_pairs", args=[campaign.pk]), 2, django_assert_max_num_queries
     )
     assert sorted(plots) == ["plot-left", "plot-right"]
+
+
+def test_it_lets_a_rating_plot_zoom_to_full_resolution_by_blind_id(
+    campaign, rater, django_assert_max_num_queries
+) -> None:
+    """Issue 37 (b): the rating and pairs plots are thinned; a zoom asks for the window's own
+    pixels by the item's blind id (the spectrum's URL would lead back to the run)."""
+    rate = visit(
+        rater, reverse("rating_rate", args=[campaign.pk]), 1, django_assert_max_num_queries
+    )
+    pairs = visit(
+        rater, reverse("rating_pairs", args=[campaign.pk]), 2, django_assert_max_num_queries
+    )
+    urls = {data["zoom_url"] for _, data in [*rate.values(), *pairs.values()]}
+    items = {item.blind_id: item for item in campaign.items.all()}
+    assert urls == {
+        reverse("api_rating_item_plot", args=[campaign.pk, blind_id]) for blind_id in items
+    }
+    (_, data), *_ = rate.values()
+    item = next(i for b, i in items.items() if data["zoom_url"].endswith(f"/{b}/plot/"))
+    assert f"/spectra/{item.spectrum_id}/" not in data["zoom_url"]
+    client = Client()
+    client.force_login(rater)
+    window = client.get(data["zoom_url"], {"lo": 6500, "hi": 6700}).json()
+    wave = spectra_selectors.spectrum_plot_arrays(item.spectrum)[0]
+    assert window["decimated"] is False
+    assert window["n_pixels"] == len(window["flux"]) > 100  # every pixel of the window
+    assert abs(window["n_pixels"] - np.count_nonzero((wave >= 6500) & (wave <= 6700))) <= 2
+    assert "object_id" not in window and "zoom_url" not in window
+    # Raters of another campaign, or none, do not get the item's pixels.
+    other = UserFactory(username="someone", roles=["rater"])
+    client.force_login(other)
+    assert client.get(data["zoom_url"], {"lo": 6500, "hi": 6700}).status_code == 404
 
 
 def test_it_sends_the_screening_page_one_thinned_plot(
