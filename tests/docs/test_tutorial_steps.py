@@ -35,21 +35,13 @@ BULLET = re.compile(r"^- (\*\*.*?)(?=^- |^#|^!|\Z)", re.M | re.S)
 SECTION = re.compile(r"^## (\d+)\. .*?(?=^## |\Z)", re.M | re.S)
 ARIA_KEYS = {"ArrowLeft": "←", "ArrowRight": "→"}
 MAX_PAGES_PER_STEP = 25
-# What the replay found on 2026-11-29 (demo at scale 0.1), not yet settled. The replay only
-# reads pages (GET): these keys appear once a user has done what the step says before them, a
-# POST the replay does not make: `U` once leavitt claimed a revision (`C`) of a draft cannon
-# kept (`K`; the demo has none kept), `A` / `R` once an auditor claimed the audit (`C`), `Y` /
-# `N` once both approved. Listed so that any new break fails, and a fix fails until it is struck
-# from here. (The vetting keys of candidates-to-catalog.md were a gap of the replay: /catalog/'s
-# linked pages used up the step's page budget before /vetting/ was read; the budget is now per
-# named page.)
-KNOWN_GAPS = {
-    "curating-trajectories.md step 1 (as leavitt): no page of ['/curation/', '/datasets/', "
-    "'/curation/drafts/new/', '/curation/import/'] has the keys ['U']",
-    "curating-trajectories.md step 1 (as payne and cannon): no page of ['/curation/', "
-    "'/datasets/', '/curation/drafts/new/', '/curation/import/'] has the keys "
-    "['A', 'N', 'R', 'Y']",
-}
+# What the replay found and the tutorials or the demo have not settled yet: empty. Listed here so
+# that any new break fails, and a fix fails until it is struck from here. Closed on 2026-11-29:
+# the vetting keys of candidates-to-catalog.md (/catalog/'s linked pages used up the step's page
+# budget before /vetting/ was read; the budget is now per named page) and the audit and vote keys
+# of curating-trajectories.md (they appear once a draft is kept, claimed, submitted, claimed and
+# approved by two auditors: the replay now acts out a step passed between users).
+KNOWN_GAPS: set[str] = set()
 
 
 @dataclass
@@ -100,13 +92,28 @@ def login_user(path: Path) -> str | None:
     return found.group(1) if found else None
 
 
-class _Page(HTMLParser):
-    """The keys a page declares (data-key, aria-keyshortcuts) and the links it has."""
+@dataclass
+class Press:
+    """What pressing a key does on a page: a POST of the key's form (its fields as the page
+    fills them, the button's own name and value) or a GET of the key's link."""
 
-    def __init__(self) -> None:
+    method: str
+    url: str
+    data: dict[str, str] = field(default_factory=dict)
+
+
+class _Page(HTMLParser):
+    """The keys a page declares (data-key, aria-keyshortcuts), what pressing each does, and the
+    links it has."""
+
+    def __init__(self, url: str) -> None:
         super().__init__()
+        self.url = url
         self.keys: set[str] = set()
         self.links: list[str] = []
+        self.presses: dict[str, Press] = {}
+        self._form: Press | None = None
+        self._textarea: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)
@@ -117,6 +124,37 @@ class _Page(HTMLParser):
         href = values.get("href")
         if tag == "a" and href and href.startswith("/"):
             self.links.append(href.split("#")[0])
+        if tag == "form" and (values.get("method") or "").lower() == "post":
+            self._form = Press("post", values.get("action") or self.url)
+        if self._form is not None and values.get("name"):
+            name = str(values["name"])
+            kind = (values.get("type") or "").lower()
+            if tag == "input" and kind not in ("checkbox", "radio", "submit", "button"):
+                self._form.data.setdefault(name, values.get("value") or "")
+            elif tag == "input" and "checked" in values:
+                self._form.data.setdefault(name, values.get("value") or "on")
+            elif tag == "textarea":
+                self._textarea = name
+        key = values.get("data-key")
+        if not key or key.upper() in self.presses or "disabled" in values:
+            return
+        if tag == "a" and href and href.startswith("/"):
+            self.presses[key.upper()] = Press("get", href)
+        elif tag == "button" and self._form is not None:
+            data = dict(self._form.data)
+            if values.get("name"):
+                data[str(values["name"])] = values.get("value") or ""
+            self.presses[key.upper()] = Press("post", self._form.url, data)
+
+    def handle_data(self, data: str) -> None:
+        if self._form is not None and self._textarea is not None:
+            self._form.data[self._textarea] = self._form.data.get(self._textarea, "") + data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "textarea":
+            self._textarea = None
+        elif tag == "form":
+            self._form = None
 
 
 # "As `leavitt`, claim ..." / "As `payne` and `cannon`, claim ...": the rest of the step (to the
@@ -137,13 +175,20 @@ def user_parts(step: Step, user: str | None) -> list[tuple[list[str], set[str]]]
     return [(who, keys) for who, keys in parts if keys or who]
 
 
-def replay(client: Client, step: Step) -> tuple[list[str], set[str]]:
+def ordered_keys(keys: set[str], text: str) -> list[str]:
+    """``keys`` in the order ``text`` names them first."""
+    first = {key: text.upper().find(f"`{key}`") for key in keys}
+    return sorted(keys, key=lambda key: (first[key] < 0, first[key], key))
+
+
+def replay(client: Client, step: Step) -> tuple[list[str], set[str], dict[str, Press]]:
     """Opens the step's URLs in order; returns (problems, the keys found on the step's pages:
     each named page and the pages it links to below its own path, two links deep, at most
     MAX_PAGES_PER_STEP of them per named page: a long list under the first named page must not
     leave the next one unread)."""
     problems: list[str] = []
     found: set[str] = set()
+    presses: dict[str, Press] = {}
     seen: set[str] = set()
     for url in step.urls:
         queue = [(url, 0)]
@@ -161,13 +206,17 @@ def replay(client: Client, step: Step) -> tuple[list[str], set[str]]:
                 break
             if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
                 continue
-            page = _Page()
+            page = _Page(path)
             page.feed(response.content.decode())
             found |= page.keys
+            for key, press in page.presses.items():  # the first page's that offers the
+                # key, a form's before a link's (a link to the page where the key acts)
+                if key not in presses or (presses[key].method, press.method) == ("get", "post"):
+                    presses[key] = press
             if depth < 2:
                 below = [link for link in page.links if link.startswith(url) and link != url]
                 queue += [(link.split("?")[0], depth + 1) for link in below]
-    return problems, found
+    return problems, found, presses
 
 
 def test_it_reads_the_steps_urls_keys_and_users_from_the_tutorials() -> None:
@@ -216,14 +265,27 @@ def test_it_replays_every_tutorial_step_in_order_on_the_demo_data() -> None:
     for path in TUTORIALS:
         name = login_user(path)
         for step in tutorial_steps(path):
-            for who, keys in user_parts(step, name):
+            parts = user_parts(step, name)
+            for who, keys in parts:
+                # A step passed between users (a workflow) is acted out: each key in the order
+                # written, pressed by each of the part's users where a page offers it (what it
+                # reveals, the next key or user may need: a kept draft, a claim, an approval).
+                # Other steps are only read.
+                acting = len(parts) > 1 and bool(step.urls)
                 found: set[str] = set()
-                for user in who or [None]:
-                    problems, keys_found = replay(client_of(user), step)
-                    found |= keys_found
-                    if user == name:  # the step's pages are the tutorial user's (staff ones
-                        # refuse a switched-to expert: not what that part asks of them)
-                        failures += [f"{path.name} step {step.number}: {p}" for p in problems]
+                sequence: list[str | None] = [*ordered_keys(keys, step.text)] if acting else [None]
+                users_of_part: list[str | None] = [*who] or [None]
+                for key in sequence:
+                    for user in users_of_part:
+                        client = client_of(user)
+                        problems, keys_found, presses = replay(client, step)
+                        found |= keys_found
+                        if user == name:  # the step's pages are the tutorial user's (staff
+                            # ones refuse a switched-to expert: not what the part asks of them)
+                            failures += [f"{path.name} step {step.number}: {p}" for p in problems]
+                        if key is not None and key in presses:
+                            press = presses[key]
+                            getattr(client, press.method)(press.url, press.data)
                 missing = keys - found if step.urls else set()
                 if missing:
                     failures.append(
