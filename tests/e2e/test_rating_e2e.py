@@ -78,6 +78,7 @@ def test_it_zooms_a_rating_plot_to_the_windows_full_resolution(pages: BrowserPag
     shown = page.evaluate(f"{flux}.x.filter(x => x >= 6500 && x <= 6600).length")
     assert shown > 20
     item = campaign.items.get()
+    assert item.spectrum is not None
     wave = spectra_selectors.spectrum_plot_arrays(item.spectrum)[0]
     assert shown == int(((wave >= 6500) & (wave <= 6600)).sum())  # every pixel of the window
     pages.assert_clean()

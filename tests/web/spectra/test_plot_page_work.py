@@ -195,7 +195,7 @@ def test_it_lets_a_rating_plot_zoom_to_full_resolution_by_blind_id(
     assert abs(window["n_pixels"] - np.count_nonzero((wave >= 6500) & (wave <= 6700))) <= 2
     assert "object_id" not in window and "zoom_url" not in window
     # Raters of another campaign, or none, do not get the item's pixels.
-    other = UserFactory(username="someone", roles=["rater"])
+    other: Any = UserFactory(username="someone", roles=["rater"])
     client.force_login(other)
     assert client.get(data["zoom_url"], {"lo": 6500, "hi": 6700}).status_code == 404
 
