@@ -39,7 +39,7 @@ from agent.redshift import C_KMS, Template
 
 # Bumped whenever a change to this module can change a fit's answer: fits stored by the web app
 # (annotation.spectra.selectors.spectrum_redshift_fit) are keyed by it and the template set.
-FIT_VERSION = "1"
+FIT_VERSION = "2"  # 2: telluric bands masked (TELLURIC_BANDS)
 CLASSES = ("STAR", "GALAXY", "QSO")
 CLASS_OF_KIND = {"star": "STAR", "galaxy": "GALAXY", "qso": "QSO"}
 POLY_DEGREE = 3
@@ -59,6 +59,13 @@ COARSE_STEP_DEX = {"STAR": 0.0, "GALAXY": 3e-4, "QSO": 5e-4}
 QUALITY_DELTA_CHI2 = ((100.0, 4), (25.0, 3), (MIN_DELTA_CHI2, 2))
 QUALITY_LABELS = {4: "great", 3: "good", 2: "possible", 1: "unknown", 6: "star"}
 STAR_Z_LIMIT = 0.01  # |z| above this is no star's (3000 km/s); accepting one asks first
+# The atmosphere's absorption bands, observed-frame Angstrom: O2 B (6870), H2O (7200), O2 A
+# (7600), H2O (8200, 9300). Left in, they sit at the telescope's velocity whatever the star's
+# and set a star's fit: the LAMOST A2 star (SNR 6 in g) fitted -72 +- 54 km/s against the
+# survey's -320 +- 3 (4.6 sigma); masked, -322 +- 39 (the G7 star -63 +- 8 -> -35 +- 17,
+# survey -42 +- 7). tests/agent/test_redshift_fit.py holds both.
+TELLURIC_BANDS = ((6860.0, 6960.0), (7160.0, 7340.0), (7590.0, 7700.0), (8100.0, 8400.0),
+                  (8900.0, 9800.0))  # fmt: skip
 
 
 def z_grid(spectype: str) -> np.ndarray:
@@ -221,6 +228,8 @@ def _prepare(
     if mask is not None:
         good &= ~np.asarray(mask, dtype=bool)
     good &= ~_padding(values)
+    for lo, hi in TELLURIC_BANDS:
+        good &= ~((wave >= lo) & (wave <= hi))
     if good.sum() < MIN_GOOD_PIXELS:
         return None
     wave, values = wave[good], values[good]

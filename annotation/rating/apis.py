@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -44,6 +45,8 @@ from annotation.rating.selectors import (
     rater_pair_queue,
 )
 from annotation.rating.services import campaign_create_from_choices, judge_run_start
+from annotation.spectra import selectors as spectra_selectors
+from annotation.spectra.apis import SpectrumPlotWindowApi
 
 
 def _forbidden(reason: str) -> Response:
@@ -354,6 +357,36 @@ class RatingSubmitApi(APIView):
             "comment": assignment.comment,
         }
         return Response(self.OutputSerializer(out).data)
+
+
+class RatingItemPlotWindowApi(SpectrumPlotWindowApi):
+    """A zoomed rating plot's window at full resolution (the page's plot is thinned), asked for
+    by the item's blind id: only a rater shown the item (to rate, or in a pair) gets it, and the
+    answer names neither the spectrum nor the run."""
+
+    role_rule = permissions.RATE
+
+    @extend_schema(
+        parameters=[SpectrumPlotWindowApi.FilterSerializer],
+        responses=SpectrumPlotWindowApi.OutputSerializer,
+    )
+    def get(self, request: Request, campaign_id: int, blind_id: str) -> Response:  # type: ignore[override]
+        campaign = get_campaign_for_user(request, campaign_id)
+        item = selectors.rater_item(campaign=campaign, rater=request.user, blind_id=blind_id)
+        if item is None or item.spectrum is None:
+            return Response({"detail": "no such item"}, status=status.HTTP_404_NOT_FOUND)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        limit = settings.SPECTRUM_PLOT_MAX_POINTS
+        return Response(
+            spectra_selectors.spectrum_plot_window(
+                row=item.spectrum,
+                lo=data.get("lo"),
+                hi=data.get("hi"),
+                max_points=min(data.get("max_points", limit), limit),
+            )
+        )
 
 
 class PairNextApi(APIView):

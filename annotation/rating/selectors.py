@@ -269,8 +269,30 @@ def item_plot_data(item: CampaignItem, *, blinded: bool = True) -> dict[str, Any
     plot["inspected"] = inspections_selectors.inspected_ranges(item.data.get("steps") or [])
     if blinded:
         plot.pop("object_id", None)
-        plot.pop("zoom_url", None)  # it names the spectrum, which leads back to the run
+        # The spectrum's zoom URL names the spectrum, which leads back to the run: a zoomed
+        # rating plot asks for its window by the item's blind id instead (raters only).
+        if plot.pop("zoom_url", None):
+            plot["zoom_url"] = reverse(
+                "api_rating_item_plot", args=[item.campaign_id, item.blind_id]
+            )
     return plot
+
+
+def rater_item(*, campaign: RatingCampaign, rater: Any, blind_id: str) -> CampaignItem | None:
+    """The campaign's item ``blind_id`` if ``rater`` is shown it: assigned to them to rate, or
+    one side of a pair they judge; None otherwise (to them it does not exist)."""
+    items = CampaignItem.objects.select_related("spectrum").filter(
+        campaign=campaign, blind_id=blind_id
+    )
+    item = items.first()
+    if item is None:
+        return None
+    if RatingAssignment.objects.filter(item=item, rater=rater).exists():
+        return item
+    judged = PairJudgement.objects.filter(pair__campaign=campaign, rater=rater)
+    if judged.filter(Q(pair__left=item) | Q(pair__right=item)).exists():
+        return item
+    return None
 
 
 def campaign_summary(campaign: RatingCampaign) -> dict[str, Any]:

@@ -112,6 +112,11 @@ urlpatterns = [
         name="api_rating_submit",
     ),
     path(
+        "api/rating/campaigns/<int:campaign_id>/items/<str:blind_id>/plot/",
+        apis.RatingItemPlotWindowApi.as_view(),
+        name="api_rating_item_plot",
+    ),
+    path(
         "api/rating/campaigns/<int:campaign_id>/next-pair/",
         apis.PairNextApi.as_view(),
         name="api_rating_next_pair",

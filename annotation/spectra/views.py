@@ -128,9 +128,11 @@ def spectrum_detail(request: HttpRequest, spectrum_id: int) -> HttpResponse:
 @require_GET
 def spectrum_viewer_fit(request: HttpRequest, spectrum_id: int) -> JsonResponse:
     """The redshift fit as the viewer draws it (alternatives, templates), asked for by pages that
-    show the viewer where a decision is made once their plot is drawn (workbench ``fit_later``)."""
+    show the viewer where a decision is made once their plot is drawn (workbench ``fit_later``),
+    with the compare overlay's template choices (left out of such a page: see the workbench)."""
     row = get_object_or_404(Spectrum, pk=spectrum_id)
-    return JsonResponse(selectors.spectrum_redshift_fit(row))
+    fit = selectors.spectrum_redshift_fit(row)
+    return JsonResponse({**fit, "template_choices": selectors.redshift_template_choices()})
 
 
 @require_role(permissions.REDSHIFT_DECIDE)

@@ -131,6 +131,7 @@
   Workbench.prototype.useFit = function (fit) {
     this.fitPending = false;
     this.fit = fit || { candidates: [], templates: [], note: "the fit could not be loaded" };
+    if (fit && fit.template_choices) this.addTemplateChoices(fit.template_choices);
     const fitNote = this.field("fit-note");
     if (fitNote && fit) {
       const margin = fit.class_delta_chi2;
@@ -141,6 +142,24 @@
     }
     this.show(0, false);
     this.node.dataset.fitReady = "1";
+  };
+
+  // The templates to overlay at the z shown: in the page's data, or (fit_later) with the fit.
+  Workbench.prototype.addTemplateChoices = function (templates) {
+    const select = this.field("compare");
+    if (templates.length && !select.querySelector("optgroup[data-templates]")) {
+      const group = document.createElement("optgroup");
+      group.label = "template at the z shown";
+      group.dataset.templates = "1";
+      templates.forEach(function (t) {
+        const option = document.createElement("option");
+        option.value = "t:" + t.index;
+        option.textContent = t.name_text + " (" + t.kind + ")";
+        group.appendChild(option);
+      });
+      select.appendChild(group);
+    }
+    select.disabled = select.options.length < 2;
   };
 
   Workbench.prototype.loadFit = function () {
@@ -178,19 +197,7 @@
       option.textContent = choice.relation + ": " + choice.label_text;
       select.appendChild(option);
     });
-    const templates = this.viewer.compare ? this.viewer.compare.templates || [] : [];
-    if (templates.length) {
-      const group = document.createElement("optgroup");
-      group.label = "template at the z shown";
-      templates.forEach(function (t) {
-        const option = document.createElement("option");
-        option.value = "t:" + t.index;
-        option.textContent = t.name_text + " (" + t.kind + ")";
-        group.appendChild(option);
-      });
-      select.appendChild(group);
-    }
-    select.disabled = select.options.length < 2;
+    this.addTemplateChoices(this.viewer.compare ? this.viewer.compare.templates || [] : []);
     select.addEventListener("change", function () { self.overlay(select.value); });
     const sky = this.viewer.sky_spectrum;
     if (sky) {

@@ -111,4 +111,10 @@ def test_it_times_the_first_drawn_plot_on_each_plot_heavy_page(pages: BrowserPag
         assert row["gl_canvases"] == 0, (name, row)  # SVG: no shaders to compile per plot
         # the plots' data comes with the page; the queue asks for its redshift fit once drawn
         assert row["fetches"] <= (1 if name == "queue" else 0), (name, row)
+    # The queue's compare overlay gets its templates with the fit, asked for once drawn.
+    cannon.goto("/vetting/")
+    cannon.wait_for_selector("[data-fit-ready]", state="attached")
+    choices = cannon.locator("[data-workbench=compare] optgroup[data-templates] option")
+    assert choices.count() > 0
+    assert choices.first.get_attribute("value") == "t:0"
     pages.assert_clean()

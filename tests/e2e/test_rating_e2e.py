@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from annotation.rating.models import PairJudgement, RatingAssignment
+from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.models import Task
 from tests.e2e.conftest import BrowserPages
 from tests.factories import UserFactory
@@ -56,3 +57,28 @@ def test_it_scores_on_the_rubric_then_judges_a_pair_with_the_keyboard(
     expect(page.locator("#pair-panel")).to_contain_text("All 1 pairs judged.")
     pages.assert_clean()
     assert PairJudgement.objects.get(rater=alice).outcome == "right"
+
+
+def test_it_zooms_a_rating_plot_to_the_windows_full_resolution(pages: BrowserPages) -> None:
+    """Issue 37 (b): the rating plot is thinned; zoomed in, it fetches the window's own pixels
+    (by the item's blind id) as the spectrum viewer does."""
+    alice = UserFactory(username="alice", roles=["rater"])
+    campaign = make_campaign(Task.objects.get(code="CV"), [alice], alice, n=1)
+    page = pages.open("alice", alice)
+    page.goto(f"/rating/{campaign.pk}/rate/")
+    expect_plots_drawn(page, 1)
+    plot = "document.querySelector('[data-plot-source].js-plotly-plot')"
+    flux = f"{plot}.data.find(d => d.name === 'flux')"
+    whole = page.evaluate(f"{flux}.x.length")
+    with page.expect_response(lambda r: f"/api/rating/campaigns/{campaign.pk}/items/" in r.url):
+        page.evaluate(
+            f"Plotly.relayout({plot}, {{'xaxis.range[0]': 6500, 'xaxis.range[1]': 6600}})"
+        )
+    page.wait_for_function(f"{flux}.x.length !== {whole}")
+    shown = page.evaluate(f"{flux}.x.filter(x => x >= 6500 && x <= 6600).length")
+    assert shown > 20
+    item = campaign.items.get()
+    assert item.spectrum is not None
+    wave = spectra_selectors.spectrum_plot_arrays(item.spectrum)[0]
+    assert shown == int(((wave >= 6500) & (wave <= 6600)).sum())  # every pixel of the window
+    pages.assert_clean()

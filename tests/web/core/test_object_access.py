@@ -104,6 +104,7 @@ CAMPAIGN_READS = [
     ("rating_item", lambda c: [c.items.first().blind_id]),
     ("api_rating_campaign", lambda c: []),
     ("api_rating_next_item", lambda c: []),
+    ("api_rating_item_plot", lambda c: [c.items.first().blind_id]),
     ("api_rating_next_pair", lambda c: []),
     ("api_rating_analysis", lambda c: []),
     ("api_rating_analysis_figure", lambda c: ["judge_scores"]),

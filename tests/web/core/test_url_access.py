@@ -316,6 +316,7 @@ MATRIX: dict[str, set[str]] = {
     "rating_rate": {R},
     "rating_pairs": {R},
     "api_rating_next_item": {R},
+    "api_rating_item_plot": {R},
     "api_rating_submit": {R},
     "api_rating_next_pair": {R},
     "api_rating_pair_submit": {R},
