@@ -79,7 +79,7 @@ def one_step(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         def keep(inputs: list[dict[str, Any]]) -> dict[str, Any]:
             batch = generate(inputs)
             batch["pixel_values"] = batch["pixel_values"].detach().clone().requires_grad_(True)
-            seen["batch"] = {k: v for k, v in batch.items()}
+            seen["batch"] = dict(batch)
             seen["rows"] = inputs
             seen["before"] = _completion_logps(trainer, batch)
             seen["other_image"] = _completion_logps(
