@@ -70,7 +70,10 @@ picture"): on 2 CPU cores SFT learns ``visible`` with every control held; GRPO h
 learns neither way; both are left to the device: ``bash training/gpu_check.sh learning``. The
 tenth GRPO setting (AdamW 2e-3, beta 0.1, temperature 1, 8 prompts x 8 rollouts) was stable
 (format intact, KL <= 0.053, reward variance in every group) and flat: rollout accuracy 0.48 ->
-0.47, reward 0.28 -> 0.27, over 39 steps (stopped at the 40-minute CPU budget).
+0.47, reward 0.28 -> 0.27, over 39 steps (stopped at the 40-minute CPU budget). Why: not a
+broken image path (``tests/training/bench/test_grpo_image_path.py``: TRL's loss forward gets
+each rollout's own pixels, with a gradient through them), but a weak one: with the label also
+in the prompt text the same GRPO learns in ~30 steps (``training.bench.grpo_diagnosis``).
 """
 
 from __future__ import annotations
