@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.splits import SplitMembers
 from training.callbacks import MetricsSink, attach_trainer
 from training.config import (
     DataArguments,
@@ -66,6 +67,11 @@ class PreferenceData:
     rows: list[dict[str, Any]]  # prompt, chosen, rejected and PIL images
     version: str  # SHA-256 prefix over the files' bytes and their images
     sources: dict[str, Any]
+    # The spectra the rows show (``spectrum_object_id``/``spectrum_content_hash`` of a preference
+    # export's rows; rows without them, such as hand-made files, add nothing).
+    spectra: SplitMembers = field(
+        default_factory=lambda: SplitMembers("DPO data", frozenset(), frozenset())
+    )
 
 
 @dataclass
@@ -78,6 +84,9 @@ class DPORun:
     precision: PrecisionPlan | None = None
     memory: MemoryEstimate | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
+    # Written beside the checkpoint with the base checkpoint's own (training.run.save_run), so
+    # an SFT -> DPO chain keeps refusing the SFT spectra too.
+    training_spectra: SplitMembers | None = None
 
 
 def _image_count(messages: list[dict[str, Any]]) -> int:
@@ -95,6 +104,8 @@ def load_preference_rows(paths: list[str]) -> PreferenceData:
     from PIL import Image
 
     rows: list[dict[str, Any]] = []
+    ids: set[str] = set()
+    hashes: set[str] = set()
     digest = hashlib.sha256()
     for name in paths:
         path = Path(name)
@@ -125,9 +136,15 @@ def load_preference_rows(paths: list[str]) -> PreferenceData:
                 image.load()
                 images.append(image.convert("RGB"))
             rows.append({key: row[key] for key in ROW_KEYS[:3]} | {"images": images})
+            if row.get("spectrum_object_id"):
+                ids.add(str(row["spectrum_object_id"]))
+            if row.get("spectrum_content_hash"):
+                hashes.add(str(row["spectrum_content_hash"]))
     if not rows:
         raise TrainingDataError("no DPO data: set preference_pairs to a non-empty dpo.jsonl")
-    return PreferenceData(rows, digest.hexdigest()[:16], {"preference_pairs": list(paths)})
+    spectra = SplitMembers("DPO data", frozenset(ids), frozenset(hashes))
+    sources = {"preference_pairs": list(paths), "spectra_recorded": len(ids | hashes) > 0}
+    return PreferenceData(rows, digest.hexdigest()[:16], sources, spectra)
 
 
 def build_dpo_run(
@@ -157,7 +174,10 @@ def build_dpo_run(
         ),
     )
     attach_trainer(trainer)
-    return DPORun(trainer, processor, data, sink, dict(data.sources), precision, memory)
+    return DPORun(
+        trainer, processor, data, sink, dict(data.sources), precision, memory,
+        training_spectra=data.spectra,
+    )  # fmt: skip
 
 
 def held_out_margins(run: DPORun, paths: list[str]) -> dict[str, float]:

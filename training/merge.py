@@ -11,7 +11,9 @@ python -m training.merge --adapter runs/grpo-7b-lora/checkpoint-200 \\
 
 The output holds the merged weights, the processor under the stock ``Qwen2_5_VLProcessor`` class
 names, the project chat template (``chat_template.jinja`` and in the processor config) and a
-``specvet_lineage.json`` (the adapter folder's own lineage when it has one). Serve it with the
+``specvet_lineage.json`` (the adapter folder's own lineage when it has one) and a
+``specvet_training_spectra.json``: the spectra the adapter folder records with those of the base
+(so an evaluation of the merged model still refuses what it trained on). Serve it with the
 project template and no tool parser (the agent parses ``<tool_call>`` itself):
 
 ```bash
@@ -28,6 +30,12 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent.splits import (
+    SplitMembers,
+    load_training_spectra,
+    save_training_spectra,
+    with_base_spectra,
+)
 from training.checkpoint import LINEAGE_FILE, load_lineage, new_lineage, save_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -67,7 +75,26 @@ def merge_adapter(
             dataset={"note": f"merged from adapter {adapter}; its training data is not recorded"},
             config={"adapter": str(adapter)},
         )
-    return save_checkpoint(model, processor, output, lineage)
+    out = save_checkpoint(model, processor, output, lineage)
+    spectra = merged_training_spectra(adapter, base_path)
+    if spectra is not None:
+        save_training_spectra(out, spectra)
+    else:
+        logger.warning(
+            "neither %s nor %s records its training spectra: %s gets none, and evaluations of "
+            "it cannot refuse spectra it trained on",
+            adapter, base_path, out,
+        )  # fmt: skip
+    return out
+
+
+def merged_training_spectra(adapter: Path, base: Path) -> SplitMembers | None:
+    """The adapter folder's recorded training spectra with the base checkpoint's, or None when
+    neither records any."""
+    own = load_training_spectra(adapter)
+    if own is None:
+        return load_training_spectra(base)
+    return with_base_spectra(own, base)
 
 
 def main(argv: Sequence[str] | None = None) -> Path:

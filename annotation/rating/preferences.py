@@ -47,9 +47,27 @@ class PreferenceSet:
     run_ids: set[int] = field(default_factory=set)
     content_hashes: set[str] = field(default_factory=set)
 
-    def add(self, row: PreferenceRow, *, task: str, provenance: dict[str, Any]) -> None:
+    def add(
+        self, row: PreferenceRow, *, task: str, provenance: dict[str, Any], spectrum: Any = None
+    ) -> None:
+        """``spectrum`` (the stored spectrum both trajectories inspected) gives the row its
+        ``spectrum_object_id`` and ``spectrum_content_hash``: what ``training.dpo`` records
+        beside the checkpoint, so an evaluation of it refuses spectra it trained on."""
+        identity = (
+            {
+                "spectrum_object_id": spectrum.object_id,
+                "spectrum_content_hash": spectrum.content_hash,
+            }
+            if spectrum is not None
+            else {}
+        )
         self.rows.append(
-            {**row.as_trl(image_paths(row.images, self.files)), "task": task, **provenance}
+            {
+                **row.as_trl(image_paths(row.images, self.files)),
+                "task": task,
+                **identity,
+                **provenance,
+            }
         )
 
 
@@ -120,6 +138,7 @@ def add_judged_pairs(found: PreferenceSet, *, task: str = "") -> None:
                 "rejected_policy": rejected.policy_name,
                 "spectrum_id": chosen.spectrum_id,
             },
+            spectrum=chosen.spectrum,
         )
         _item_sources(chosen, found)
         _item_sources(rejected, found)
@@ -139,6 +158,7 @@ def add_revision_pairs(found: PreferenceSet, *, task: str = "") -> None:
             row,
             task=item.curation.task.code,
             provenance={"source": "draft_revision", **item.provenance()},
+            spectrum=item.curation.spectrum,
         )
         found.curation_ids.add(item.curation.pk)
         found.content_hashes.add(item.curation.spectrum.content_hash)

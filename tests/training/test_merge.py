@@ -165,3 +165,38 @@ def test_it_writes_an_unsharded_model_itself(tmp_path, tiny_model_path):
     save_trained(trainer, load_processor(tiny_model_path), tmp_path / "out", lineage)
     assert trainer.calls == ["wait"]
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_it_carries_the_adapter_and_base_training_spectra_into_the_merged_checkpoint(
+    adapter, tiny_model_path, tmp_path
+):
+    """An evaluation of the merged model must refuse what the adapter and its base trained on;
+    without the copy the merged folder records nothing and every overlap passes."""
+    import shutil
+
+    from agent.splits import SplitMembers, load_training_spectra, save_training_spectra
+
+    folder, base = tmp_path / "adapter", tmp_path / "base"
+    shutil.copytree(adapter[0], folder)
+    shutil.copytree(tiny_model_path, base)
+    save_training_spectra(folder, SplitMembers("GRPO data", frozenset({"A-1"}), frozenset({"h1"})))
+    save_training_spectra(base, SplitMembers("SFT data", frozenset({"B-2"}), frozenset({"h2"})))
+    out = main(["--adapter", str(folder), "--base", str(base), "--output", str(tmp_path / "m")])
+    trained = load_training_spectra(out)
+    assert trained is not None
+    assert (trained.object_ids, trained.content_hashes) == ({"A-1", "B-2"}, {"h1", "h2"})
+
+
+def test_it_records_the_base_training_spectra_when_the_adapter_folder_has_none(
+    adapter, tiny_model_path, tmp_path
+):
+    import shutil
+
+    from agent.splits import SplitMembers, load_training_spectra, save_training_spectra
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_path, base)
+    save_training_spectra(base, SplitMembers("SFT data", frozenset({"B-2"}), frozenset({"h2"})))
+    out = main(["--adapter", str(adapter[0]), "--base", str(base), "--output", str(tmp_path / "m")])
+    trained = load_training_spectra(out)
+    assert trained is not None and trained.object_ids == {"B-2"}

@@ -238,3 +238,20 @@ def test_it_fails_a_control_whose_greedy_answers_are_right_on_every_seed():
         "sft_shuffled_right_on_every_seed"
     ]
     assert right_on_every_seed([run(1.0)], settings) == []  # one seed cannot tell
+
+
+def test_it_builds_the_picture_model_at_the_weight_scale_asked(tmp_path: Path):
+    """``initializer_range`` reaches the tiny model (the grpo_cpu preset's 0.1); 0 keeps
+    transformers' default, so the other presets' model is unchanged."""
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    def weight_std(settings) -> float:
+        path = build_picture_model(tmp_path / str(settings.initializer_range), settings)
+        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(path), dtype=torch.float32)
+        return float(model.model.visual.blocks[0].attn.qkv.weight.std())
+
+    assert PRESETS["cpu"].initializer_range == 0.0
+    default, wide = weight_std(PRESETS["cpu"]), weight_std(PRESETS["grpo_cpu"])
+    assert default == pytest.approx(0.02, rel=0.2)
+    assert wide == pytest.approx(0.1, rel=0.2)

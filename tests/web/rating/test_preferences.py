@@ -164,6 +164,23 @@ def test_it_ships_the_images_in_the_archive_in_trl_dpo_shape(closed_pairs, ml_en
     assert preferences.preference_export_create(actor=ml_engineer) == export
 
 
+def test_it_names_each_rows_spectrum_for_the_dpo_checkpoints_training_spectra(
+    closed_pairs, revision, ml_engineer
+):
+    """training.dpo records these beside its checkpoint, so evaluations refuse them."""
+    _, pairs = closed_pairs
+    rows, _ = read_export(preferences.preference_export_create(actor=ml_engineer))
+    by_pair = {pair.pk: pair for pair in pairs}
+    for row in rows:
+        spectrum = (
+            revision.spectrum
+            if row["source"] == "draft_revision"
+            else by_pair[row["pair_id"]].left.spectrum
+        )
+        assert row["spectrum_object_id"] == spectrum.object_id
+        assert row["spectrum_content_hash"] == spectrum.content_hash
+
+
 def test_it_leaves_open_campaigns_out(raters, staff, ml_engineer, training_dirs):
     spectra = [make_spectrum(object_id="OPEN-0", seed=9)]
     judged_campaign(raters, staff, spectra, [("left", "left")], close=False)
