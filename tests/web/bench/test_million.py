@@ -87,7 +87,7 @@ def _refit_and_reroute_peaks(rows: int) -> tuple[int, int]:
 
 def test_the_refit_and_the_re_route_do_not_hold_the_run_s_candidates(monkeypatch) -> None:
     """Ten times the candidates (the labelled ones fixed at 40) must not take ten times the
-    memory: the refit reads only the labelled candidates, the re-route streams the rest in
+    memory (under 3x): the refit reads only the labelled candidates, the re-route streams the rest in
     chunks. Before, both held every candidate as a dict (peak ~7x at 4,000 against 400)."""
     monkeypatch.setattr(million, "LABELLED_SHARE", 0.0)
     monkeypatch.setattr(learning_selectors, "MODEL_CANDIDATES_CHUNK", 100)
@@ -104,5 +104,5 @@ def test_the_refit_and_the_re_route_do_not_hold_the_run_s_candidates(monkeypatch
     monkeypatch.setattr(million, "generate", forty_labelled)
     small_refit, small_reroute = _refit_and_reroute_peaks(400)
     large_refit, large_reroute = _refit_and_reroute_peaks(4000)
-    assert large_refit < 1.5 * small_refit, (small_refit, large_refit)
-    assert large_reroute < 1.5 * small_reroute, (small_reroute, large_reroute)
+    assert large_refit < 3 * small_refit, (small_refit, large_refit)
+    assert large_reroute < 3 * small_reroute, (small_reroute, large_reroute)
