@@ -79,7 +79,7 @@ def generate(rows: int, seed: int) -> Generated:
     return Generated(verdict=verdict, confidence=confidence, labelled=labelled, label_yes=label_yes)
 
 
-def _at(i: int) -> datetime:
+def _at(i: int | np.integer[Any]) -> datetime:
     return START + timedelta(seconds=STEP_SECONDS * int(i))
 
 
@@ -400,6 +400,8 @@ def _refit(bench: Bench) -> Any:
     from annotation.learning.services import calibration_refit
 
     fit = calibration_refit(task=bench.task, model_key=bench.run.model_key, actor=None)
+    if fit is None:
+        raise Mismatch("verification failed: the refit made no fit")
     return fit.n_labels, fit.positives, fit.params["slope"], fit.params["intercept"]
 
 
@@ -422,6 +424,8 @@ def _reroute(bench: Bench) -> int:
     from annotation.learning.services import triage_apply
 
     fit = selectors.fit_for(task_id=bench.task.pk, model_key=bench.run.model_key)
+    if fit is None:
+        raise Mismatch("verification failed: no fit to re-route with")
     triage_apply(task=bench.task, model_key=bench.run.model_key, fit=fit, actor=None)
     return Candidate.objects.filter(run=bench.run, needs_expert=True).count()
 
@@ -430,7 +434,7 @@ def _verify_reroute(bench: Bench, result: Any) -> None:
     from annotation.learning import selectors
 
     fit = selectors.fit_for(task_id=bench.task.pk, model_key=bench.run.model_key)
-    params = fit.params
+    params = fit.params if fit is not None else {"slope": 0.0, "intercept": 0.0}
     check("candidates with experts after the re-route", result,
           reference_with_experts(bench.data, params["slope"], params["intercept"]))  # fmt: skip
 

@@ -75,6 +75,7 @@ def _refit_and_reroute_peaks(rows: int) -> tuple[int, int]:
             lambda: learning_services.calibration_refit(task=bench.task, model_key=key, actor=None)
         )
         fit = learning_selectors.fit_for(task_id=bench.task.pk, model_key=key)
+        assert fit is not None
         reroute = _peak(
             lambda: learning_services.triage_apply(
                 task=bench.task, model_key=key, fit=fit, actor=None
