@@ -93,7 +93,7 @@ class ThresholdEstimate:
 
 def purity_threshold(
     *,
-    population_raw: Sequence[float],
+    population_raw: Sequence[float] | np.ndarray,
     labelled_raw: Sequence[float],
     labelled_truth: Sequence[bool],
     target: float,

@@ -4,6 +4,7 @@ import logging
 from typing import Any
 
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class AnnotationConfig(AppConfig):
         # Blinding spans the domains; core's job pages and audit log ask it through these hooks.
         from annotation.blinding import hidden_audit_entries, hidden_jobs
         from annotation.core.selectors import register_audit_read_rule, register_job_read_rule
+        from annotation.core.sql import session_settings
         from annotation.curation import jobs as curation_jobs  # noqa: F401
         from annotation.inspections import evaluations  # noqa: F401
         from annotation.inspections import jobs as inspections_jobs  # noqa: F401
@@ -56,6 +58,7 @@ class AnnotationConfig(AppConfig):
         register_job_read_rule(hidden_jobs)
         register_audit_read_rule(hidden_audit_entries)
 
+        connection_created.connect(session_settings, dispatch_uid="specvet_session_settings")
         post_migrate.connect(
             register_default_endpoint, sender=self, dispatch_uid="specvet_default_endpoint"
         )

@@ -9,6 +9,17 @@ from typing import Any
 from django.db import connection
 from django.db.models import Model
 
+
+def session_settings(*, sender: Any, connection: Any, **kwargs: Any) -> None:
+    """Each new PostgreSQL session: JIT compilation off unless settings.POSTGRES_JIT (Django's
+    connection_created signal; one SET per connection, kept for CONN_MAX_AGE)."""
+    from django.conf import settings
+
+    if connection.vendor == "postgresql" and not getattr(settings, "POSTGRES_JIT", False):
+        with connection.cursor() as cursor:
+            cursor.execute("SET jit = off")
+
+
 # PostgreSQL's wire protocol numbers a statement's parameters in 16 bits.
 MAX_BOUND_PARAMETERS = 65535
 

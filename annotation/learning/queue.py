@@ -62,7 +62,12 @@ def active_queue(*, user: Any, base: QuerySet[Candidate]) -> QuerySet[Candidate]
         .exclude(answered_by(user))
         .exclude(catalog_entry__label_state__in=LabelState.LABELLED)
     )
-    rows = Candidate.objects.filter(Q(pk__in=base.values("pk")) | Q(pk__in=audit.values("pk")))
+    # The open audit samples' few candidates by id, and no OR of two subqueries when there are
+    # none: PostgreSQL runs `id IN (a) OR id IN (b)` as a subplan per row, which it scans
+    # linearly once the queue's estimate outgrows work_mem (minutes at 10^6 candidates).
+    audit_ids = list(audit.values_list("pk", flat=True))
+    queued = Q(pk__in=base.values("pk"))
+    rows = Candidate.objects.filter(queued | Q(pk__in=audit_ids) if audit_ids else queued)
     return rows.select_related("run__task", "spectrum").order_by("finished_at", "id")
 
 

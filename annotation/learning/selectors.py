@@ -3,7 +3,7 @@ labels it is fit on, audit estimates, and each vetter's record on gold items."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,8 @@ from annotation.learning.models import (
 )
 from annotation.spectra.labels import LabelState
 from annotation.spectra.models import SpectrumLabel, Task
+
+MODEL_CANDIDATES_CHUNK = 5_000  # rows read at a time by iter_model_candidates
 
 
 def latest_fits(*, task_ids: Iterable[int] | None = None) -> dict[tuple[int, str], CalibrationFit]:
@@ -77,35 +79,58 @@ def fit_for(*, task_id: int, model_key: str) -> CalibrationFit | None:
     )
 
 
-def model_candidates(*, task: Task, model_key: str) -> list[dict[str, Any]]:
+def iter_model_candidates(
+    *, task: Task, model_key: str, labelled_only: bool = False
+) -> Iterator[dict[str, Any]]:
     """The model's finished candidates on the task with a verdict, one per spectrum (its
-    latest), with their run's threshold: what recalibration and triage work on."""
-    rows = (
-        Candidate.objects.filter(
-            state=CandidateState.DONE, run__task=task, run__model_key=model_key
-        )
-        .exclude(verdict="")
-        .order_by("spectrum_id", "-id")
-        .values(
-            "pk",
-            "spectrum_id",
-            "verdict",
-            "confidence",
-            "triage_reason",
-            "run__confidence_threshold",
-        )
+    latest), with their run's threshold, in spectrum order: what recalibration and triage work
+    on. Streamed in bounded memory (a run of 10^6 candidates is never held at once);
+    ``labelled_only``: just those whose spectrum has a vetted label for the task (what a refit
+    fits), chosen in the database."""
+    rows = Candidate.objects.filter(
+        state=CandidateState.DONE, run__task=task, run__model_key=model_key
+    ).exclude(verdict="")
+    if labelled_only:
+        rows = rows.filter(spectrum_id__in=_labelled(task).values("spectrum_id"))
+    values = rows.order_by("spectrum_id", "-id").values_list(
+        "pk",
+        "spectrum_id",
+        "verdict",
+        "confidence",
+        "triage_reason",
+        "run__confidence_threshold",
     )
-    latest: dict[int, dict[str, Any]] = {}
-    for row in rows:
-        latest.setdefault(row["spectrum_id"], dict(row))
-    return list(latest.values())
+    last = None
+    for pk, spectrum_id, verdict, confidence, reason, threshold in values.iterator(
+        chunk_size=MODEL_CANDIDATES_CHUNK
+    ):
+        if spectrum_id == last:  # an older candidate of the same spectrum
+            continue
+        last = spectrum_id
+        yield {
+            "pk": pk,
+            "spectrum_id": spectrum_id,
+            "verdict": verdict,
+            "confidence": confidence,
+            "triage_reason": reason,
+            "run__confidence_threshold": threshold,
+        }
+
+
+def model_candidates(
+    *, task: Task, model_key: str, labelled_only: bool = False
+) -> list[dict[str, Any]]:
+    """``iter_model_candidates`` as a list."""
+    return list(iter_model_candidates(task=task, model_key=model_key, labelled_only=labelled_only))
+
+
+def _labelled(task: Task) -> QuerySet[SpectrumLabel]:
+    return SpectrumLabel.objects.filter(task=task, state__in=LabelState.LABELLED).exclude(value="")
 
 
 def labels_by_spectrum(*, task: Task, spectrum_ids: Iterable[int]) -> dict[int, tuple[int, str]]:
     """spectrum id -> (label id, value) for the spectra labelled for the task."""
-    rows = SpectrumLabel.objects.filter(
-        task=task, spectrum_id__in=list(spectrum_ids), state__in=LabelState.LABELLED
-    ).exclude(value="")
+    rows = _labelled(task).filter(spectrum_id__in=list(spectrum_ids))
     return {
         spectrum: (pk, value)
         for pk, spectrum, value in rows.values_list("pk", "spectrum_id", "value")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import random
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max
@@ -54,6 +56,7 @@ from annotation.spectra.labels import LabelState
 from annotation.spectra.models import SpectrumLabel, Task
 
 JOB_KIND = "recalibration"
+ROUTE_CHUNK = 10_000  # candidates re-routed per UPDATE after a refit
 METHOD = "platt-logit-prior"
 # Bins of the recalibrated confidence in the verdict, for audit strata.
 AUDIT_EDGES = (0.0, 0.6, 0.8, 0.9, 0.99, 1.0)
@@ -128,7 +131,9 @@ def calibration_refit(
 ) -> CalibrationFit | None:
     """A new version of the model's recalibration on the task from its candidates whose
     spectrum has a vetted label (None with fewer than MIN_LABELS such candidates)."""
-    rows = selectors.model_candidates(task=task, model_key=model_key)
+    # only the candidates whose spectrum is labelled: the rest of a 10^6-candidate run is not
+    # read at all
+    rows = selectors.model_candidates(task=task, model_key=model_key, labelled_only=True)
     labels = selectors.labels_by_spectrum(task=task, spectrum_ids=[r["spectrum_id"] for r in rows])
     used = [r for r in rows if r["spectrum_id"] in labels]
     if len(used) < MIN_LABELS:
@@ -197,11 +202,6 @@ def triage_apply(
     """Re-route the model's candidates on the task with the recalibrated confidence: a YES goes
     to experts below the threshold the task's target purity gives (when staff set one), any
     other verdict below its run's threshold. Only the low-confidence reason moves."""
-    rows = [
-        r
-        for r in selectors.model_candidates(task=task, model_key=model_key)
-        if r["triage_reason"] in MOVABLE
-    ]
     scaling = selectors.calibrator(fit)
     if scaling is None:
         raise WrongState("the recalibration has no parameters")
@@ -209,10 +209,17 @@ def triage_apply(
     estimate = None
     if target is not None:
         stored = fit.labels
+        # the YES verdicts' raw P(YES), 8 bytes each: the rows themselves are streamed twice
+        population = np.fromiter(
+            (
+                raw_p_yes(r["verdict"], r["confidence"])
+                for r in _movable(task=task, model_key=model_key)
+                if r["verdict"] == "YES"
+            ),
+            dtype=np.float64,
+        )
         estimate = purity_threshold(
-            population_raw=[
-                raw_p_yes(r["verdict"], r["confidence"]) for r in rows if r["verdict"] == "YES"
-            ],
+            population_raw=population,
             labelled_raw=[item["raw"] for item in stored],
             labelled_truth=[item["value"] == "YES" for item in stored],
             target=target.target_purity,
@@ -224,9 +231,11 @@ def triage_apply(
         has_target=estimate is not None,
         yes_threshold=estimate.threshold if estimate is not None else None,
     )
+    changed = {"to_experts": 0, "automatic": 0}
+    routed = automatic_count = 0
     to_experts: list[int] = []
     automatic: list[int] = []
-    for r in rows:
+    for r in _movable(task=task, model_key=model_key):
         low = confidence_is_low(
             verdict=r["verdict"],
             confidence=r["confidence"],
@@ -234,7 +243,12 @@ def triage_apply(
             rule=rule,
         )
         (to_experts if low else automatic).append(r["pk"])
-    changed = candidates_confidence_route(to_experts=to_experts, automatic=automatic)
+        if len(to_experts) + len(automatic) >= ROUTE_CHUNK:
+            routed, automatic_count = routed + len(to_experts), automatic_count + len(automatic)
+            _add(changed, candidates_confidence_route(to_experts=to_experts, automatic=automatic))
+            to_experts, automatic = [], []
+    routed, automatic_count = routed + len(to_experts), automatic_count + len(automatic)
+    _add(changed, candidates_confidence_route(to_experts=to_experts, automatic=automatic))
     threshold = TriageThreshold.objects.create(
         task=task,
         model_key=model_key,
@@ -243,7 +257,7 @@ def triage_apply(
         threshold=estimate.threshold if estimate else None,
         threshold_low=estimate.low if estimate else None,
         threshold_high=estimate.high if estimate else None,
-        details=_estimate_details(estimate, routed=len(to_experts), automatic=len(automatic)),
+        details=_estimate_details(estimate, routed=routed, automatic=automatic_count),
         changed=changed,
     )
     audit_log_record(
@@ -255,6 +269,20 @@ def triage_apply(
         data={"task": task.code, "model_key": model_key, "fit": fit.pk, **changed},
     )
     return threshold
+
+
+def _movable(*, task: Task, model_key: str) -> Iterator[dict[str, Any]]:
+    """The model's candidates on the task whose route a recalibration may change (streamed)."""
+    return (
+        r
+        for r in selectors.iter_model_candidates(task=task, model_key=model_key)
+        if r["triage_reason"] in MOVABLE
+    )
+
+
+def _add(total: dict[str, int], more: dict[str, int]) -> None:
+    for key, value in more.items():
+        total[key] = total.get(key, 0) + value
 
 
 def _estimate_details(
