@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,10 +64,15 @@ def ml_engineer(db):
     return UserFactory(username="fleming", roles=["ml_engineer"])
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The default PBKDF2 hasher costs ~0.3 s per user; tests make many users.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing() -> Iterator[None]:
+    """The default PBKDF2 hasher costs ~0.5 s per user (seconds under load); tests make many.
+    Session scope: the module- and session-scoped worlds (tests/web/security_world.py, the
+    blinding world) make their users before any function-scoped fixture runs."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
