@@ -1,12 +1,26 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agent.real_corpus import LAMOST_DIR
-from tests.factories import UserFactory
+# One thread per numeric library (torch, OpenBLAS, OpenMP: faiss), here and in the workers the
+# tests start. The tests' models and arrays are tiny, and on a shared 2-core machine spinning
+# threads waiting for each other cost 5-20x: the tiny Qwen's generate() took 6-7 s of wall time
+# on 2 threads against 0.3 s on one (load ~12). Set before torch and faiss load (they read it
+# then); numpy's OpenBLAS is loaded already (Django's app registry imports it), so it is limited
+# through threadpoolctl. An explicit setting in the environment wins.
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+if os.environ["OPENBLAS_NUM_THREADS"] == "1":
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+from agent.real_corpus import LAMOST_DIR  # noqa: E402  (after the thread limits)
+from tests.factories import UserFactory  # noqa: E402
 
 # The two real LAMOST spectra ship inside the project (agent/data/lamost): a bare clone has them,
 # so no test skips for want of ../shared.
