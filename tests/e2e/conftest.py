@@ -82,7 +82,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser(django_db_setup: None) -> Iterator[Browser]:
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         pytest.fail(
@@ -101,9 +101,12 @@ def browser(django_db_setup: None) -> Iterator[Browser]:
         )
     # Playwright's sync API keeps its event loop set in this thread while the browser lives, which
     # trips Django's guard against ORM calls from async code; the tests' ORM calls (seeding,
-    # force_login) are plain synchronous code, so turn the guard off for that time. Module scope:
-    # the loop must be gone before the rest of the suite runs (asyncio.run refuses a running one),
-    # and the test database is set up before it starts (this fixture depends on it).
+    # force_login) are plain synchronous code, so turn the guard off for that time. Package scope
+    # (one Chromium for all of tests/e2e, a fresh context per page; a launch with Playwright's
+    # driver costs ~3 s): the loop must be gone before the rest of the suite runs (asyncio.run
+    # refuses a running one), and pytest-django runs the e2e tests (all transactional) one after
+    # another, so the package's teardown comes right after the last of them. The test database
+    # is set up before it starts (this fixture depends on it).
     # While Playwright's loop runs, Django hands this thread other connection objects, which
     # lack the serialized test database: without it, each test would end with a flush that
     # re-creates content types under new ids and breaks the next serialized rollback.

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.test import Client
 from rest_framework.test import APIClient
@@ -88,12 +90,16 @@ def lineage_folder(tmp_path, tiny_model_path):
     return folder.resolve()
 
 
-@pytest.fixture(autouse=True)
-def _rules_without_the_library(monkeypatch):
+@pytest.fixture(scope="package", autouse=True)
+def _rules_without_the_library() -> Iterator[None]:
     """The web tests' spectra are built in the tests, all outside the real library: the
     rule-based inspector answers with its rules alone here (SPECVET_LIBRARY=off), as without the
-    real-data cache; the library's own tests are in tests/agent."""
-    monkeypatch.setenv("SPECVET_LIBRARY", "off")
+    real-data cache; the library's own tests are in tests/agent. Package scope: the module-scoped
+    worlds (security_world, the blinding world) run inspections too, before any function-scoped
+    fixture."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECVET_LIBRARY", "off")
+        yield
 
 
 @pytest.fixture(autouse=True)
