@@ -102,6 +102,11 @@ class Record:
     queued_max: int = 0
     first_request: float | None = None
     last_reply: float | None = None
+    # (the first image's digest, the turn) of every answered request: a turn asked twice shows
+    answered: collections.Counter[tuple[str, int]] = field(default_factory=collections.Counter)
+
+    def asked_twice(self) -> dict[tuple[str, int], int]:
+        return {key: count for key, count in self.answered.items() if count > 1}
 
     def busy_seconds(self, start: float, end: float) -> float:
         """Slot-seconds busy between ``start`` and ``end`` (seconds since the server started)."""
@@ -280,6 +285,7 @@ class StandIn:
         turn = len(_ASSISTANT.findall(body))
         text = reply_text(turn=turn, turns=self.turns, image_b64=image.group(1))
         self.record.served += 1
+        self.record.answered[(hashlib.sha256(image.group(1)).hexdigest()[:12], turn)] += 1
         self.record.last_reply = self._now()
         return 200, {
             "choices": [

@@ -122,19 +122,38 @@ def test_it_stores_each_model_verdict_once_with_64_episodes_in_flight_under_429s
 
         wait_until(finished, workers=workers, what="the model run to finish")
         assert server.record.rejected > 0  # the server was full and said so
-        # Every model turn the server answered is a stored step (an episode is two turns, three
-        # when a zoom the spectrum does not cover is asked again). A candidate whose episode a
-        # transport error stopped waits and starts over: its answered first turn is asked
-        # again. Nothing else may ask the server twice.
-        steps = sum(
-            len(data["steps"])
-            for data in Rollout.objects.filter(candidate__run=run).values_list("data", flat=True)
+        # The run's background re-check reproduces its sampled candidates (the first always)
+        # on the same server: wait for it, then count its turns.
+        from annotation.core.models import Job
+        from annotation.inspections.services import RECHECK_JOB
+
+        rechecks = Job.objects.filter(kind=RECHECK_JOB, params__run_id=run.pk)
+        wait_until(
+            lambda: (
+                rechecks.exists() and not rechecks.exclude(state__in=Job.FINISHED_STATES).exists()
+            ),
+            workers=workers,
+            what="the run's re-check",
         )
+        rechecked_ids = {pk for job in rechecks for pk in job.params["candidate_ids"]}
+        # Every model turn the server answered is a stored step or a re-check's turn (an episode
+        # is two turns, three when a zoom the spectrum does not cover is asked again). A
+        # candidate whose episode a transport error stopped waits and starts over: its answered
+        # first turn is asked again. Nothing else may ask the server twice.
+        stored = dict(
+            Rollout.objects.filter(candidate__run=run).values_list("candidate_id", "data")
+        )
+        steps = sum(len(data["steps"]) for data in stored.values())
+        rechecked = sum(len(stored[pk]["steps"]) for pk in rechecked_ids)
         attempts = list(run.candidates.values_list("attempts", flat=True))
         restarted = sum(max(0, count - 1) for count in attempts)
-        assert 24 * 2 <= steps <= server.record.served <= steps + restarted, (
+        assert steps >= 24 * 2, steps
+        # (a re-check refused by the full server asks less, never more)
+        assert steps <= server.record.served <= steps + rechecked + restarted, (
             server.record.served,
             steps,
+            rechecked,
+            server.record.asked_twice(),
             attempts,
             "\n".join(w.log_tail() for w in workers),
         )
