@@ -95,18 +95,23 @@ def test_it_times_the_first_drawn_plot_on_each_plot_heavy_page(pages: BrowserPag
         ("queue", cannon, "/vetting/"),
         ("spectrum", cannon, f"/spectra/{draft.spectrum_id}/"),
     ]
+    # The first visit of each page pays the test server's one-off start (views imported, the
+    # template library read); the second is what an expert sees on a running server.
     results = {name: time_to_plot(page, path) for name, page, path in visits}
+    warm = {name: time_to_plot(page, path) for name, page, path in visits}
     print(f"\ntime to a drawn plot, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores:")
     for name, row in results.items():
         print(
-            f"  {name:10s} first plot {row['first_plot_ms']:7.0f} ms   load event "
-            f"{row['load_ms']:7.0f} ms   plots drawn {row['plots_drawn']} of "
-            f"{row['plot_nodes']} plot nodes, largest trace {row['max_trace_points']} points, "
-            f"{row['fetches']} fetches, page {row['html_bytes'] / 1000:.0f} kB"
+            f"  {name:10s} first plot {row['first_plot_ms']:7.0f} ms (again "
+            f"{warm[name]['first_plot_ms']:7.0f} ms)   load event {row['load_ms']:7.0f} ms   "
+            f"plots drawn {row['plots_drawn']} of {row['plot_nodes']} plot nodes, largest trace "
+            f"{row['max_trace_points']} points, {row['fetches']} fetches, "
+            f"page {row['html_bytes'] / 1000:.0f} kB"
         )
     for name in ("rating", "pairs", "screening", "spectrum"):  # each shows the spectrum it is about
         assert results[name]["first_plot_ms"] > 0, (name, results[name])
-    for name, row in results.items():  # the work, not the seconds (issue 37 item 10)
+        assert warm[name]["first_plot_ms"] > 0, (name, warm[name])
+    for name, row in [*results.items(), *warm.items()]:  # the work, not the seconds (issue 37 item 10)
         assert row["max_trace_points"] <= settings.SPECTRUM_PLOT_MAX_POINTS <= 3000, (name, row)
         assert row["gl_canvases"] == 0, (name, row)  # SVG: no shaders to compile per plot
         # the plots' data comes with the page; the queue asks for its redshift fit once drawn
