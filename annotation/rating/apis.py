@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -45,7 +44,6 @@ from annotation.rating.selectors import (
     rater_pair_queue,
 )
 from annotation.rating.services import campaign_create_from_choices, judge_run_start
-from annotation.spectra import selectors as spectra_selectors
 from annotation.spectra.apis import SpectrumPlotWindowApi
 
 
@@ -375,18 +373,7 @@ class RatingItemPlotWindowApi(SpectrumPlotWindowApi):
         item = selectors.rater_item(campaign=campaign, rater=request.user, blind_id=blind_id)
         if item is None or item.spectrum is None:
             return Response({"detail": "no such item"}, status=status.HTTP_404_NOT_FOUND)
-        params = self.FilterSerializer(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        data = params.validated_data
-        limit = settings.SPECTRUM_PLOT_MAX_POINTS
-        return Response(
-            spectra_selectors.spectrum_plot_window(
-                row=item.spectrum,
-                lo=data.get("lo"),
-                hi=data.get("hi"),
-                max_points=min(data.get("max_points", limit), limit),
-            )
-        )
+        return self.window_response(request, item.spectrum)
 
 
 class PairNextApi(APIView):

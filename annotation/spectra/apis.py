@@ -252,7 +252,10 @@ class SpectrumPlotWindowApi(APIView):
 
     @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
     def get(self, request: Request, spectrum_id: int) -> Response:
-        row = get_object_or_404(Spectrum, pk=spectrum_id)
+        return self.window_response(request, get_object_or_404(Spectrum, pk=spectrum_id))
+
+    def window_response(self, request: Request, row: Spectrum) -> Response:
+        """The window the query asks for, of a spectrum the caller may read."""
         params = self.FilterSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         limit = settings.SPECTRUM_PLOT_MAX_POINTS
