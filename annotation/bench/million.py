@@ -86,6 +86,13 @@ def _at(i: int | np.integer[Any]) -> datetime:
 # --- loading ---------------------------------------------------------------------------------------
 
 
+def _ids_in_order(rows_of: Any, rows: int) -> np.ndarray:
+    """The ids of the rows just loaded, in insertion (id) order."""
+    return np.fromiter(
+        rows_of.order_by("id").values_list("id", flat=True), dtype=np.int64, count=rows
+    )
+
+
 def _load(model: Any, columns: Sequence[str], rows: Iterator[tuple[Any, ...]]) -> None:
     from django.db import connection
 
@@ -174,11 +181,7 @@ def _fill(bench: Bench, rows: int) -> None:
             for i in range(rows)
         ),
     )  # fmt: skip
-    data.spectrum_ids = np.fromiter(
-        Spectrum.objects.filter(dataset=dataset).order_by("id").values_list("id", flat=True),
-        dtype=np.int64,
-        count=rows,
-    )
+    data.spectrum_ids = _ids_in_order(Spectrum.objects.filter(dataset=dataset), rows)
     needs = data.needs_expert
     _load(
         Candidate,
@@ -193,11 +196,7 @@ def _fill(bench: Bench, rows: int) -> None:
             for i in range(rows)
         ),
     )  # fmt: skip
-    data.candidate_ids = np.fromiter(
-        Candidate.objects.filter(run=run).order_by("id").values_list("id", flat=True),
-        dtype=np.int64,
-        count=rows,
-    )
+    data.candidate_ids = _ids_in_order(Candidate.objects.filter(run=run), rows)
     labelled = data.labelled
     value = np.where(data.label_yes, "YES", "NO")
     _load(
@@ -216,11 +215,7 @@ def _fill(bench: Bench, rows: int) -> None:
             for i in range(rows)
         ),
     )  # fmt: skip
-    data.entry_ids = np.fromiter(
-        CatalogEntry.objects.filter(run=run).order_by("id").values_list("id", flat=True),
-        dtype=np.int64,
-        count=rows,
-    )
+    data.entry_ids = _ids_in_order(CatalogEntry.objects.filter(run=run), rows)
     _load(
         SpectrumLabel,
         ("spectrum_id", "task_id", "state", "value", "decisions", "labelled_at", "updated_at"),
