@@ -39,10 +39,12 @@ about 10-40 ms per spectrum on one CPU core at the finest tier; the library is p
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -76,6 +78,15 @@ DECIDABLE = ("O", "B", "A", "MG")
 # by exp(-(D^2 - D_min^2) / (2 VOTE_WIDTH)); chosen on the development part (5-fold by object)
 K_NEAREST = 5
 VOTE_WIDTH = 1.0
+# the MK classification region (Gray & Corbally 2009; MKCLASS classifies on 3800-4600 Å): Ca II
+# K and H, H-epsilon to H-gamma, He I 4026/4471, Mg II 4481, the G band; where the boundaries
+# B9/A0 and A9/F0 are drawn. The whole-range distance is dominated by pixels that say little
+# about them
+MK_WINDOW = (3800.0, 4600.0)
+MIN_MK_PIXELS = 30
+CHI2_CAP = 25.0  # |chi2| beyond this is no more certain (and a missing letter is 1e3)
+# the task letter of the tasks the MK-region fit decides
+MK_LETTER = {"O": "O", "B": "B", "A": "A"}
 _LETTERS = "OBAFGKM"
 
 
@@ -291,6 +302,9 @@ class Match:
     ids: tuple[str, ...]
     types: tuple[str, ...]
     labels: dict[str, np.ndarray] = field(repr=False)
+    # the same comparison over the MK classification region alone (``MK_WINDOW``); None where
+    # the spectrum covers too little of it
+    mk: Match | None = field(default=None, repr=False)
 
     def nearest(self, count: int = 3) -> list[dict[str, Any]]:
         order = np.argsort(self.distances)[:count]
@@ -322,6 +336,11 @@ class TaskEvidence:
     # their spectral type as a number (O0 = 0, B0 = 10, A0 = 20 ... M9 = 69), same weights;
     # nan where none of them has an MK type
     type_number: float = math.nan
+    # over the MK classification region alone (``MK_WINDOW``): the neighbour vote, and the
+    # template fit's class evidence chi2 = min over the other MK letters of the best D^2 minus
+    # the task's letter's best D^2 (``letter_chi2``); nan where the region is not compared
+    mk_vote: float = math.nan
+    mk_chi2: float = math.nan
 
 
 @cache
@@ -395,7 +414,30 @@ def decide(match: Match, task: str) -> TaskEvidence:
     else:
         score = negative - positive
     vote, number = neighbour_vote(d, labels, match.types)
-    return TaskEvidence(task, score, pos, neg, nearest, vote, number)
+    mk_vote, mk_chi2 = math.nan, math.nan
+    mk = match.mk
+    if mk is not None and task in MK_LETTER and task in mk.labels:
+        mk_vote = neighbour_vote(mk.distances, mk.labels[task], mk.types)[0]
+        mk_chi2 = letter_chi2(mk.distances, mk.types, MK_LETTER[task])
+    return TaskEvidence(task, score, pos, neg, nearest, vote, number, mk_vote, mk_chi2)
+
+
+def letter_chi2(distances: np.ndarray, types: Sequence[str], letter: str) -> float:
+    """The class evidence of a template fit, as astronomers type a star (MKCLASS, PyHammer):
+    the best template of each MK letter, and min over the other letters of its D^2 minus the
+    best D^2 of ``letter`` (D^2 is chi^2 per pixel), capped at ±CHI2_CAP; positive when a
+    spectrum of ``letter`` explains the data best. nan where nothing could be compared."""
+    best = dict.fromkeys(_LETTERS, math.inf)
+    for value, spectral_type in zip(distances, types, strict=True):
+        number = type_number(spectral_type)
+        if math.isfinite(value) and math.isfinite(number):
+            key = _LETTERS[int(number // 10)]
+            best[key] = min(best[key], float(value) ** 2)
+    own = best[letter]
+    other = min(v for key, v in best.items() if key != letter)
+    if not (math.isfinite(own) or math.isfinite(other)):
+        return math.nan
+    return float(np.clip(other - own, -CHI2_CAP, CHI2_CAP))  # a letter absent: inf, capped
 
 
 class LibraryMatcher:
@@ -404,17 +446,48 @@ class LibraryMatcher:
     def __init__(self, tiers: dict[float, LibraryTier]) -> None:
         self.tiers = tiers
 
-    def match(self, spectrum: Spectrum, *, exclude_object: str | None = None) -> Match | None:
+    def match(
+        self,
+        spectrum: Spectrum,
+        *,
+        exclude_object: str | None = None,
+        mk_region: bool = False,
+        clock: dict[str, float] | None = None,
+    ) -> Match | None:
         """The spectrum against the library at its tier; None when its resolution is coarser
         than every tier or too little of it is left to compare. ``exclude_object``: leave that
-        object's library spectra out (the development part scored against itself)."""
+        object's library spectra out (the development part scored against itself);
+        ``mk_region``: also compare over MK_WINDOW alone (``Match.mk``; rule-based/v6), its CPU
+        seconds added to ``clock["mk"]``."""
         tier = choose_tier(spectrum)
         if tier is None or tier not in self.tiers:
             return None
         prepared = prepare(spectrum, tier)
         if prepared is None:
             return None
-        return compare(prepared, self.tiers[tier], exclude_object)
+        match = compare(prepared, self.tiers[tier], exclude_object)
+        if not mk_region:
+            return match
+        started = time.process_time()
+        mk = mk_match(prepared, self.tiers[tier], exclude_object)
+        if clock is not None:
+            clock["mk"] = clock.get("mk", 0.0) + time.process_time() - started
+        return dataclasses.replace(match, mk=mk)
+
+
+def mk_match(
+    prepared: Prepared, library: LibraryTier, exclude_object: str | None = None
+) -> Match | None:
+    """The comparison over ``MK_WINDOW`` only (velocity and E(B-V) fitted there as over the
+    whole range); None with fewer than MIN_MK_PIXELS good working pixels in it."""
+    wave = library.wave
+    inside = prepared.good & (wave >= MK_WINDOW[0]) & (wave <= MK_WINDOW[1])
+    if np.count_nonzero(inside) < MIN_MK_PIXELS:
+        return None
+    window = Prepared(
+        prepared.tier, prepared.flux, prepared.envelope, inside, prepared.sigma, prepared.coverage
+    )
+    return compare(window, library, exclude_object)
 
 
 def compare(observed: Prepared, library: LibraryTier, exclude_object: str | None = None) -> Match:

@@ -12,6 +12,7 @@ import pytest
 from agent.library_match import (
     C_KMS,
     LibraryMatcher,
+    Prepared,
     ccm89,
     choose_tier,
     decide,
@@ -88,7 +89,7 @@ def star(
 
 
 def matcher() -> LibraryMatcher:
-    members = []
+    members: list[tuple[str, str, str, dict[str, str | None], Prepared]] = []
     for kind, task_label in (("hot", "YES"), ("cool", "NO")):
         for index, scale in enumerate((0.8, 1.0, 1.2)):
             prepared = prepare(star(kind, depth_scale=scale), 4.0, trim=0.0)
@@ -183,3 +184,43 @@ def test_it_numbers_spectral_types_along_the_temperature_sequence(text: str, num
 
     assert type_number(text) == number
     assert math.isnan(type_number("DA2"))
+
+
+def test_it_gives_the_class_chi2_of_the_best_template_of_each_letter() -> None:
+    """rule-based/v6: the best A template at D 1.0, the best F at 1.5, the best B at 2.0: A
+    leads the nearest other letter (F) by 2.25 - 1.0 in D^2; for F the same gap counts against."""
+    from agent.library_match import CHI2_CAP, letter_chi2
+
+    types = ["A0V", "A5V", "F2V", "B8V", "DA2"]
+    distances = np.array([1.0, 1.2, 1.5, 2.0, 0.1])  # the white dwarf has no MK letter
+    assert letter_chi2(distances, types, "A") == pytest.approx(1.25)
+    assert letter_chi2(distances, types, "F") == pytest.approx(-1.25)
+    assert letter_chi2(distances, types, "O") == -CHI2_CAP  # no O template compared
+    assert letter_chi2(np.array([1.0, np.inf]), ["A0V", "F0V"], "A") == CHI2_CAP
+    assert math.isnan(letter_chi2(np.full(2, np.inf), ["A0V", "F0V"], "A"))
+
+
+def test_it_fits_the_mk_region_alone_only_when_asked_and_covered() -> None:
+    """The MK-region comparison (3800-4600 Å) is made for v6 only; a spectrum that does not
+    reach it has none, and its evidence then carries no MK vote."""
+    library = matcher()
+    plain = library.match(star("hot", snr=60.0))
+    assert plain is not None and plain.mk is None
+    clock: dict[str, float] = {}
+    match = library.match(star("hot", snr=60.0), mk_region=True, clock=clock)
+    assert match is not None and match.mk is not None
+    assert "mk" in clock
+    assert match.mk.nearest(1)[0]["type"] == "hot"
+    evidence = decide(match, "B")
+    assert evidence.mk_vote > 0.9
+    red = star("hot", snr=60.0)
+    keep = red.wavelength > 5000.0
+    red_only = Spectrum(
+        wavelength=red.wavelength[keep],
+        flux=red.flux[keep],
+        ivar=None if red.ivar is None else red.ivar[keep],
+        resolution=red.resolution,
+    )
+    match = library.match(red_only, mk_region=True)
+    assert match is not None and match.mk is None
+    assert math.isnan(decide(match, "B").mk_vote)

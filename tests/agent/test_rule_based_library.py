@@ -6,6 +6,7 @@ real spectra are in test_rule_based_library_real.py."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from agent.policies.rule_based.library import (
 from agent.policies.rule_based.scope import COVERAGE, MAX_PULL
 from agent.synthetic import generate_sample
 
-FITS = {
+FITS: dict[str, dict[str, Any]] = {
     "B": {"platt": {"slope": 2.0, "intercept": 0.0}, "weights": [1.0, 1.0, 0.0], "ool": 3.0,
           "pull": 0.7},
     "CV": {"ool": 3.0, "pull": 0.7},
@@ -195,3 +196,34 @@ def test_it_fits_combiner_weights_that_follow_the_informative_part() -> None:
         [[a, b, 1.0] for a, b in zip(noise, informative, strict=True)], list(labels), 0.1
     )
     assert weights[1] > 0.5 > abs(weights[0])
+
+
+def test_it_combines_with_the_mk_region_fit_where_the_v6_combiner_is_fitted() -> None:
+    """rule-based/v6: the combiner reads the vote and the class chi2 over the MK region, not
+    the whole-range vote; where the MK region was not compared it falls back on v4's pool."""
+    import dataclasses
+
+    from agent.policies.rule_based.library import combiner_features, uses_mk_region
+
+    found = dataclasses.replace(
+        evidence("A", 0.5, 0.9), vote=0.95, type_number=22.0, mk_vote=0.05, mk_chi2=-9.0
+    )
+    features = combiner_features("A", 0.7, found, "mk")
+    assert features[1] == pytest.approx(math.log(0.05 / 0.95))
+    assert features[2] == -5.0  # the chi2 is clipped
+    assert features[3] == 1.0
+    fits = {
+        "A": {**FITS["B"], "combiner": {"form": "mk", "weights": [1.0, 1.0, 0.5, 0.0]}},
+        "B": FITS["B"],
+    }
+    assert uses_mk_region(fits, "a") and not uses_mk_region(fits, "B")
+    v6 = combine("A", 0.7, [], found, library_present=True, fits=fits, rules_pull=0.75)
+    assert v6.probability < 0.5
+    assert v6.library_probability == pytest.approx(0.05)
+    assert [n.subject for n in v6.notes] == ["the rules and the real spectra disagree"]
+    uncovered = dataclasses.replace(found, mk_vote=math.nan, mk_chi2=math.nan)
+    pool = combine("A", 0.7, [], uncovered, library_present=True, fits=fits, rules_pull=0.75)
+    v4 = combine(
+        "A", 0.7, [], uncovered, library_present=True, fits={"A": FITS["B"]}, rules_pull=0.75
+    )
+    assert pool.probability == pytest.approx(v4.probability)

@@ -31,6 +31,7 @@ from agent.policies.rule_based.library import (
     combine,
     default_library_fits,
     missing_evidence,
+    uses_mk_region,
 )
 from agent.policies.rule_based.scope import (
     COVERAGE,
@@ -223,7 +224,7 @@ class RuleBasedInspector:
         calibrated = platt(score) if platt else _logistic(score)
         library = self.library if code in self.library_fits else None
         if library is not None and isinstance(match, str):
-            match = library.match(spectrum)
+            match = library.match(spectrum, mk_region=uses_mk_region(self.library_fits, code))
         evidence = decide(match, code) if isinstance(match, Match) else None
         combined = combine(
             code,

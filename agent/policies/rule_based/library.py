@@ -144,11 +144,13 @@ def combine(
             )
         )
     combiner = fit.get("combiner")
-    if combiner and evidence is not None and math.isfinite(evidence.vote):
+    form = str(combiner["form"]) if combiner else ""
+    vote = math.nan if evidence is None else evidence_vote(evidence, form)
+    if combiner and evidence is not None and math.isfinite(vote):
         # the neighbour combiner (``combiner_features``): the vote of the nearest library
-        # spectra stands for the library's probability
-        p_lib = min(max(evidence.vote, VOTE_CLIP), 1.0 - VOTE_CLIP)
-        features = combiner_features(task, rules_probability, evidence, str(combiner["form"]))
+        # spectra (over the MK region for the "mk" form) stands for the library's probability
+        p_lib = min(max(vote, VOTE_CLIP), 1.0 - VOTE_CLIP)
+        features = combiner_features(task, rules_probability, evidence, form)
         probability = _logistic(float(np.dot(combiner["weights"], features)))
     elif math.isfinite(p_lib):
         w_rules, w_lib, intercept = fit.get("weights", (1.0, 1.0, 0.0))
@@ -212,7 +214,25 @@ COMBINER_FORMS = {
     "boundary": "logit P_rules h', logit vote h', logit P_rules q, logit vote q, 1 with "
     "h' = 0.3 + 0.7 min(|m|, 3)/3, m the neighbours' type number's distance inside the "
     "class's boundaries (negative outside), q = min(D_nearest, 3)/3",
+    # rule-based/v6: the template fit over the MK classification region (3800-4600 Å), where
+    # the B9/A0 and A9/F0 boundaries are drawn
+    "mk": "logit P_rules, logit vote_MK, clip(chi2_MK, -5, 5), 1 with vote_MK the vote of the "
+    "5 nearest library spectra over 3800-4600 Å and chi2_MK the best other MK letter's D^2 "
+    "minus the task letter's best D^2 there",
 }
+MK_FORM = "mk"
+MK_CHI2_CLIP = 5.0  # D^2 differences beyond this (per pixel) add nothing on the development part
+
+
+def uses_mk_region(fits: Mapping[str, Mapping[str, Any]], task: str) -> bool:
+    """Whether ``task``'s fitted combination reads the MK-region template fit (v6)."""
+    combiner = fits.get(task.upper(), {}).get("combiner") or {}
+    return combiner.get("form") == MK_FORM
+
+
+def evidence_vote(evidence: TaskEvidence, form: str) -> float:
+    """The neighbour vote a combiner form reads: over the MK region for "mk", else the whole."""
+    return evidence.mk_vote if form == MK_FORM else evidence.vote
 
 
 def combiner_features(
@@ -223,6 +243,10 @@ def combiner_features(
     vote = _logit(min(max(evidence.vote, VOTE_CLIP), 1.0 - VOTE_CLIP))
     if form == "pool":
         return [rules, vote, 1.0]
+    if form == MK_FORM:
+        mk_vote = _logit(min(max(evidence.mk_vote, VOTE_CLIP), 1.0 - VOTE_CLIP))
+        chi2 = min(max(evidence.mk_chi2, -MK_CHI2_CLIP), MK_CHI2_CLIP)
+        return [rules, mk_vote, chi2 if math.isfinite(chi2) else 0.0, 1.0]
     if form != "boundary":
         raise ValueError(f"unknown combiner form {form!r}: one of {sorted(COMBINER_FORMS)}")
     low, high = BOUNDARIES.get(task.upper(), (-math.inf, math.inf))

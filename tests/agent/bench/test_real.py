@@ -107,7 +107,8 @@ def test_it_scores_each_spectrum_for_each_task_as_a_lone_episode_would() -> None
     items = []
     for index, (task, label) in enumerate([("CV", True), ("MG", True), ("A", False)]):
         drawn = generate_sample(task, label, rng=np.random.default_rng(index))
-        items.append((f"item-{index}", drawn.spectrum, dict.fromkeys(tasks, "NO")))
+        labels: dict[str, str | None] = dict.fromkeys(tasks, "NO")
+        items.append((f"item-{index}", drawn.spectrum, labels))
     scored = score_spectra(items, tasks)
     assert len(scored) == len(items) * len(tasks)
     inspector = RuleBasedInspector(calibration=None)
@@ -197,12 +198,14 @@ def test_it_lists_every_answer_wrong_at_confidence_0_9() -> None:
     assert "miles-m0720 (R...): labelled YES, answered NO at 0.95" in text
 
 
-def test_it_scores_the_neighbour_combiner_on_objects_it_was_not_fitted_on() -> None:
-    """v5-knn's development figures by object folds: a combiner fitted on the other folds
-    answers each spectrum; where the vote carries the class, the held-out answers follow it."""
+@pytest.mark.parametrize("variant", ["knn", "v6"])
+def test_it_scores_the_neighbour_combiner_on_objects_it_was_not_fitted_on(variant: str) -> None:
+    """v5-knn's and v6's development figures by object folds: every library fit refitted on
+    the other folds answers each spectrum; where the vote (whole range for v5-knn, the MK
+    region for v6) carries the class, the held-out answers follow it."""
     import random
 
-    from agent.bench.real import knn_cross_validated
+    from agent.bench.real_cv import cross_validated
     from agent.library_match import TaskEvidence
 
     rng = random.Random(5)
@@ -210,15 +213,26 @@ def test_it_scores_the_neighbour_combiner_on_objects_it_was_not_fitted_on() -> N
     for i in range(200):
         positive = i % 4 == 0
         vote = rng.uniform(0.7, 1.0) if positive else rng.uniform(0.0, 0.3)
-        found = TaskEvidence("B", 0.0, None, None, 0.5, vote, 15.0 if positive else 25.0)
+        other = rng.uniform(0.0, 1.0)  # the vote the variant does not read: noise
+        whole, mk = (vote, other) if variant == "knn" else (other, vote)
+        found = TaskEvidence("B", rng.uniform(-1.0, 1.0), None, None, 0.5, whole, 15.0, mk, 0.0)
         rows.append(
             Scored(
                 "B", f"star-{i}", "YES" if positive else "NO", 0.0, evidence=found, compared=True
             )
         )
     calibration = {"B": calibrator_from_dict({"method": "Platt", "slope": 1.0, "intercept": 0.0})}
-    base = {"B": {"ool": 3.0, "pull": 0.75}}
-    reports = knn_cross_validated(rows, calibration, {"B": 0.75}, base)
+    reports = cross_validated(rows, calibration, {"B": 0.75}, variant)
     assert set(reports) == {"B"}  # no A rows: no A figures
     assert reports["B"].n == 200
     assert reports["B"].balanced_accuracy == 1.0
+    v4 = cross_validated(rows, calibration, {"B": 0.75}, "combined")
+    assert v4["B"].balanced_accuracy < 0.9  # v4's nearest-pair score here is noise
+
+
+def test_it_puts_one_object_in_one_fold() -> None:
+    from agent.bench.real_cv import fold_of
+
+    objects = {"miles-1": "HD1", "stelib-1": "HD1", "miles-2": "HD2"}
+    assert fold_of("miles-1", objects, 5) == fold_of("stelib-1", objects, 5)
+    assert {fold_of(f"x-{i}", {}, 5) for i in range(50)} == set(range(5))
