@@ -198,7 +198,7 @@ def combine(
     )
 
 
-# --- the neighbour combiner (a version of its own: rule-based/v5-knn) --------------------------
+# --- the neighbour combiners (versions of their own: rule-based/v5-knn, rule-based/v6) --------
 
 VOTE_CLIP = 0.02  # the vote of 5 neighbours is never taken as certainty
 # the spectral-type numbers (``agent.library_match.type_number``) between which a task's class
