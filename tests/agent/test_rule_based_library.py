@@ -227,3 +227,26 @@ def test_it_combines_with_the_mk_region_fit_where_the_v6_combiner_is_fitted() ->
         "A", 0.7, [], uncovered, library_present=True, fits={"A": FITS["B"]}, rules_pull=0.75
     )
     assert pool.probability == pytest.approx(v4.probability)
+
+
+def test_it_fits_the_mk_region_only_for_a_task_whose_combination_reads_it() -> None:
+    """The inspector asks the library for the MK-region comparison (a second comparison, ~10 ms)
+    only where the task's fitted combiner is v6's; v4's tasks keep the one comparison."""
+
+    class Recording:
+        def __init__(self) -> None:
+            self.calls: list[dict[str, Any]] = []
+
+        def match(self, spectrum: Any, **options: Any) -> None:
+            self.calls.append(options)
+
+    library = Recording()
+    inspector = RuleBasedInspector(calibration=None, library=library)  # type: ignore[arg-type]
+    inspector.library_fits = {
+        "A": {**FITS["B"], "combiner": {"form": "mk", "weights": [1.0, 1.0, 0.5, 0.0]}},
+        "B": FITS["B"],
+    }
+    spectrum = generate_sample("A", True, rng=np.random.default_rng(2)).spectrum
+    for code in ("A", "B"):
+        inspector.begin(spectrum=spectrum, task=get_task(code), use_tool=False)
+    assert library.calls == [{"mk_region": True}, {"mk_region": False}]
