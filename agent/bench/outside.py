@@ -98,10 +98,15 @@ def _fmt(value: float) -> str:
 
 
 def summary(
-    rows: Sequence[Answer], tasks: Sequence[str] = TASKS, *, every_wrong: bool = False
+    rows: Sequence[Answer],
+    tasks: Sequence[str] = TASKS,
+    *,
+    every_wrong: bool = False,
+    library: bool = True,
 ) -> str:
+    alone = "" if library else " (rules alone)"
     lines = [
-        f"{MODEL_NAME} on the outside set: {len({r.id for r in rows})} spectra of "
+        f"{MODEL_NAME}{alone} on the outside set: {len({r.id for r in rows})} spectra of "
         f"{len({r.star for r in rows})} stars, {len(rows)} answers",
         f"{'task':<4} {'n':>4} {'pos':>4} {'stars':>5} {'bal.acc':>7} {'ECE':>6} "
         f"{'wrong>=0.9':>10} {'noted':>5} {'noted>=0.9':>10}  target",
@@ -155,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent.bench.outside", description=__doc__)
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--wrong", action="store_true", help="list every wrong answer too")
+    parser.add_argument("--rules-alone", action="store_true", help="without the library comparison")
     args = parser.parse_args(argv)
     tasks = tuple(t.strip().upper() for t in args.tasks.split(",") if t.strip())
     try:
@@ -162,10 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutsideSetUnavailable as exc:
         print(f"{exc}\n`make outside-data` fetches the outside set")
         return 1
-    inspector = RuleBasedInspector()
-    print(
-        summary(answers(pairs, inspector, tasks, corpus_objects()), tasks, every_wrong=args.wrong)
-    )
+    inspector = RuleBasedInspector(library=None) if args.rules_alone else RuleBasedInspector()
+    rows = answers(pairs, inspector, tasks, corpus_objects())
+    print(summary(rows, tasks, every_wrong=args.wrong, library=inspector.library is not None))
     return 0
 
 
