@@ -36,9 +36,9 @@ Looked at and not used: pypeit 2.0.1 (ships only the standards' index; the spect
 downloaded at run time), specreduce 1.9.0 (its standards are downloaded from GitHub), speclite
 1.0.0, linetools 0.3.2 (line lists and LSFs), astra-spectra 1.3.0 (telluric profiles),
 pyspeckit 1.0.4 (radio test cubes); ``pyhammer`` on PyPI is a build tool, not PyHammer (which is
-not on PyPI), and no ``pystellibs`` is there; pyphot's Vega is the CALSPEC STIS file (a model
-longward of 5300 A) and sedkit's two spectra (M8, L3) would be no task's positives (see
-``agent.real_corpus``); the Debian packages iraf-noao (untyped ``onedstds``, see
+not on PyPI), and no ``pystellibs`` is there; pyphot's Vega (HST/STIS; Vega is here from
+CALSPEC's IUE+Hayes file) and sedkit's two spectra (M8, L3: no task's positives) were not
+added (see ``agent.real_corpus``); the Debian packages iraf-noao (untyped ``onedstds``, see
 ``agent.bench.onedstds``) and starlink-* (Java libraries, no spectra).
 """
 
