@@ -17,7 +17,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: help install install-dev chromium demo serve test contract lint format bench real-data real-bench onedstds onedstds-bench migrate clean docs docs-only screenshots
+.PHONY: help install install-dev chromium demo serve test contract lint format bench real-data real-bench onedstds onedstds-bench outside-data outside-bench migrate clean docs docs-only screenshots
 
 help:
 	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -122,6 +122,15 @@ onedstds:
 # The inspector's confidence on them (no types ship with the tables: confidence, not accuracy).
 onedstds-bench: install onedstds real-data
 	$(PY) -m agent.bench.onedstds
+
+# Typed real spectra the corpus does not use (standard stars of published type, from the pypeit
+# 1.9.0 source archive; agent/data/outside_set.json), extracted into the same cache.
+outside-data: install
+	$(PY) -m agent.outside_set fetch
+
+# The inspector on them: balanced accuracy, ECE and wrong answers at >= 0.9 per task.
+outside-bench: outside-data real-data
+	$(PY) -m agent.bench.outside
 
 clean:
 	rm -rf $(VENV) staticfiles var/specvi-mini .pytest_cache docs/_build docs/reference/generated

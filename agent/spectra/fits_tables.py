@@ -48,6 +48,8 @@ _ROLES: dict[str, frozenset[str]] = {
     "variance": frozenset({"VAR", "VARIANCE", "FLUX_VAR"}),
     "mask": frozenset({"MASK", "QUAL", "QUALITY", "DQ", "AND_MASK", "ANDMASK"}),
 }
+# more pixels than this share without a usable error: the column is not read as uncertainties
+MISSING_ERRORS = 0.1
 _FRAME_SUFFIXES = {"_AIR": "air", "_VAC": "vacuum", "_VACUUM": "vacuum"}
 
 
@@ -102,6 +104,8 @@ def load_table(hdus: fits.HDUList, table: Any, source: str, limits: ReadLimits) 
     for kind in ("ivar", "sigma", "variance"):
         if kind in columns:
             ivar = _ivar_from(values(columns[kind]), kind)
+            if kind != "ivar":
+                ivar = _unless_mostly_missing(ivar, values(columns["flux"]), columns[kind], meta)
             break
     mask = values(columns["mask"]) != 0 if "mask" in columns else None
     refuse_magnitude_unit(_unit(table, columns["flux"]), f"{where} column {columns['flux']}")
@@ -123,6 +127,26 @@ def load_table(hdus: fits.HDUList, table: Any, source: str, limits: ReadLimits) 
         meta=meta,
         resolution=_resolution(table.header, primary, source),
     )
+
+
+def _unless_mostly_missing(
+    ivar: np.ndarray, flux: np.ndarray, name: str, meta: dict[str, Any]
+) -> np.ndarray | None:
+    """None when the error column has no usable value (NaN, 0) for more than a tenth of the
+    pixels with a flux: CALSPEC leaves STATERROR blank over the Oke and Hayes parts, and
+    reading a missing uncertainty as a bad pixel masked their whole optical range (p041c_001:
+    0 good pixels of 7,681)."""
+    measured = np.isfinite(flux)
+    if not measured.any():
+        return ivar
+    missing = int(np.count_nonzero(measured & (ivar <= 0)))
+    if missing <= MISSING_ERRORS * int(np.count_nonzero(measured)):
+        return ivar
+    meta["uncertainty_left_out"] = (
+        f"column {name} has no usable value (NaN or <= 0) for {missing} of "
+        f"{int(np.count_nonzero(measured))} pixels: read as unknown, not as bad pixels"
+    )
+    return None
 
 
 def _columns_by_role(table: Any, where: str) -> dict[str, str]:

@@ -256,6 +256,43 @@ def test_it_reads_a_table_behind_an_empty_primary_one_row_per_pixel(tmp_path: Pa
     assert spectrum.meta["ignored_columns"] == ["FWHM"]
 
 
+@pytest.mark.parametrize("blank", [np.nan, 0.0])
+def test_it_reads_a_mostly_blank_error_column_as_unknown_not_as_bad_pixels(
+    tmp_path: Path, blank: float
+) -> None:
+    # CALSPEC leaves STATERROR blank over its Oke and Hayes parts (p041c_001: all of it); read as
+    # bad pixels, a solar analogue had 0 good pixels and Vega none in the optical
+    sigma = np.where(PIXEL < 150, blank, 0.5)
+    table = fits.BinTableHDU.from_columns(
+        [
+            fits.Column(name="WAVELENGTH", format="D", array=3000.0 + 5.0 * PIXEL),
+            fits.Column(name="FLUX", format="E", array=FLUX),
+            fits.Column(name="STATERROR", format="E", array=sigma),
+        ]
+    )
+    fits.HDUList([fits.PrimaryHDU(), table]).writeto(tmp_path / "oke.fits")
+    spectrum = load_one(tmp_path / "oke.fits")
+    assert spectrum.ivar is None
+    assert "150 of 200 pixels" in spectrum.meta["uncertainty_left_out"]
+
+
+def test_it_still_masks_the_few_pixels_a_table_gives_no_error_for(tmp_path: Path) -> None:
+    sigma = np.where(PIXEL < 10, np.nan, 0.5)
+    table = fits.BinTableHDU.from_columns(
+        [
+            fits.Column(name="WAVELENGTH", format="D", array=3000.0 + 5.0 * PIXEL),
+            fits.Column(name="FLUX", format="E", array=FLUX),
+            fits.Column(name="STATERROR", format="E", array=sigma),
+        ]
+    )
+    fits.HDUList([fits.PrimaryHDU(), table]).writeto(tmp_path / "stis.fits")
+    spectrum = load_one(tmp_path / "stis.fits")
+    assert spectrum.ivar is not None
+    np.testing.assert_allclose(spectrum.ivar[10:], 4.0)
+    assert not np.any(spectrum.ivar[:10])
+    assert "uncertainty_left_out" not in spectrum.meta
+
+
 def eso_phase3(path: Path, **extra_columns: np.ndarray) -> Path:
     wave_nm = 300.0 + 0.5 * PIXEL
     arrays = {"WAVE": wave_nm, "FLUX": FLUX, "ERR": SIGMA, "QUAL": np.zeros(N), **extra_columns}
