@@ -61,6 +61,7 @@ endif
 
 test: install-dev chromium
 	$(PY) -m agent.real_corpus fetch || echo "warning: the real-spectra cache could not be built; its tests will skip"
+	$(PY) -m agent.outside_set fetch || echo "warning: the outside set could not be fetched; its tests will skip"
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
