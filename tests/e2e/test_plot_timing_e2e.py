@@ -111,7 +111,10 @@ def test_it_times_the_first_drawn_plot_on_each_plot_heavy_page(pages: BrowserPag
     for name in ("rating", "pairs", "screening", "spectrum"):  # each shows the spectrum it is about
         assert results[name]["first_plot_ms"] > 0, (name, results[name])
         assert warm[name]["first_plot_ms"] > 0, (name, warm[name])
-    for name, row in [*results.items(), *warm.items()]:  # the work, not the seconds (issue 37 item 10)
+    for name, row in [
+        *results.items(),
+        *warm.items(),
+    ]:  # the work, not the seconds (issue 37 item 10)
         assert row["max_trace_points"] <= settings.SPECTRUM_PLOT_MAX_POINTS <= 3000, (name, row)
         assert row["gl_canvases"] == 0, (name, row)  # SVG: no shaders to compile per plot
         # the plots' data comes with the page; the queue asks for its redshift fit once drawn
