@@ -71,11 +71,7 @@ def _threshold(population: np.ndarray, target: float) -> float | None:
     never rises as k grows, so the largest such k gives t); None when not even the surest does."""
     if population.size == 0:
         return None
-    return _threshold_of_ordered(np.sort(population)[::-1], target)
-
-
-def _threshold_of_ordered(ordered: np.ndarray, target: float) -> float | None:
-    """``_threshold`` of P(YES) values already in descending order."""
+    ordered = np.sort(population)[::-1]
     running = np.cumsum(ordered) / np.arange(1, ordered.size + 1)
     meets = np.nonzero(running >= target)[0]
     if meets.size == 0:
@@ -94,17 +90,38 @@ def _platt(fit: PlattScaling, scores: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(fit.slope * scores + fit.intercept, -40.0, 40.0)))
 
 
-def _threshold_of_scores(fit: PlattScaling, descending: np.ndarray, target: float) -> float | None:
-    """``_threshold`` of the recalibrated P(YES) of log-odds ``descending`` (sorted once, not
-    per fit: a Platt curve is monotone, so the fitted values come out sorted, reversed when
-    the slope is negative)."""
-    if descending.size == 0:
-        return None
-    fitted = _platt(fit, descending)
-    ordered = fitted if fit.slope >= 0 else fitted[::-1]
-    if np.any(ordered[1:] > ordered[:-1]):  # rounding broke the order somewhere: sort
-        ordered = np.sort(fitted)[::-1]
-    return _threshold_of_ordered(ordered, target)
+@dataclass(frozen=True)
+class _Population:
+    """The YES verdicts' raw P(YES) in descending order, with their log-odds (sorted once for
+    every fit: a Platt curve is monotone, so the fitted values come out sorted too, reversed
+    when the slope is negative). 16 bytes per YES verdict, and as much again during a fit."""
+
+    raw: np.ndarray
+    scores: np.ndarray
+
+    @classmethod
+    def of(cls, population_raw: Sequence[float] | np.ndarray) -> _Population:
+        raw = np.sort(np.asarray(population_raw, dtype=np.float64))[::-1]
+        return cls(raw=raw, scores=_logits(raw))
+
+    def threshold(self, fit: PlattScaling, target: float) -> float | None:
+        """``_threshold`` of the population's recalibrated P(YES) under ``fit``."""
+        if self.raw.size == 0:
+            return None
+        fitted = _platt(fit, self.scores)
+        raw = self.raw
+        if fit.slope < 0:
+            fitted, raw = fitted[::-1], raw[::-1]
+        if np.any(fitted[1:] > fitted[:-1]):  # rounding broke the order somewhere: sort
+            order = np.argsort(-fitted, kind="stable")
+            fitted, raw = fitted[order], raw[order]
+        running = np.cumsum(fitted) / np.arange(1, fitted.size + 1)
+        meets = np.nonzero(running >= target)[0]
+        if meets.size == 0:
+            return None
+        # the value as ``apply_fit`` gives it, which triage compares each verdict's with: the
+        # numpy value may differ in the last bit and move every verdict of that confidence
+        return apply_fit(fit, float(raw[meets[-1]]))
 
 
 @dataclass(frozen=True)
@@ -140,13 +157,12 @@ def purity_threshold(
         raise ValueError(f"target purity must be in [0.5, 1); got {target}")
     if len(labelled_raw) != len(labelled_truth):
         raise ValueError("labelled_raw and labelled_truth differ in length")
-    # The population's log-odds sorted once (8 bytes per YES verdict, and as much again for
-    # each fit's values): 201 fits over 10^5-10^6 YES verdicts were minutes one by one.
-    descending = np.sort(_logits(np.asarray(population_raw, dtype=np.float64)))[::-1]
+    # 201 fits over 10^5-10^6 YES verdicts, each applied one by one in Python, took minutes
+    population = _Population.of(population_raw)
     labels_raw = list(labelled_raw)
     truth = list(labelled_truth)
     fit = recalibrate(labels_raw, truth)
-    threshold = _threshold_of_scores(fit, descending, target)
+    threshold = population.threshold(fit, target)
     label_scores = np.asarray([logit(p) for p in labels_raw])  # as ``recalibrate`` computes them
     label_truth = np.asarray(truth, dtype=bool)
     rng = np.random.default_rng(seed)
@@ -155,11 +171,9 @@ def purity_threshold(
     for _ in range(resamples):
         pick = rng.integers(0, len(truth), len(truth))
         refit = fit_platt(
-            label_scores[pick].tolist(),
-            label_truth[pick].tolist(),
-            prior_strength=PRIOR_STRENGTH,
+            label_scores[pick].tolist(), label_truth[pick].tolist(), prior_strength=PRIOR_STRENGTH
         )
-        value = _threshold_of_scores(refit, descending, target)
+        value = population.threshold(refit, target)
         if value is None:
             missing += 1
         else:
@@ -167,12 +181,12 @@ def purity_threshold(
     tail = (1.0 - INTERVAL) / 2.0
     low = float(np.quantile(found, tail)) if found else None
     high = None if missing > tail * resamples or not found else float(np.quantile(found, 1 - tail))
-    labelled_q = _platt(fit, _logits(np.asarray(labels_raw, dtype=np.float64)))
-    above_mask = (
-        labelled_q >= threshold if threshold is not None else np.zeros(len(truth), dtype=bool)
-    )
-    above = int(above_mask.sum())
-    yes_above = int(label_truth[above_mask].sum())
+    above_truth = [
+        truth[i]
+        for i, p in enumerate(labels_raw)
+        if threshold is not None and apply_fit(fit, p) >= threshold
+    ]
+    above, yes_above = len(above_truth), sum(above_truth)
     purity_low, purity_high = wilson_interval(yes_above, above) if above else (None, None)
     return ThresholdEstimate(
         threshold=threshold,

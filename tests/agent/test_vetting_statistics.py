@@ -107,7 +107,8 @@ def test_the_vectorized_threshold_equals_the_one_computed_one_by_one(overconfide
     """Same threshold, interval and labelled check as recalibrating each P(YES) in Python, for a
     curve rising with the raw confidence and for labels that turn it round (a negative slope)."""
     rng = np.random.default_rng(7)
-    population = list(rng.uniform(0.5, 1.0, 3000))
+    # rounded as stored confidences are: many verdicts share the threshold's value
+    population = list(np.round(rng.uniform(0.5, 1.0, 3000), 3))
     labelled = list(rng.uniform(0.5, 1.0, 300))
     truth = [bool(rng.random() < (1.5 - p if overconfident else p)) for p in labelled]
     target = 0.6 if overconfident else 0.85
@@ -122,11 +123,8 @@ def test_the_vectorized_threshold_equals_the_one_computed_one_by_one(overconfide
     )
     assert (recalibrate(labelled, truth).slope < 0) is overconfident
     assert want[0] is not None and want[1] is not None
-    assert got.threshold == pytest.approx(want[0], rel=1e-12)
-    assert got.low == pytest.approx(want[1], rel=1e-12)
-    assert (got.high is None) == (want[2] is None)
-    if want[2] is not None:
-        assert got.high == pytest.approx(want[2], rel=1e-12)
+    # equal to the bit: triage compares each verdict's recalibrated P(YES) with the threshold
+    assert (got.threshold, got.low, got.high) == want[:3]
     assert (got.labelled_above, got.labelled_yes_above) == want[3:]
 
 
