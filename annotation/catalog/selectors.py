@@ -554,21 +554,24 @@ def catalog_page(
 # --- vetting ----------------------------------------------------------------------------------
 
 
-def vetting_queue(user: Any) -> QuerySet[Candidate]:
+def vetting_queue(user: Any, *, also: QuerySet[Any] | None = None) -> QuerySet[Candidate]:
     """Finished candidates that wait for this user's decision: those routed to an expert, and
     those whose first two experts disagree (a conflict: this user has not decided, so is
-    neither of them). Conflicts come first, then the oldest; a candidate whose spectrum has its
-    label for the task, or this user's answer (on any run's candidate), is done."""
+    neither of them), and ``also`` (candidate ids: the open audit samples'). Conflicts come
+    first, then the oldest; a candidate whose spectrum has its label for the task, or this
+    user's answer (on any run's candidate), is done."""
     conflicts = CatalogEntry.objects.filter(label_state=LabelState.CONFLICT)
     in_conflict = Exists(conflicts.filter(candidate=OuterRef("pk")))
-    # The two sets by their indexes, not `needs_expert OR EXISTS (conflict)`: that OR is a
-    # filter on every candidate of every run (10^6 rows read for a queue of 70,000).
+    # The sets by their indexes, one UNION, not `needs_expert OR EXISTS (conflict)`: that OR
+    # is a filter on every candidate of every run (10^6 rows read for a queue of 70,000).
     waiting = (
         Candidate.objects.filter(needs_expert=True)
         .order_by()
         .values("pk")
         .union(conflicts.order_by().values("candidate_id"))
     )
+    if also is not None:
+        waiting = waiting.union(also)
     labelled = CatalogEntry.objects.filter(
         candidate=OuterRef("pk"), label_state__in=LabelState.LABELLED
     )

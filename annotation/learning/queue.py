@@ -55,31 +55,11 @@ class Ranked:
         return self.uncertainty + self.disagreement + self.rarity
 
 
-def active_queue(*, user: Any, base: QuerySet[Candidate]) -> QuerySet[Candidate]:
-    """The catalog's queue for ``user`` with the open audit samples' candidates that wait for
-    them, oldest first (``ranked`` orders them by value)."""
-    audit = (
-        Candidate.objects.filter(
-            pk__in=selectors.open_audit_candidates().values("candidate_id"),
-            state=CandidateState.DONE,
-        )
-        .exclude(answered_by(user))
-        .exclude(
-            Exists(
-                CatalogEntry.objects.filter(
-                    candidate=OuterRef("pk"), label_state__in=LabelState.LABELLED
-                )
-            )
-        )
-    )
-    rows = base
-    if selectors.open_audit_candidates().exists():
-        # One set of ids, the union of the two: PostgreSQL runs `id IN (a) OR id IN (b)` as a
-        # subplan per row, which it scans linearly once the queue's estimate outgrows work_mem
-        # (minutes at 10^6 candidates).
-        both = base.order_by().values("pk").union(audit.order_by().values("pk"))
-        rows = Candidate.objects.filter(pk__in=both)
-    return rows.select_related("run__task", "spectrum").order_by("finished_at", "id")
+def open_audit_ids() -> QuerySet[Any] | None:
+    """The open audit samples' candidate ids, None while no sample is open: they wait in every
+    expert's queue (``catalog.queue.vetter_queue_rows``) beside the routed candidates."""
+    items = selectors.open_audit_candidates()
+    return items.order_by().values("candidate_id") if items.exists() else None
 
 
 def _label_counts() -> dict[int, dict[str, int]]:

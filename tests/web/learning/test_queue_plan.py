@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.catalog import selectors as catalog
-from annotation.learning import queue, services
+from annotation.catalog.queue import vetter_queue_rows
+from annotation.learning import services
 from tests.factories import UserFactory, make_inspected, make_spectrum
 
 pytestmark = pytest.mark.django_db
 
 
 def _sql(user) -> str:
-    return str(queue.active_queue(user=user, base=catalog.vetting_queue(user)).query)
+    return str(vetter_queue_rows(user).query)
 
 
 def test_the_queue_without_an_open_audit_sample_is_one_id_set() -> None:
@@ -37,5 +37,10 @@ def test_the_queue_with_an_open_audit_sample_is_one_union_of_id_sets(owner, staf
     )
     assert sample.items.exists()
     sql = _sql(UserFactory())
-    assert sql.count('"annotation_candidate"."id" IN (') == 1, sql
-    assert ' OR "annotation_candidate"."id" IN' not in sql and " OR U0." not in sql
+    # the sample's items are a third member of the queue's UNION ...
+    members = sql[sql.index('"annotation_candidate"."id" IN (') :]
+    assert members.count(" UNION ") >= 2 and "annotation_auditsampleitem" in members, sql
+    # ... and the only id set OR'ed is theirs, sparing them staff's filter (never the queue's)
+    ored = sql.split(' OR "annotation_candidate"."id" IN (')
+    assert len(ored) == 2, sql
+    assert 'FROM "annotation_auditsampleitem"' in ored[1].split("WHERE")[0], sql
