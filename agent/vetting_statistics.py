@@ -79,6 +79,51 @@ def _threshold(population: np.ndarray, target: float) -> float | None:
     return float(ordered[meets[-1]])
 
 
+def _logits(raw: np.ndarray) -> np.ndarray:
+    """``logit`` of each element (numpy: may differ from ``math`` in the last bit)."""
+    p = np.clip(raw, CLIP, 1.0 - CLIP)
+    return np.log(p / (1.0 - p))
+
+
+def _platt(fit: PlattScaling, scores: np.ndarray) -> np.ndarray:
+    """``fit`` applied to each score, as ``PlattScaling.__call__`` computes one."""
+    return 1.0 / (1.0 + np.exp(-np.clip(fit.slope * scores + fit.intercept, -40.0, 40.0)))
+
+
+@dataclass(frozen=True)
+class _Population:
+    """The YES verdicts' raw P(YES) in descending order, with their log-odds (sorted once for
+    every fit: a Platt curve is monotone, so the fitted values come out sorted too, reversed
+    when the slope is negative). 16 bytes per YES verdict, and as much again during a fit."""
+
+    raw: np.ndarray
+    scores: np.ndarray
+
+    @classmethod
+    def of(cls, population_raw: Sequence[float] | np.ndarray) -> _Population:
+        raw = np.sort(np.asarray(population_raw, dtype=np.float64))[::-1]
+        return cls(raw=raw, scores=_logits(raw))
+
+    def threshold(self, fit: PlattScaling, target: float) -> float | None:
+        """``_threshold`` of the population's recalibrated P(YES) under ``fit``."""
+        if self.raw.size == 0:
+            return None
+        fitted = _platt(fit, self.scores)
+        raw = self.raw
+        if fit.slope < 0:
+            fitted, raw = fitted[::-1], raw[::-1]
+        if np.any(fitted[1:] > fitted[:-1]):  # rounding broke the order somewhere: sort
+            order = np.argsort(-fitted, kind="stable")
+            fitted, raw = fitted[order], raw[order]
+        running = np.cumsum(fitted) / np.arange(1, fitted.size + 1)
+        meets = np.nonzero(running >= target)[0]
+        if meets.size == 0:
+            return None
+        # the value as ``apply_fit`` gives it, which triage compares each verdict's with: the
+        # numpy value may differ in the last bit and move every verdict of that confidence
+        return apply_fit(fit, float(raw[meets[-1]]))
+
+
 @dataclass(frozen=True)
 class ThresholdEstimate:
     threshold: float | None  # None: no threshold meets the target (every YES goes to experts)
@@ -112,18 +157,23 @@ def purity_threshold(
         raise ValueError(f"target purity must be in [0.5, 1); got {target}")
     if len(labelled_raw) != len(labelled_truth):
         raise ValueError("labelled_raw and labelled_truth differ in length")
-    raw = np.asarray(population_raw, dtype=np.float64)
+    # 201 fits over 10^5-10^6 YES verdicts, each applied one by one in Python, took minutes
+    population = _Population.of(population_raw)
     labels_raw = list(labelled_raw)
     truth = list(labelled_truth)
     fit = recalibrate(labels_raw, truth)
-    threshold = _threshold(np.asarray([apply_fit(fit, p) for p in raw]), target)
+    threshold = population.threshold(fit, target)
+    label_scores = np.asarray([logit(p) for p in labels_raw])  # as ``recalibrate`` computes them
+    label_truth = np.asarray(truth, dtype=bool)
     rng = np.random.default_rng(seed)
     found: list[float] = []
     missing = 0
     for _ in range(resamples):
         pick = rng.integers(0, len(truth), len(truth))
-        refit = recalibrate([labels_raw[i] for i in pick], [truth[i] for i in pick])
-        value = _threshold(np.asarray([apply_fit(refit, p) for p in raw]), target)
+        refit = fit_platt(
+            label_scores[pick].tolist(), label_truth[pick].tolist(), prior_strength=PRIOR_STRENGTH
+        )
+        value = population.threshold(refit, target)
         if value is None:
             missing += 1
         else:
@@ -131,19 +181,19 @@ def purity_threshold(
     tail = (1.0 - INTERVAL) / 2.0
     low = float(np.quantile(found, tail)) if found else None
     high = None if missing > tail * resamples or not found else float(np.quantile(found, 1 - tail))
-    above = [
-        i
+    above_truth = [
+        truth[i]
         for i, p in enumerate(labels_raw)
         if threshold is not None and apply_fit(fit, p) >= threshold
     ]
-    yes_above = sum(1 for i in above if truth[i])
-    purity_low, purity_high = wilson_interval(yes_above, len(above)) if above else (None, None)
+    above, yes_above = len(above_truth), sum(above_truth)
+    purity_low, purity_high = wilson_interval(yes_above, above) if above else (None, None)
     return ThresholdEstimate(
         threshold=threshold,
         low=low,
         high=high,
         resamples=resamples,
-        labelled_above=len(above),
+        labelled_above=above,
         labelled_yes_above=yes_above,
         labelled_purity_low=purity_low,
         labelled_purity_high=purity_high,

@@ -14,12 +14,13 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from annotation.catalog.queue import hidden_summary, vetter_queue, vetter_queue_hidden
+from annotation.catalog.queue import hidden_summary, vetter_queue_hidden, vetter_queue_rows
 from annotation.core import permissions
 from annotation.core.http import _expert
 from annotation.core.models import Job, JobState
 from annotation.core.permissions import require_role
 from annotation.curation import selectors as curation_selectors
+from annotation.learning.queue import waiting_count
 from annotation.rating.models import PairJudgement, RatingAssignment
 from annotation.spectra.models import Spectrum, Task
 
@@ -46,7 +47,7 @@ def pending_work(user: Any) -> list[dict[str, Any]]:
         rows.append(
             {
                 "text": "candidates waiting for your vetting",
-                "count": vetter_queue(user).count(),
+                "count": waiting_count(vetter_queue_rows(user)),
                 "url": reverse("vetting_queue"),
                 "hidden": hidden_summary(vetter_queue_hidden(user)),
             }

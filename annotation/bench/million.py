@@ -46,6 +46,8 @@ import numpy as np
 
 THRESHOLD = 0.7  # the run's confidence threshold: below it a verdict goes to experts
 LABELLED_SHARE = 0.01
+AUDIT_STRIDE = 100  # every 100th candidate (from the 4th) is in the audit sample the bench opens
+TARGET_PURITY = 0.9
 START = datetime(2025, 1, 1, tzinfo=UTC)
 STEP_SECONDS = 30
 
@@ -65,6 +67,10 @@ class Generated:
     @property
     def needs_expert(self) -> np.ndarray:
         return (self.verdict == "") | (self.confidence < THRESHOLD)
+
+    @property
+    def audited(self) -> np.ndarray:
+        return np.arange(len(self.verdict)) % AUDIT_STRIDE == 3
 
 
 def generate(rows: int, seed: int) -> Generated:
@@ -118,6 +124,7 @@ class Bench:
     run: Any
     user: Any
     data: Generated
+    audit: Any = None  # the open audit sample, once an operation opened it
 
 
 def load(rows: int, seed: int) -> tuple[Bench, float]:
@@ -238,10 +245,17 @@ def remove(bench: Bench) -> None:
     from django.db import connection
 
     from annotation.inspections.models import Candidate, CatalogEntry, InspectionRun, ShiftCheck
-    from annotation.learning.models import CalibrationFit, TriageThreshold
+    from annotation.learning.models import (
+        AuditSample,
+        CalibrationFit,
+        TriageTarget,
+        TriageThreshold,
+    )
     from annotation.spectra.models import Spectrum, SpectrumLabel
 
     TriageThreshold.objects.filter(task=bench.task).delete()
+    TriageTarget.objects.filter(task=bench.task).delete()
+    AuditSample.objects.filter(task=bench.task).delete()
     CalibrationFit.objects.filter(task=bench.task).delete()
     ShiftCheck.objects.filter(run=bench.run).delete()
     with connection.cursor() as cursor:
@@ -275,13 +289,15 @@ def reference_page(data: Generated, *, sort: str, verdict: str = "") -> list[int
     return [int(ids[i]) for i in order[:PAGE_SIZE]]
 
 
-def reference_next(data: Generated) -> tuple[int, int]:
+def reference_next(data: Generated, *, audit: bool = False) -> tuple[int, int]:
     """(candidate id, queue length) the ranking must give: the SCAN_LIMIT oldest waiting
-    candidates (routed to experts, spectrum not labelled), best score first, oldest among
-    equals. No fit yet, one model, no conflict: score = uncertainty + rarity."""
+    candidates (routed to experts, or with ``audit`` in the open audit sample; spectrum not
+    labelled), best score first, oldest among equals. No fit yet, one model, no conflict:
+    score = uncertainty + rarity."""
     from annotation.learning.queue import RARITY_SCALE, SCAN_LIMIT
 
-    waiting = np.flatnonzero(data.needs_expert & ~data.labelled)
+    queued = data.needs_expert | data.audited if audit else data.needs_expert
+    waiting = np.flatnonzero(queued & ~data.labelled)
     scanned = waiting[:SCAN_LIMIT]
     yes_labels = int((data.labelled & data.label_yes).sum())
     no_labels = int((data.labelled & ~data.label_yes).sum())
@@ -323,6 +339,61 @@ def reference_with_experts(data: Generated, slope: float, intercept: float) -> i
     q = 1.0 / (1.0 + np.exp(-(slope * np.log(raw / (1.0 - raw)) + intercept)))
     own = np.where(data.verdict == "YES", q, 1.0 - q)
     return int(((data.verdict == "") | ((data.verdict != "") & (own < THRESHOLD))).sum())
+
+
+def _labelled_raw(data: Generated) -> tuple[list[float], list[bool]]:
+    """The labelled candidates' raw P(YES) as a fit stores them (6 decimals), and their labels,
+    in spectrum order."""
+    used = np.flatnonzero(data.labelled)
+    raw = np.where(data.verdict[used] == "YES", data.confidence[used], 1.0 - data.confidence[used])
+    return [round(float(p), 6) for p in raw], [bool(t) for t in data.label_yes[used]]
+
+
+def reference_purity(data: Generated, *, seed: int) -> tuple[float | None, ...]:
+    """(threshold, low, high) for TARGET_PURITY: each fit applied to every YES verdict's raw
+    P(YES) and sorted again, as ``agent.vetting_statistics.purity_threshold`` documents it."""
+    from agent.vetting_statistics import BOOTSTRAP_RESAMPLES, CLIP, INTERVAL, recalibrate
+
+    raw, truth = _labelled_raw(data)
+    population = np.clip(data.confidence[data.verdict == "YES"], CLIP, 1.0 - CLIP)
+    scores = np.log(population / (1.0 - population))
+
+    def threshold(fit: Any) -> float | None:
+        q = np.sort(1.0 / (1.0 + np.exp(-np.clip(fit.slope * scores + fit.intercept, -40, 40))))
+        running = np.cumsum(q[::-1]) / np.arange(1, q.size + 1)
+        meets = np.nonzero(running >= TARGET_PURITY)[0]
+        return float(q[::-1][meets[-1]]) if meets.size else None
+
+    rng = np.random.default_rng(seed)
+    found, missing = [], 0
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        pick = rng.integers(0, len(truth), len(truth))
+        value = threshold(recalibrate([raw[i] for i in pick], [truth[i] for i in pick]))
+        found += [value] if value is not None else []
+        missing += value is None
+    tail = (1.0 - INTERVAL) / 2.0
+    low = float(np.quantile(found, tail)) if found else None
+    high = (
+        None
+        if missing > tail * BOOTSTRAP_RESAMPLES or not found
+        else float(np.quantile(found, 1 - tail))
+    )
+    return threshold(recalibrate(raw, truth)), low, high
+
+
+def reference_with_experts_at(data: Generated, fit: Any, yes_threshold: float | None) -> int:
+    """Candidates with experts once the rule with a target re-routes: no verdict stays; a YES
+    goes under ``yes_threshold`` (every YES without one), a NO under the run's threshold. Each
+    distinct confidence's recalibrated P(YES) as ``apply_fit`` gives it (the comparison with
+    the threshold is exact)."""
+    from agent.vetting_statistics import apply_fit
+
+    values, at = np.unique(data.confidence, return_inverse=True)
+    yes_q = np.asarray([apply_fit(fit, float(c)) for c in values])[at]
+    no_q = np.asarray([apply_fit(fit, 1.0 - float(c)) for c in values])[at]
+    yes, no = data.verdict == "YES", data.verdict == "NO"
+    low_yes = yes & (True if yes_threshold is None else yes_q < yes_threshold)
+    return int((data.verdict == "").sum() + low_yes.sum() + (no & (1.0 - no_q < THRESHOLD)).sum())
 
 
 class Mismatch(SystemExit):
@@ -382,13 +453,37 @@ def _exact_count(bench: Bench) -> int:
 def _vetting_next(bench: Bench) -> tuple[int, int]:
     """What ``/api/vetting/next/`` reads for the bench's expert."""
     from annotation.blinding import candidates_visible_to
-    from annotation.catalog.queue import vetter_queue
+    from annotation.catalog.queue import vetter_queue_rows
     from annotation.learning import queue as active_queue
 
-    queue = vetter_queue(bench.user)
+    queue = vetter_queue_rows(bench.user)
     gold = candidates_visible_to(user=bench.user, rows=active_queue.gold_candidates(bench.user))
     candidate = active_queue.next_candidate(user=bench.user, queue=queue, gold=gold, skipped=[])
-    return (candidate.pk if candidate else -1), queue.count()
+    return (candidate.pk if candidate else -1), active_queue.waiting_count(queue)
+
+
+def _open_audit(bench: Bench) -> None:
+    """An open audit sample of every AUDIT_STRIDE-th candidate (its confident ones join every
+    expert's queue beside the routed ones)."""
+    from annotation.learning.models import AuditSample, AuditSampleItem
+
+    if bench.audit is not None:
+        return
+    bench.audit = AuditSample.objects.create(
+        task=bench.task, model_key=bench.run.model_key, per_stratum=0, created_by=bench.user
+    )
+    AuditSampleItem.objects.bulk_create(
+        (
+            AuditSampleItem(sample=bench.audit, candidate_id=int(pk), stratum="bench")
+            for pk in bench.data.candidate_ids[bench.data.audited]
+        ),
+        batch_size=5000,
+    )
+
+
+def _vetting_next_audit(bench: Bench) -> tuple[int, int]:
+    _open_audit(bench)
+    return _vetting_next(bench)
 
 
 def _refit(bench: Bench) -> Any:
@@ -432,6 +527,42 @@ def _verify_reroute(bench: Bench, result: Any) -> None:
     params = fit.params if fit is not None else {"slope": 0.0, "intercept": 0.0}
     check("candidates with experts after the re-route", result,
           reference_with_experts(bench.data, params["slope"], params["intercept"]))  # fmt: skip
+
+
+def _reroute_target(bench: Bench) -> tuple[Any, ...]:
+    """The re-route once staff set a target purity: the threshold bootstrapped over the YES
+    verdicts, then every candidate routed by it."""
+    from annotation.inspections.models import Candidate
+    from annotation.learning import selectors
+    from annotation.learning.models import TriageTarget
+    from annotation.learning.services import triage_apply
+
+    if not TriageTarget.objects.filter(task=bench.task).exists():
+        TriageTarget.objects.create(task=bench.task, target_purity=TARGET_PURITY, set_by=bench.user)
+    fit = selectors.fit_for(task_id=bench.task.pk, model_key=bench.run.model_key)
+    if fit is None:
+        raise Mismatch("verification failed: no fit to re-route with")
+    done = triage_apply(task=bench.task, model_key=bench.run.model_key, fit=fit, actor=None)
+    with_experts = Candidate.objects.filter(run=bench.run, needs_expert=True).count()
+    return fit.pk, done.threshold, done.threshold_low, done.threshold_high, with_experts
+
+
+def _verify_reroute_target(bench: Bench, result: Any) -> None:
+    from annotation.learning import selectors
+
+    fit_pk, threshold, low, high, with_experts = result
+    for name, got, want in zip(
+        ("threshold", "its low end", "its high end"),
+        (threshold, low, high),
+        reference_purity(bench.data, seed=fit_pk),
+        strict=True,
+    ):
+        if got is None or want is None or abs(got - want) > 1e-12 * max(1.0, abs(want)):
+            check(f"target purity {name}", got, want)
+    fit = selectors.fit_for(task_id=bench.task.pk, model_key=bench.run.model_key)
+    scaling = selectors.calibrator(fit)
+    check("candidates with experts after the re-route with a target", with_experts,
+          reference_with_experts_at(bench.data, scaling, threshold))  # fmt: skip
 
 
 def _export(kind: str) -> Callable[[Bench], Any]:
@@ -495,8 +626,21 @@ OPERATIONS = (
         _vetting_next,
         lambda bench, got: check("next candidate, queue length", got, reference_next(bench.data)),
     ),
+    Operation(
+        "vetting queue, audit sample open: next + remaining",
+        _vetting_next_audit,
+        lambda bench, got: check(
+            "next candidate, queue length (audit)", got, reference_next(bench.data, audit=True)
+        ),
+    ),
     Operation("calibration refit", _refit, _verify_refit, repeats=False),
     Operation("re-route after the refit", _reroute, _verify_reroute, repeats=False),
+    Operation(
+        f"re-route, target purity {TARGET_PURITY}",
+        _reroute_target,
+        _verify_reroute_target,
+        repeats=False,
+    ),
     Operation("export CSV", _export("CSV"), _verify_export("CSV"), repeats=False),
     Operation("export VOTable", _export("VOTable"), _verify_export("VOTable"), repeats=False),
     Operation("export FITS", _export("FITS"), _verify_export("FITS"), repeats=False),

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from annotation import blinding as selectors
 from annotation.catalog import search, trajectories
 from annotation.catalog import selectors as catalog
-from annotation.catalog.queue import hidden_summary, vetter_queue, vetter_queue_hidden
+from annotation.catalog.queue import hidden_summary, vetter_queue_hidden, vetter_queue_rows
 from annotation.core import errors as core_errors
 from annotation.core import permissions
 from annotation.core.apis import error_response
@@ -419,7 +419,7 @@ class VettingNextApi(APIView):
         "have not decided yet, conflicts first (candidate is null when none waits).",
     )
     def get(self, request: Request) -> Response:
-        queue = vetter_queue(request.user)
+        queue = vetter_queue_rows(request.user)
         gold = selectors.candidates_visible_to(
             user=request.user, rows=active_queue.gold_candidates(request.user)
         )
@@ -427,7 +427,7 @@ class VettingNextApi(APIView):
             user=request.user, queue=queue, gold=gold, skipped=[]
         )
         output = {
-            "remaining": queue.count(),
+            "remaining": active_queue.waiting_count(queue),
             "candidate": candidate,
             "hidden": hidden_summary(vetter_queue_hidden(request.user)),
         }

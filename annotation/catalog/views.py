@@ -34,8 +34,8 @@ from annotation.catalog.queue import (
     hidden_summary,
     metadata_rows,
     quality_context,
-    vetter_queue,
     vetter_queue_hidden,
+    vetter_queue_rows,
 )
 from annotation.core import errors as core_errors
 from annotation.core import permissions
@@ -49,6 +49,7 @@ from annotation.inspections import services as inspections_services
 from annotation.inspections.decision_history import (
     HistoryRow,
     expert_answer,
+    one_per_spectrum_task,
     same_content_answers,
 )
 from annotation.inspections.models import (
@@ -388,7 +389,7 @@ def _vetting_candidate(request: HttpRequest, filters: QueueFilters) -> Candidate
         )
     queue = metadata_rows(_vetting_queue(request), filters)
     skipped = request.session.get(SKIPPED_KEY, [])
-    if skipped and not queue.exclude(pk__in=skipped).exists():
+    if skipped and not one_per_spectrum_task(queue).exclude(pk__in=skipped).exists():
         request.session[SKIPPED_KEY] = skipped = []  # every one left was skipped: go round again
     # gold items obey the filters too: one from outside them would give itself away
     gold = metadata_rows(
@@ -407,7 +408,9 @@ MAX_SKIPPED = 500
 
 
 def _vetting_queue(request: HttpRequest) -> QuerySet[Candidate]:
-    return vetter_queue(request.user)
+    """The rows of the user's queue (``vetter_queue_rows``: one per spectrum and task is chosen
+    by ``next_candidate`` and ``waiting_count``)."""
+    return vetter_queue_rows(request.user)
 
 
 def _vetting_filters(request: HttpRequest) -> QueueFilters:
@@ -446,7 +449,7 @@ def vetting_queue(request: HttpRequest) -> HttpResponse:
     queue = _vetting_queue(request)
     context: dict[str, Any] = {
         "candidate": candidate,
-        "remaining": metadata_rows(queue, filters).count(),
+        "remaining": active_queue.waiting_count(metadata_rows(queue, filters)),
         "filters": filters,
         "filtered": filters != QueueFilters(),
         "tasks": list(Task.objects.order_by("code").values_list("code", flat=True)),

@@ -104,7 +104,27 @@ class Candidate(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "spectrum"], name="one_candidate_per_spectrum")
         ]
-        indexes = [models.Index(fields=["run", "state"])]
+        indexes = [
+            models.Index(fields=["run", "state"]),
+            # The vetting queue's order (finished_at, id) over the candidates routed to experts
+            # alone: its oldest are an index walk (learning.queue.oldest), not a sort of them all.
+            # It holds the columns the queue tests (PostgreSQL), so the walk and the count of
+            # the routed candidates read the index alone.
+            models.Index(
+                fields=["finished_at", "id"],
+                name="candidate_queue_order",
+                condition=models.Q(needs_expert=True),
+                include=[
+                    "spectrum_id",
+                    "run_id",
+                    "state",
+                    "queue_closed_reason",
+                    "assigned_to_id",
+                    "verdict",
+                    "confidence",
+                ],
+            ),  # fmt: skip
+        ]
 
 
 class Rollout(models.Model):
@@ -247,6 +267,13 @@ class CatalogEntry(models.Model):
             models.Index(fields=["dataset"], name="catalog_dataset"),
             models.Index(fields=["expert_decision", "task_code"], name="catalog_expert"),
             models.Index(fields=["task_code", "label_state"], name="catalog_label_state"),
+            # The vetting queue's conflicts and its labelled candidates (left out) by state, the
+            # few entries with one: an anti-join instead of a read of every entry.
+            models.Index(
+                fields=["label_state", "candidate"],
+                name="catalog_state_candidate",
+                condition=~models.Q(label_state=""),
+            ),
             models.Index(fields=["task_code", "model_key"], name="catalog_task_model"),
             # The list's sorts, id breaking ties: each index matches one ORDER BY exactly, so a
             # page is an index walk instead of a sort of every matching row. The S/N sort

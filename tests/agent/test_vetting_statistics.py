@@ -75,6 +75,59 @@ def test_it_gives_the_threshold_an_interval_and_a_labelled_check():
         purity_threshold(population_raw=raw, labelled_raw=raw, labelled_truth=truth, target=1.0)
 
 
+def _purity_threshold_one_by_one(
+    population: list[float], labelled: list[float], truth: list[bool], target: float, seed: int
+) -> tuple[float | None, float | None, float | None, int, int]:
+    """The threshold as it was computed before issue 34: each P(YES) recalibrated and sorted
+    again for every fit (minutes at 10^6 YES verdicts), the reference for the vectorized one."""
+    fit = recalibrate(labelled, truth)
+    threshold = _threshold(np.asarray([apply_fit(fit, p) for p in population]), target)
+    rng = np.random.default_rng(seed)
+    found, missing = [], 0
+    for _ in range(40):
+        pick = rng.integers(0, len(truth), len(truth))
+        refit = recalibrate([labelled[i] for i in pick], [truth[i] for i in pick])
+        value = _threshold(np.asarray([apply_fit(refit, p) for p in population]), target)
+        if value is None:
+            missing += 1
+        else:
+            found.append(value)
+    low = float(np.quantile(found, 0.025)) if found else None
+    high = None if missing > 0.025 * 40 or not found else float(np.quantile(found, 0.975))
+    above = [
+        i
+        for i, p in enumerate(labelled)
+        if threshold is not None and apply_fit(fit, p) >= threshold
+    ]
+    return threshold, low, high, len(above), sum(1 for i in above if truth[i])
+
+
+@pytest.mark.parametrize("overconfident", [False, True])
+def test_the_vectorized_threshold_equals_the_one_computed_one_by_one(overconfident):
+    """Same threshold, interval and labelled check as recalibrating each P(YES) in Python, for a
+    curve rising with the raw confidence and for labels that turn it round (a negative slope)."""
+    rng = np.random.default_rng(7)
+    # rounded as stored confidences are: many verdicts share the threshold's value
+    population = list(np.round(rng.uniform(0.5, 1.0, 3000), 3))
+    labelled = list(rng.uniform(0.5, 1.0, 300))
+    truth = [bool(rng.random() < (1.5 - p if overconfident else p)) for p in labelled]
+    target = 0.6 if overconfident else 0.85
+    want = _purity_threshold_one_by_one(population, labelled, truth, target, seed=5)
+    got = purity_threshold(
+        population_raw=np.asarray(population),
+        labelled_raw=labelled,
+        labelled_truth=truth,
+        target=target,
+        resamples=40,
+        seed=5,
+    )
+    assert (recalibrate(labelled, truth).slope < 0) is overconfident
+    assert want[0] is not None and want[1] is not None
+    # equal to the bit: triage compares each verdict's recalibrated P(YES) with the threshold
+    assert (got.threshold, got.low, got.high) == want[:3]
+    assert (got.labelled_above, got.labelled_yes_above) == want[3:]
+
+
 def test_it_computes_a_wilson_interval():
     assert wilson_interval(0, 0) == (0.0, 1.0)
     low, high = wilson_interval(10, 10)

@@ -45,6 +45,8 @@ def test_it_verifies_each_operation_at_each_size_then_prints_the_growth_and_clea
         ("reference_page", lambda data, **kw: [1, 2, 3], "catalog page, default sort"),
         ("reference_fit", lambda data: (1, 0, None), "calibration refit"),
         ("reference_with_experts", lambda data, slope, intercept: -1, "re-route"),
+        ("reference_purity", lambda data, seed: (0.5, None, None), "re-route, target"),
+        ("reference_with_experts_at", lambda data, fit, at: -1, "re-route, target"),
     ],
 )
 def test_it_refuses_to_print_a_figure_when_a_result_differs_from_the_reference(

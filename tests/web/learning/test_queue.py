@@ -10,6 +10,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.catalog import selectors as catalog
+from annotation.catalog.queue import vetter_queue_rows
 from annotation.inspections import services as inspection_services
 from annotation.inspections.models import ExpertDecision
 from annotation.learning import queue, services
@@ -42,7 +43,7 @@ def routed(verdicts: dict[str, tuple[str, float]], *, owner, model=("model:a", "
 
 
 def order(user) -> list[str]:
-    rows = queue.active_queue(user=user, base=catalog.vetting_queue(user))
+    rows = vetter_queue_rows(user)
     names = {c.pk: c.spectrum.object_id.removeprefix("Q-") for c in rows}
     return [names[r.pk] for r in queue.ranked(rows)]
 
@@ -147,7 +148,7 @@ def with_gold(owner, expert, outsider, staff):
 def test_it_mixes_gold_in_at_a_rate_falling_with_the_record(with_gold, vetter, monkeypatch):
     waiting, golden = with_gold
     gold_ids = {c.pk for c in golden.values()}
-    rows = queue.active_queue(user=vetter, base=catalog.vetting_queue(vetter))
+    rows = vetter_queue_rows(vetter)
     gold = queue.gold_candidates(vetter)
     # Nothing is written while the 440 choices are drawn, so the queue's ranking is the same
     # for each: ranked once (its own tests are above), not 440 times over (4 queries each).
@@ -172,7 +173,7 @@ def test_it_shows_no_gold_to_who_labelled_it_nor_when_nothing_waits(with_gold, e
     waiting, _ = with_gold
     assert not queue.gold_candidates(expert).exists()
     assert queue.gold_candidates(vetter).count() == 10
-    empty = queue.active_queue(user=vetter, base=catalog.vetting_queue(vetter)).none()
+    empty = vetter_queue_rows(vetter).none()
     assert (
         queue.next_candidate(
             user=vetter, queue=empty, gold=queue.gold_candidates(vetter), skipped=[]
