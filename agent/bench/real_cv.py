@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.bench.real import (
+from agent.bench.real_fits import (
     KNN_COMBINERS,
     KNN_NAME,
     V6_COMBINERS,
