@@ -177,8 +177,8 @@ PRESETS: dict[str, PictureSettings] = {
     # whose random vision tower shows the picture more strongly, and a KL term holding the
     # answer's bias and the format.
     "grpo_cpu": PictureSettings(
-        initializer_range=0.1, grpo_lr=2e-3, grpo_beta=0.1, grpo_steps=60, stages=("grpo",),
-        controls=("swapped", "blank", "shuffled", "constant_reward"),
+        initializer_range=0.1, grpo_lr=2e-3, grpo_beta=0.1, grpo_steps=60, num_generations=8,
+        stages=("grpo",), controls=("swapped", "blank", "shuffled", "constant_reward"),
     ),
     # Item 2 on 2 CPU cores: a tool call, its plot and the answer need >= 600 tokens of room.
     "zoom_cpu": PictureSettings(
