@@ -72,7 +72,9 @@ def _model_view(png: bytes) -> np.ndarray:
     from PIL import Image
 
     with Image.open(io.BytesIO(png)) as image:
-        return np.asarray(image.convert("L").resize((140, 84), Image.BICUBIC), dtype=float)
+        return np.asarray(
+            image.convert("L").resize((140, 84), Image.Resampling.BICUBIC), dtype=float
+        )
 
 
 def test_it_hides_the_zoom_variant_feature_from_the_first_image():
