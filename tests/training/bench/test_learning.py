@@ -111,7 +111,7 @@ GRPO_PRESETS = sorted(name for name, preset in PRESETS.items() if "grpo" in pres
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["reduced", *GRPO_PRESETS])
 def test_it_gives_every_grpo_step_half_yes_half_no(tmp_path: Path, preset: str):
-    """TRL's own sampler, in dataset order, at each GRPO preset's own sizes (``grpo_cpu``: 8
+    """TRL's own sampler, in dataset order, at each GRPO preset's own sizes (``grpo_cpu``: 16
     prompts x 8 rollouts): each step's prompts (generation batch) are 50/50, so a model that
     answers one way whatever the picture earns exactly chance, and TRL takes the preset's
     batch (prompts x rollouts) as it is."""
@@ -126,7 +126,7 @@ def test_it_gives_every_grpo_step_half_yes_half_no(tmp_path: Path, preset: str):
     labels = run.trainer.train_dataset["ground_truth"]
     indices = list(iter(run.trainer._get_train_sampler()))
     step = settings.prompts_per_step * settings.num_generations
-    assert len(indices) >= 3 * step
+    assert len(indices) >= 2 * step
     for start in range(0, len(indices) - step + 1, step):
         answers = [labels[i] for i in indices[start : start + step]]
         assert answers.count("YES") == answers.count("NO"), (start, answers)
