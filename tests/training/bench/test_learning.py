@@ -72,7 +72,9 @@ def _model_view(png: bytes) -> np.ndarray:
     from PIL import Image
 
     with Image.open(io.BytesIO(png)) as image:
-        return np.asarray(image.convert("L").resize((140, 84), Image.BICUBIC), dtype=float)
+        return np.asarray(
+            image.convert("L").resize((140, 84), Image.Resampling.BICUBIC), dtype=float
+        )
 
 
 def test_it_hides_the_zoom_variant_feature_from_the_first_image():
@@ -103,18 +105,28 @@ def test_it_pays_the_constant_reward_control_what_an_untrained_model_earns():
     assert constant_reward([[], [], []]) == [-0.2, -0.2, -0.2]
 
 
+GRPO_PRESETS = sorted(name for name, preset in PRESETS.items() if "grpo" in preset.stages)
+
+
 @pytest.mark.slow
-def test_it_gives_every_grpo_step_half_yes_half_no(tmp_path: Path):
-    """TRL's own sampler, in dataset order: each step's prompts (generation batch) are 50/50,
-    so a model that answers one way whatever the picture earns exactly chance."""
-    settings = replace(PRESETS["cpu"], train_items=16, prompts_per_step=4, num_generations=2)
+@pytest.mark.parametrize("preset", ["reduced", *GRPO_PRESETS])
+def test_it_gives_every_grpo_step_half_yes_half_no(tmp_path: Path, preset: str):
+    """TRL's own sampler, in dataset order, at each GRPO preset's own sizes (``grpo_cpu``: 16
+    prompts x 8 rollouts): each step's prompts (generation batch) are 50/50, so a model that
+    answers one way whatever the picture earns exactly chance, and TRL takes the preset's
+    batch (prompts x rollouts) as it is."""
+    if preset == "reduced":
+        settings = replace(PRESETS["cpu"], train_items=16, prompts_per_step=4, num_generations=2)
+    else:
+        settings = replace(PRESETS[preset], device="cpu")
     model = build_picture_model(tmp_path / "tiny", settings)
-    train = picture_items(16, variant="visible", seed=0, split="train")
+    train = picture_items(settings.train_items, variant=settings.variant, seed=0, split="train")
     run = build_picture_grpo(model, tmp_path / "grpo", train, settings)
+    assert run.trainer.num_generations == settings.num_generations
     labels = run.trainer.train_dataset["ground_truth"]
     indices = list(iter(run.trainer._get_train_sampler()))
     step = settings.prompts_per_step * settings.num_generations
-    assert len(indices) >= 3 * step
+    assert len(indices) >= 2 * step
     for start in range(0, len(indices) - step + 1, step):
         answers = [labels[i] for i in indices[start : start + step]]
         assert answers.count("YES") == answers.count("NO"), (start, answers)
