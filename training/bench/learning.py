@@ -82,8 +82,7 @@ strongly; AdamW 1e-3, beta 0.1, 16 prompts x 8 rollouts, 70 steps) learns it on 
 the one-token answer's bias tipped to NO within 3 steps on seeds 1 and 2 (groups without reward
 variance 0.25, 0.75, 0.62, 1.00 over steps 1-4; NO is absorbing); groups of 8 kept both answers,
 but at 2e-3 three of six runs fell to NO after learning. Blank, shuffled and constant reward
-held at chance on seed 0 at this preset and on seed 1 at 8 x 8 (2e-3); not yet run at this
-preset on seeds 1 and 2 (guide).
+held at chance on seeds 0, 1 and 2 at this preset (P(true) 0.498-0.500; guide).
 """
 
 from __future__ import annotations
