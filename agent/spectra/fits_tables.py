@@ -93,7 +93,8 @@ def load_table(hdus: fits.HDUList, table: Any, source: str, limits: ReadLimits) 
 
     def values(name: str) -> np.ndarray:
         column = table.data[name]
-        return np.asarray(column[0] if one_row else column, dtype=np.float64).reshape(-1)
+        read = np.asarray(column[0] if one_row else column, dtype=np.float64).reshape(-1)
+        return _nulls_to_nan(read, table.header, table.columns.names.index(name) + 1)
 
     meta: dict[str, Any] = {
         "layout": "table, one row of arrays" if one_row else "table, one row per pixel",
@@ -127,6 +128,21 @@ def load_table(hdus: fits.HDUList, table: Any, source: str, limits: ReadLimits) 
         meta=meta,
         resolution=_resolution(table.header, primary, source),
     )
+
+
+def _nulls_to_nan(read: np.ndarray, header: fits.Header, number: int) -> np.ndarray:
+    """``read`` with the column's declared null value (TNULLn) as NaN. The FITS standard gives
+    TNULLn to integer columns only, so astropy ignores it on floating ones, but CALSPEC writes
+    TNULLn = 1.6e38 on its float columns and puts that value where STATERROR is unknown
+    (p177d_stis_001 below 5300 Å): read as an error it made every line there look
+    insignificant."""
+    null = header.get(f"TNULL{number}")
+    if isinstance(null, bool) or not isinstance(null, int | float):
+        return read
+    if not np.issubdtype(read.dtype, np.floating):
+        return read
+    # a float32 column holds the null rounded to single precision
+    return np.where(np.isclose(read, float(null), rtol=1e-6, atol=0.0), np.nan, read)
 
 
 def _unless_mostly_missing(

@@ -125,11 +125,14 @@ class SpectrumView:
         return float(min(np.count_nonzero(self.good[start:stop]) / expected, 1.0))
 
     def pixel_width(self, window: Window) -> float:
-        """The median pixel width (Å, rest frame) inside ``window`` (inf when it holds none)."""
+        """The median pixel width (Å, rest frame) over ``window`` and its two neighbouring
+        pixels, so a window narrower than one pixel still has the width of the pixel covering it
+        (inf only when the spectrum has fewer than two pixels)."""
         start, stop = np.searchsorted(self.wave, window)
-        if stop - start < 2:
+        around = self.wave[max(start - 1, 0) : stop + 1]
+        if around.size < 2:
             return math.inf
-        return float(np.median(np.diff(self.wave[start:stop])))
+        return float(np.median(np.diff(around)))
 
     def median_flux(self, window: Window) -> float | None:
         try:

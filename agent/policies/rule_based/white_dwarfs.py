@@ -305,6 +305,27 @@ def _cool_star_lines(
     return True
 
 
+# the windows of the lines whose absence makes a DC (Ca II K, H-delta to H-beta, Mg b): a hot
+# star's Balmer cores and a cool star's metal lines are ~5-15 Å wide, so pixels wider than a
+# third of 15 Å (Nyquist, as ``scope.MAX_PIXEL_SHARE``) cannot show them missing
+DC_LINE_WINDOWS = ((3920.0, 3950.0), (4090.0, 4115.0), (4850.0, 4875.0), (5165.0, 5190.0))
+DC_MAX_PIXEL = 5.0
+COVERED = 0.8  # as ``scope.coverage``
+
+
+def _unreadable_line_windows(view: SpectrumView) -> str:
+    """What keeps DC_LINE_WINDOWS from showing their lines ('' when all can)."""
+    problems = []
+    for low, high in DC_LINE_WINDOWS:
+        if view.covered_fraction((low, high)) < COVERED:
+            problems.append(f"{low:.0f}-{high:.0f} Å is not covered")
+            continue
+        pixel = view.pixel_width((low, high))
+        if pixel > DC_MAX_PIXEL:
+            problems.append(f"{low:.0f}-{high:.0f} Å has {pixel:.0f} Å pixels (> {DC_MAX_PIXEL:g})")
+    return "; ".join(problems)
+
+
 def _score_featureless(
     result: Assessment, view: SpectrumView, task: Task, colour: float | None
 ) -> None:
@@ -362,7 +383,15 @@ def _score_featureless(
         f"a featureless continuum (S/N {snr:.0f}; no Balmer, He, Ca II, Mg b or H-alpha line "
         f"beyond 4σ; strongest bump {strongest:.0f}%)"
     )
-    if hot_enough:
+    unreadable = _unreadable_line_windows(view)
+    if hot_enough and unreadable:
+        # an absent line is evidence only where the line could have been seen
+        result.add(
+            None,
+            text + f", but {unreadable}: the lines a normal star shows there cannot be "
+            "measured, so their absence is no evidence of a DC white dwarf",
+        )
+    elif hot_enough:
         result.add(None, text + ": a DC white dwarf", _ramp(snr, 6.0, 15.0, 1.0, 3.0))
     else:
         result.add(None, text + " but too red for most DC white dwarfs", -0.5)
