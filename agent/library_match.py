@@ -9,8 +9,9 @@ only**, so the validation part stays unseen:
    ``TIERS`` working resolutions: a constant FWHM in Å no finer than its own (a Gaussian of
    ``sqrt(tier^2 - own^2)`` is added), on a log-wavelength grid with three pixels per FWHM at
    7000 Å. An observed spectrum uses the finest tier at least as coarse as its own resolution
-   and twice its pixel; library spectra coarser than a tier are left out of it. A spectrum
-   coarser than the last tier is not compared at all ("resolution too coarse").
+   and twice its pixel over ``TIER_SHARE`` of its range; its pixels (and library spectra, or
+   their parts) coarser than a tier are left out of it. A spectrum coarser than the last tier
+   is not compared at all ("resolution too coarse").
 2. **Continuum divided out.** Each spectrum is divided by its upper envelope (the 90th
    percentile over ``ENVELOPE`` Å, smoothed, taken after a quartic trend in 1/λ is divided
    out and multiplied back), the same operator for both sides, so the lines
@@ -59,7 +60,13 @@ from agent.spectra import Spectrum
 
 C_KMS = 299_792.458
 GRID = (3650.0, 9300.0)  # Å, rest frame: the corpus' optical range
-TIERS = (4.0, 8.0, 24.0)  # working FWHM (Å): MILES/STELIB/SDSS/LAMOST, mid, Pickles
+# working FWHM (Å): MILES/STELIB/SDSS/LAMOST, mid, Pickles, and twice the coarsest for tables
+# sampled up to 24 Å (a tabulated spectrum's FWHM is at least two of its pixels: the 16 Å bins
+# of spectrophotometric standards are 32 Å)
+TIERS = (4.0, 8.0, 24.0, 48.0)
+# the share of a spectrum's range within GRID that must be fine enough for a tier: as
+# MIN_OVERLAP, the share of its pixels a comparison with a library spectrum needs
+TIER_SHARE = 0.7
 PIXELS_PER_FWHM_AT = (3.0, 7000.0)
 ENVELOPE = 250.0  # Å over which the upper envelope (continuum) is taken
 ENVELOPE_PERCENTILE = 90.0
@@ -71,7 +78,7 @@ MIN_GRID_PIXELS = 200  # fewer good working pixels: nothing to compare
 R_V = 3.1
 TREND_DEGREE = 4
 LIBRARY_SWITCH = "SPECVET_LIBRARY"  # "off": the rules answer alone
-LIBRARY_VERSION = 2  # bump when the preparation changes: the cached library is rebuilt
+LIBRARY_VERSION = 3  # bump when the preparation changes: the cached library is rebuilt
 # tasks the library can decide: those with library positives of at least 3 development objects
 DECIDABLE = ("O", "B", "A", "MG")
 # the neighbour vote (``decide``): the K_NEAREST nearest labelled library spectra, each weighted
@@ -150,17 +157,41 @@ def own_fwhm(spectrum: Spectrum, wave: np.ndarray) -> np.ndarray:
     return np.maximum(np.asarray(observed) / (1.0 + z), 2.0 * pixel)
 
 
+def pixel_fwhm(spectrum: Spectrum) -> np.ndarray:
+    """The FWHM (Å, rest frame) at each of the spectrum's own pixels: its resolution, never
+    finer than two of its pixels, a pixel's width being the nearer of its neighbours (a gap in
+    the data is not a pixel: the pixels on its edges keep their own width)."""
+    rest = np.asarray(spectrum.rest_wavelength, dtype=np.float64)
+    if rest.size < 2:
+        return np.full(rest.shape, math.inf)
+    steps = np.abs(np.diff(rest))
+    pixel = np.minimum(np.concatenate([steps[:1], steps]), np.concatenate([steps, steps[-1:]]))
+    if spectrum.resolution is None:
+        return 2.0 * pixel
+    z = float(spectrum.redshift) if math.isfinite(spectrum.redshift) else 0.0
+    probes = rest[:: max(rest.size // 64, 1)]
+    observed = np.array([spectrum.resolution.fwhm_at(float(w) * (1.0 + z)) for w in probes])
+    return np.maximum(np.interp(rest, probes, observed / (1.0 + z)), 2.0 * pixel)
+
+
+def fine_enough(spectrum: Spectrum, tier: float) -> np.ndarray:
+    """Whether each pixel's own FWHM is no coarser than ``tier``."""
+    return pixel_fwhm(spectrum) <= tier * 1.02
+
+
 def choose_tier(spectrum: Spectrum) -> float | None:
     """The finest tier at least as coarse as the spectrum's resolution (and two pixels) over
-    its coverage within GRID; None when it is coarser than every tier."""
+    at least TIER_SHARE of its range within GRID (its coarser parts, such as a CALSPEC model
+    or NICMOS extension beyond 8000 Å, are left out at that tier, ``prepare``); None when that
+    holds for no tier."""
     rest = np.asarray(spectrum.rest_wavelength, dtype=np.float64)
-    inside = rest[(rest >= GRID[0]) & (rest <= GRID[1])]
-    if inside.size < 10:
+    inside = (rest >= GRID[0]) & (rest <= GRID[1])
+    if np.count_nonzero(inside) < 10:
         return None
-    probe = np.linspace(float(inside[0]), float(inside[-1]), 12)
-    worst = float(np.max(own_fwhm(spectrum, probe)))
+    fwhm = pixel_fwhm(spectrum)[inside]
+    span = np.abs(np.gradient(rest))[inside]  # the share is of the wavelength range, not pixels
     for tier in TIERS:
-        if worst <= tier * 1.02:
+        if np.sum(span[fwhm <= tier * 1.02]) >= TIER_SHARE * np.sum(span):
             return tier
     return None
 
@@ -189,6 +220,7 @@ def prepare(spectrum: Spectrum, tier: float, *, trim: float = EDGE_TRIM) -> Prep
     if ivar is not None:
         good &= np.isfinite(ivar) & (ivar > 0)
     good &= (rest >= GRID[0] - 3 * tier) & (rest <= GRID[1] + 3 * tier)
+    good &= fine_enough(spectrum, tier)  # parts coarser than the tier are not compared
     if np.count_nonzero(good) < 20:
         return None
     w, f = rest[good], flux[good]

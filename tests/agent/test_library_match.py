@@ -11,11 +11,13 @@ import pytest
 
 from agent.library_match import (
     C_KMS,
+    TIERS,
     LibraryMatcher,
     Prepared,
     ccm89,
     choose_tier,
     decide,
+    grid,
     library_tier,
     prepare,
     redden,
@@ -133,9 +135,31 @@ def test_it_leaves_the_named_object_out_of_its_own_library() -> None:
 
 
 def test_it_does_not_compare_a_spectrum_coarser_than_every_working_resolution() -> None:
-    coarse = star("hot", fwhm=40.0, step=10.0)
+    coarse = star("hot", fwhm=100.0, step=50.0)  # the 50 Å tables of KPNO and Hamuy
     assert choose_tier(coarse) is None
     assert matcher().match(coarse) is None
+
+
+def test_it_compares_a_table_of_16_angstrom_bins_at_the_coarsest_tier() -> None:
+    """The Hamuy standards (16 Å bins, so 32 Å FWHM at least) were coarser than every tier and
+    never compared ("no comparison with real spectra" on every B, A, O and MG answer)."""
+    assert choose_tier(star("hot", fwhm=16.0, step=16.0)) == TIERS[-1] == 48.0
+
+
+def test_it_leaves_out_a_coarse_red_extension_instead_of_the_whole_spectrum() -> None:
+    """CALSPEC p177d_001 is STIS at 1.5-3 Å FWHM to 8250 Å and a 20 Å model beyond: one coarse
+    probe made it coarser than every tier, so it was never compared."""
+    fine = star("cool", fwhm=2.5, step=0.9)
+    wave = np.asarray(fine.wavelength)
+    keep = (wave < 8250.0) | (np.arange(wave.size) % 22 == 0)  # ~20 Å pixels beyond 8250 Å
+    resolution = Resolution((3600.0, 8250.0, 8251.0, 9350.0), (2.5, 2.5, 40.0, 40.0), "user")
+    mixed = Spectrum(wavelength=wave[keep], flux=np.asarray(fine.flux)[keep], resolution=resolution)
+    assert choose_tier(mixed) == 4.0
+    prepared = prepare(mixed, 4.0)
+    assert prepared is not None
+    working = grid(4.0)
+    assert not prepared.good[working > 8300.0].any()
+    assert prepared.good[(working > 4000.0) & (working < 8000.0)].mean() > 0.9
 
 
 def test_it_compares_at_the_finest_tier_as_coarse_as_the_spectrum() -> None:

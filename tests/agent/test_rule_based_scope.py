@@ -166,3 +166,36 @@ def test_it_does_not_decide_a_cv_from_h_alpha_alone() -> None:
     assert "coverage" in kinds
     assert decision["confidence"] < 0.9
     assert "H-beta" in answer and "not covered" in answer
+
+
+def test_it_gives_the_real_pixel_width_of_a_window_narrower_than_one_pixel() -> None:
+    """On 50 Å pixels (the KPNO and Hamuy tables) the 35 Å Ca II K window holds one pixel: the
+    note said "pixel inf Å" where the pixel is 50 Å wide."""
+    a_star = spectrum({**BALMER_DWARF, 3934.8: (1.0, 3.0)})
+    decision, _ = decide(rebinned(a_star, 50), "A")
+    texts = " ".join(note["text"] for note in decision["evidence"]["scope"])
+    assert "Ca II K sampled too coarsely (pixel 50.0 Å" in texts
+    assert "inf" not in texts
+    assert decision["confidence"] < 0.9
+
+
+def test_it_reads_tio_troughs_on_16_angstrom_pixels_but_not_on_50() -> None:
+    """An M star's TiO depression runs ~75 Å redward of the head: 16 Å pixels (Hamuy) see it,
+    so the MG answer is not pulled for 'sampled too coarsely'; 50 Å pixels do not."""
+    m_giant = spectrum({7080.0: (30.0, 60.0), 6185.0: (20.0, 50.0), 8542.1: (3.0, 4.0)}, slope=3.0)
+    coarse, _ = decide(rebinned(m_giant, 16), "MG")
+    assert not any("TiO" in s for s in subjects(coarse))
+    coarser, _ = decide(rebinned(m_giant, 50), "MG")
+    texts = " ".join(note["text"] for note in coarser["evidence"]["scope"])
+    assert "TiO 7056 sampled too coarsely (pixel 50.0 Å" in texts
+
+
+def test_it_takes_no_featureless_continuum_on_50_angstrom_pixels_for_a_white_dwarf() -> None:
+    """O stars in the KPNO 50 Å tables were answered WD YES at 0.74 from 'no line beyond 4σ':
+    lines a few Å wide cannot show on 50 Å pixels, so their absence is no evidence."""
+    hot = spectrum({4862.7: (2.5, 8.0), 4341.7: (2.5, 8.0), 4102.9: (2.5, 8.0)}, snr=60.0)
+    decision, _ = decide(rebinned(hot, 50), "WD")
+    assert decision["prediction"] == "NO"
+    featureless = [f for f in decision["evidence"]["findings"] if "featureless" in f["text"]]
+    assert featureless and featureless[0]["weight"] == 0.0
+    assert "no evidence of a DC white dwarf" in featureless[0]["text"]

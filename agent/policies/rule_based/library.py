@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.library_match import DECIDABLE, TaskEvidence
+from agent.library_match import DECIDABLE, TIERS, TaskEvidence
 from agent.policies.rule_based.findings import Assessment
 from agent.policies.rule_based.scope import COVERAGE, MAX_PULL, ScopeNote
 
@@ -139,7 +139,8 @@ def combine(
                 LIBRARY,
                 "no comparison with real spectra",
                 "the spectrum is coarser than the library's coarsest working resolution "
-                "(24 Å FWHM) or covers too little of 3650-9300 Å to compare with real spectra "
+                f"({TIERS[-1]:g} Å FWHM) or covers too little of 3650-9300 Å to compare with "
+                "real spectra "
                 f"of known type, which this {name} decision needs",
             )
         )

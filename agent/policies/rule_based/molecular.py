@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from agent.inspection_tasks import Task
-from agent.measure import Measurement
+from agent.measure import MIN_WINDOW_PIXELS, Measurement
 from agent.policies.rule_based.findings import (
     Assessment,
     _absorbs,
@@ -270,6 +270,21 @@ def score_ss(view: SpectrumView, task: Task) -> Assessment:
 # --- MG: M giants -----------------------------------------------------------------------------
 
 
+# the side windows a TiO head is read with: 25 Å, widened on coarse pixels to hold
+# MIN_WINDOW_PIXELS pixels, up to the ~75 Å over which the band's depression runs before the
+# next head (Reid, Hawley & Gizis 1995, AJ 110, 1838: TiO5 compares 7042-7046 with 7126-7135 Å)
+TIO_SIDE = 25.0
+TIO_MAX_SIDE = 75.0
+
+
+def _tio_trough(view: SpectrumView, name: str, head: float) -> Measurement | None:
+    """A red-degraded TiO head's depth, on side windows wide enough for the pixels (a 16 Å
+    pixel spectrum is read over 48 Å either side); None when even TIO_MAX_SIDE is too few."""
+    pixel = view.pixel_width((head - TIO_MAX_SIDE, head + TIO_MAX_SIDE))
+    width = min(max(TIO_SIDE, MIN_WINDOW_PIXELS * pixel), TIO_MAX_SIDE)
+    return view.band(name, head, shading="red", width=width)
+
+
 def score_mg(view: SpectrumView, task: Task) -> Assessment:
     """Strong TiO with giant gravity: weak CaH and Na I 8183/8195, strong Ca II triplet;
     against M dwarfs, K giants (weak TiO), S stars (ZrO) and carbon stars (C2). Gravity only
@@ -278,11 +293,11 @@ def score_mg(view: SpectrumView, task: Task) -> Assessment:
     colour = view.colour()
     result.add(None, _fmt_colour(colour))
     # TiO 7056 (the TiO5 region) is the clean head; 6161 sits on Ca I 6162 in K stars
-    tio = view.band("TiO 7056", 7055.9, shading="red") or view.band(
-        "TiO 6161", 6160.7, shading="red"
-    )
+    tio = _tio_trough(view, "TiO 7056", 7055.9) or _tio_trough(view, "TiO 6161", 6160.7)
     if tio is None or tio.depth is None:
-        result.add(None, "the TiO heads at 6161 and 7056 Å are not covered", -2.0)
+        result.add(
+            None, "the TiO heads at 6161 and 7056 Å are not covered (or cannot be measured)", -2.0
+        )
         return result
     depth, trust = tio.depth, _trust(_sig(tio))
     kind = "an M-type TiO band" if depth >= 0.08 else "too weak for an M star"

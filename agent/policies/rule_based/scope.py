@@ -42,10 +42,9 @@ DECISIVE: dict[str, tuple[tuple[str, tuple[float, float], float], ...]] = {
         ("C2 Swan 4737", (4690.0, 4770.0), 15.0),
     ),
     "SS": (("ZrO 6476", (6420.0, 6500.0), 15.0), ("ZrO 6347", (6300.0, 6370.0), 15.0)),
-    # TiO bands are read as the step between 25 Å either side of the head (``view.band``), and
     # an M star's TiO depression runs ~75 Å redward of the head before the next head (Reid,
-    # Hawley & Gizis 1995, AJ 110, 1838: TiO5 compares 7042-7046 with 7126-7135 Å); pixels
-    # up to 25 Å still put one in each side window
+    # Hawley & Gizis 1995, AJ 110, 1838: TiO5 compares 7042-7046 with 7126-7135 Å); the MG
+    # rules widen their side windows up to that (``molecular._tio_trough``)
     "MG": (("TiO 7056", (7000.0, 7100.0), 75.0), ("TiO 6161", (6110.0, 6200.0), 75.0)),
     # a white dwarf's Balmer lines are 50-150 Å wide
     "WD": (("H-beta", (4780.0, 4945.0), 60.0), ("H-gamma", (4280.0, 4400.0), 60.0)),
