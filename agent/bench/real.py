@@ -67,7 +67,7 @@ from agent.policies.rule_based.inspector import pulled
 from agent.policies.rule_based.library import (
     LIBRARY_CALIBRATION_PATH,
 )
-from agent.policies.rule_based.scope import DEFAULT_PULL, MAX_PULL, ScopeNote
+from agent.policies.rule_based.scope import DEFAULT_PULL, PULL_GRID, ScopeNote
 from agent.policies.rule_based.view import MODEL_NAME
 from agent.real_corpus import MANIFEST_PATH, TASKS, load_corpus, load_manifest, object_key
 from agent.real_evaluation import (
@@ -236,7 +236,7 @@ def _fit_pull(rows: Sequence[Scored], calibrator: Calibrator) -> dict[str, Any]:
     flagged = [s for s in rows if s.scope]
     if not flagged:
         return {"scope_pull": DEFAULT_PULL, "scope_n": 0}
-    grid = [round(0.05 * step, 2) for step in range(int(MAX_PULL / 0.05) + 1)]
+    grid = PULL_GRID
 
     def log_loss(pull: float) -> float:
         total = 0.0

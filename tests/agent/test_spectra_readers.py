@@ -293,6 +293,29 @@ def test_it_still_masks_the_few_pixels_a_table_gives_no_error_for(tmp_path: Path
     assert "uncertainty_left_out" not in spectrum.meta
 
 
+def test_it_reads_calspecs_declared_null_value_in_a_float_column_as_missing(
+    tmp_path: Path,
+) -> None:
+    """CALSPEC writes TNULLn = 1.6e38 on its float columns and that value where STATERROR is
+    unknown (p177d_stis_001 below 5300 Å); astropy ignores TNULLn on floats, so it was read as
+    an error of 1.6e38, every line there looked insignificant and a G0V star passed for a
+    featureless white dwarf."""
+    sigma = np.where(PIXEL < 100, np.float32(1.6e38), 0.5)
+    table = fits.BinTableHDU.from_columns(
+        [
+            fits.Column(name="WAVELENGTH", format="D", array=3000.0 + 5.0 * PIXEL),
+            fits.Column(name="FLUX", format="E", array=FLUX),
+            fits.Column(name="STATERROR", format="E", array=sigma),
+        ]
+    )
+    table.header["TNULL3"] = 1.6e38
+    fits.HDUList([fits.PrimaryHDU(), table]).writeto(tmp_path / "calspec_null.fits")
+    spectrum = load_one(tmp_path / "calspec_null.fits")
+    assert spectrum.ivar is None  # half the errors unknown: the column is not used
+    assert "100 of 200 pixels" in spectrum.meta["uncertainty_left_out"]
+    np.testing.assert_allclose(spectrum.flux, FLUX.astype(np.float32))
+
+
 def eso_phase3(path: Path, **extra_columns: np.ndarray) -> Path:
     wave_nm = 300.0 + 0.5 * PIXEL
     arrays = {"WAVE": wave_nm, "FLUX": FLUX, "ERR": SIGMA, "QUAL": np.zeros(N), **extra_columns}

@@ -41,7 +41,7 @@ import numpy as np
 
 from agent.library_match import DECIDABLE, TIERS, TaskEvidence
 from agent.policies.rule_based.findings import Assessment
-from agent.policies.rule_based.scope import COVERAGE, MAX_PULL, ScopeNote
+from agent.policies.rule_based.scope import COVERAGE, MAX_PULL, PULL_GRID, ScopeNote
 
 LIBRARY_CALIBRATION_PATH = Path(__file__).resolve().parents[2] / "data" / "library_calibration.json"
 LIBRARY = "library"
@@ -309,7 +309,7 @@ def fit_pull(probabilities: Sequence[float], labels: Sequence[bool]) -> float:
     MAX_PULL (DEFAULT_COMBINED_PULL without any)."""
     if not probabilities:
         return DEFAULT_COMBINED_PULL
-    grid = [round(0.05 * step, 2) for step in range(int(MAX_PULL / 0.05) + 1)]
+    grid = PULL_GRID
 
     def loss(pull: float) -> float:
         total = 0.0

@@ -305,24 +305,34 @@ def _cool_star_lines(
     return True
 
 
-# the windows of the lines whose absence makes a DC (Ca II K, H-delta to H-beta, Mg b): a hot
-# star's Balmer cores and a cool star's metal lines are ~5-15 Å wide, so pixels wider than a
-# third of 15 Å (Nyquist, as ``scope.MAX_PIXEL_SHARE``) cannot show them missing
-DC_LINE_WINDOWS = ((3920.0, 3950.0), (4090.0, 4115.0), (4850.0, 4875.0), (5165.0, 5190.0))
+# the lines whose absence makes a DC: a hot star's Balmer lines (H-delta, H-beta) and a cool
+# star's metal lines (Ca II K, Mg b), ~5-15 Å wide, so pixels wider than a third of 15 Å
+# (Nyquist, as ``scope.MAX_PIXEL_SHARE``) cannot show them missing; at least one window of each
+# kind must be readable
+DC_LINE_WINDOWS = {
+    "Balmer": ((4090.0, 4115.0), (4850.0, 4875.0)),
+    "metal": ((3920.0, 3950.0), (5165.0, 5190.0)),
+}
 DC_MAX_PIXEL = 5.0
 COVERED = 0.8  # as ``scope.coverage``
 
 
 def _unreadable_line_windows(view: SpectrumView) -> str:
-    """What keeps DC_LINE_WINDOWS from showing their lines ('' when all can)."""
+    """Which kind of DC_LINE_WINDOWS cannot show its lines, and why ('' when each kind has a
+    readable window)."""
     problems = []
-    for low, high in DC_LINE_WINDOWS:
-        if view.covered_fraction((low, high)) < COVERED:
-            problems.append(f"{low:.0f}-{high:.0f} Å is not covered")
-            continue
-        pixel = view.pixel_width((low, high))
-        if pixel > DC_MAX_PIXEL:
-            problems.append(f"{low:.0f}-{high:.0f} Å has {pixel:.0f} Å pixels (> {DC_MAX_PIXEL:g})")
+    for kind, windows in DC_LINE_WINDOWS.items():
+        reasons = []
+        for low, high in windows:
+            if view.covered_fraction((low, high)) < COVERED:
+                reasons.append(f"{low:.0f}-{high:.0f} Å not covered")
+                continue
+            pixel = view.pixel_width((low, high))
+            if pixel <= DC_MAX_PIXEL:
+                break
+            reasons.append(f"{low:.0f}-{high:.0f} Å on {pixel:.0f} Å pixels (> {DC_MAX_PIXEL:g})")
+        else:
+            problems.append(f"no {kind}-line window is readable (" + "; ".join(reasons) + ")")
     return "; ".join(problems)
 
 
