@@ -199,3 +199,14 @@ def test_it_takes_no_featureless_continuum_on_50_angstrom_pixels_for_a_white_dwa
     featureless = [f for f in decision["evidence"]["findings"] if "featureless" in f["text"]]
     assert featureless and featureless[0]["weight"] == 0.0
     assert "no evidence of a DC white dwarf" in featureless[0]["text"]
+
+
+def test_it_keeps_the_largest_pull_a_fit_can_choose_below_confidence_0_9() -> None:
+    """Every development fit sat at the limit, so the limit is a choice with a bound: a noted
+    answer at P(YES) 1 must stay below 0.9, and the fits must be able to reach the limit."""
+    from agent.policies.rule_based.inspector import pulled
+    from agent.policies.rule_based.scope import MAX_PULL, PULL_GRID
+
+    assert pulled(1.0, MAX_PULL) < 0.9
+    assert pulled(1.0, 0.95) < 0.9  # a stored pull above the limit is clipped
+    assert max(PULL_GRID) == MAX_PULL and min(PULL_GRID) == 0.0
