@@ -219,8 +219,13 @@ COMBINER_FORMS = {
     "mk": "logit P_rules, logit vote_MK, clip(chi2_MK, -5, 5), 1 with vote_MK the vote of the "
     "5 nearest library spectra over 3800-4600 Å and chi2_MK the best other MK letter's D^2 "
     "minus the task letter's best D^2 there",
+    # rule-based/v7: the spectral type estimated by regression over 3800-5000 Å
+    # (``agent.type_regression``), its Gaussian posterior integrated over the task's range
+    "type": "logit P_rules, logit P_type, 1 with P_type = P(t in the task's range) under "
+    "N(t_hat, sigma(t_hat)) of the type regression",
 }
 MK_FORM = "mk"
+TYPE_FORM = "type"
 MK_CHI2_CLIP = 5.0  # D^2 differences beyond this (per pixel) add nothing on the development part
 
 
@@ -231,7 +236,10 @@ def uses_mk_region(fits: Mapping[str, Mapping[str, Any]], task: str) -> bool:
 
 
 def evidence_vote(evidence: TaskEvidence, form: str) -> float:
-    """The neighbour vote a combiner form reads: over the MK region for "mk", else the whole."""
+    """The neighbour vote a combiner form reads: over the MK region for "mk", the type
+    regression's P(task) for "type", else the vote over the whole range."""
+    if form == TYPE_FORM:
+        return evidence.type_probability
     return evidence.mk_vote if form == MK_FORM else evidence.vote
 
 
@@ -243,6 +251,9 @@ def combiner_features(
     vote = _logit(min(max(evidence.vote, VOTE_CLIP), 1.0 - VOTE_CLIP))
     if form == "pool":
         return [rules, vote, 1.0]
+    if form == TYPE_FORM:
+        typed = min(max(evidence.type_probability, VOTE_CLIP), 1.0 - VOTE_CLIP)
+        return [rules, _logit(typed), 1.0]
     if form == MK_FORM:
         mk_vote = _logit(min(max(evidence.mk_vote, VOTE_CLIP), 1.0 - VOTE_CLIP))
         chi2 = min(max(evidence.mk_chi2, -MK_CHI2_CLIP), MK_CHI2_CLIP)
