@@ -463,6 +463,21 @@ def run(
     )
 
 
+def v7_fits(matcher: LibraryMatcher, rules_cache: Path | None = None) -> dict[str, dict[str, Any]]:
+    """rule-based/v7's library fits (v4's with the type combiner of A and B), fitted on the
+    development part as the bench fits them, for a caller that measures v7 elsewhere (the
+    outside set: ``python -m agent.bench.outside --variant v7``)."""
+    development = score_spectra(
+        real_items("development"), library=matcher, leave_out=True, rules_cache=rules_cache
+    )
+    fits = fit_calibration(development)
+    calibration = _platts(fits)
+    pulls = {task: float(fit["scope_pull"]) for task, fit in fits.items()}
+    base = fit_library(development, calibration, pulls)
+    typed = TypeFits(matcher.tiers).typed_answers(development, own_fold=True)
+    return fit_knn_library(typed, calibration, pulls, base, V7_COMBINERS)
+
+
 def baseline_document(result: Run, *, code_commit: str, measured_on: str, note: str) -> dict:
     """The JSON a baseline is stored as (``agent.real_evaluation.load_baseline`` reads it)."""
     manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))

@@ -36,6 +36,7 @@ def variant_fits(
     scored: Sequence[Scored],
     calibration: Mapping[str, Calibrator],
     pulls: Mapping[str, float],
+    v7_combiners: Mapping[str, tuple[str, float]] = V7_COMBINERS,
 ) -> dict[str, dict[str, Any]]:
     """The library fits of one combination (``CV_VARIANTS``) fitted on ``scored`` alone."""
     base = fit_library(scored, calibration, pulls)
@@ -44,7 +45,7 @@ def variant_fits(
     if variant == "v6":
         return fit_knn_library(scored, calibration, pulls, base, V6_COMBINERS)
     if variant == "v7":
-        return fit_knn_library(scored, calibration, pulls, base, V7_COMBINERS)
+        return fit_knn_library(scored, calibration, pulls, base, v7_combiners)
     return base
 
 
@@ -64,6 +65,7 @@ def cross_validated(
     folds: int = 5,
     *,
     types: TypeFits | None = None,
+    v7_combiners: Mapping[str, tuple[str, float]] = V7_COMBINERS,
 ) -> dict[str, PartReport]:
     """The development figures of the tasks the library decides, each answer given by the
     library fits of ``variant`` (the platt scaling, the pool or combiner, the pull, the
@@ -80,7 +82,7 @@ def cross_validated(
         if variant == "v7" and types is not None:
             training = types.typed_answers(training, frozenset({k}), own_fold=True)
             testing = types.typed_answers(testing, frozenset({k}), own_fold=False)
-        fitted = variant_fits(variant, training, calibration, pulls)
+        fitted = variant_fits(variant, training, calibration, pulls, v7_combiners)
         for s in testing:
             if s.task in answered:
                 p = probability_yes(s, calibration, pulls, fitted, "combined")

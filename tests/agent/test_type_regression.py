@@ -191,3 +191,23 @@ def test_it_answers_a_at_chance_when_trained_on_shuffled_types(library_tier8: Tr
     )  # fmt: skip
     estimates = _cross_validated(shuffled)
     assert abs(_a_balanced_accuracy(estimates, data.types) - 0.5) < 0.1
+
+
+def test_it_combines_the_rules_with_the_type_posterior_where_the_fit_says_so() -> None:
+    from agent.library_match import TaskEvidence
+    from agent.policies.rule_based.library import combine, uses_type_regression
+
+    fits = {"A": {"combiner": {"form": "type", "l2": 1.0, "weights": [1.0, 1.0, 0.0]}}}
+    assert uses_type_regression(fits, "a") and not uses_type_regression(fits, "B")
+
+    def answer(type_probability: float) -> float:
+        evidence = TaskEvidence("A", 0.0, None, None, 1.0, type_probability=type_probability)
+        return combine(
+            "A", 0.5, (), evidence, library_present=True, fits=fits, rules_pull=1.0
+        ).probability
+
+    # logit P = logit P_rules + logit P_type: undecided rules follow the type posterior
+    assert answer(0.9) == pytest.approx(0.9)
+    assert answer(0.2) == pytest.approx(0.2)
+    # nothing typed (the window not covered): v4's answer, the rules' probability here
+    assert answer(math.nan) == pytest.approx(0.5)

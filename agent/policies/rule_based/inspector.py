@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from agent.policies.rule_based.library import (
     default_library_fits,
     missing_evidence,
     uses_mk_region,
+    uses_type_regression,
 )
 from agent.policies.rule_based.scope import (
     COVERAGE,
@@ -53,6 +55,7 @@ from agent.policies.rule_based.view import (
     _logistic,
 )
 from agent.spectra import Spectrum
+from agent.type_regression import TypeEstimator, observed_features
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class RuleBasedInspector:
         name: str = POLICY_KIND,
         calibration: dict[str, Calibrator] | str | None = "default",
         library: LibraryMatcher | str | None = "default",
+        type_estimator: TypeEstimator | None = None,
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
@@ -161,6 +165,9 @@ class RuleBasedInspector:
         # the data-driven part: real library spectra of known type (None: the rules alone)
         self._library = library
         self.library_fits = default_library_fits() if isinstance(calibration, str) else {}
+        # rule-based/v7's spectral-type regression (``agent.type_regression``): read where a
+        # task's fitted combination has the "type" form (None: such a task answers as v4)
+        self.type_estimator = type_estimator
 
     @property
     def library(self) -> LibraryMatcher | None:
@@ -226,6 +233,13 @@ class RuleBasedInspector:
         if library is not None and isinstance(match, str):
             match = library.match(spectrum, mk_region=uses_mk_region(self.library_fits, code))
         evidence = decide(match, code) if isinstance(match, Match) else None
+        if (
+            evidence is not None
+            and self.type_estimator is not None
+            and uses_type_regression(self.library_fits, code)
+        ):
+            typed = self.type_estimator.probability(code, observed_features(match))
+            evidence = dataclasses.replace(evidence, type_probability=typed)
         combined = combine(
             code,
             calibrated,
