@@ -288,6 +288,20 @@ def fit_estimator(
     return TypeEstimator(models)
 
 
+_DEFAULT: list[tuple[Mapping[float, LibraryTier], TypeEstimator]] = []
+
+
+def default_type_estimator(tiers: Mapping[float, LibraryTier]) -> TypeEstimator:
+    """The regression fitted on the whole development library (``tiers``: the default
+    matcher's), once per library (a few seconds of CPU)."""
+    for known, estimator in _DEFAULT:
+        if known is tiers:
+            return estimator
+    estimator = fit_estimator(tiers)
+    _DEFAULT.append((tiers, estimator))
+    return estimator
+
+
 def estimates_of(
     estimator: TypeEstimator, features: Sequence[TypeFeatures | None]
 ) -> list[tuple[float, float]]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from agent.inspection_tasks import get_task
 from agent.outside_set import OutsideEntry, OutsideSetUnavailable, load_outside_set
 from agent.policies.rule_based import MODEL_NAME, RuleBasedInspector
+from agent.policies.rule_based.library import uses_mk_region
 from agent.policies.rule_based.view import SpectrumView
 from agent.real_corpus import load_manifest as load_corpus_manifest
 from agent.real_corpus import object_key
@@ -62,10 +63,13 @@ def answers(
 ) -> list[Answer]:
     out = []
     library = inspector.library
+    mk_region = any(uses_mk_region(inspector.library_fits, task) for task in tasks)
     for entry, spectrum in pairs:
         shared = [key for key in entry.star.object_keys if key in in_corpus]
         match = (
-            library.match(spectrum, exclude_object=shared[0] if shared else None)
+            library.match(
+                spectrum, exclude_object=shared[0] if shared else None, mk_region=mk_region
+            )
             if library is not None
             else None
         )

@@ -55,7 +55,7 @@ from agent.policies.rule_based.view import (
     _logistic,
 )
 from agent.spectra import Spectrum
-from agent.type_regression import TypeEstimator, observed_features
+from agent.type_regression import TypeEstimator, default_type_estimator, observed_features
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class RuleBasedInspector:
         name: str = POLICY_KIND,
         calibration: dict[str, Calibrator] | str | None = "default",
         library: LibraryMatcher | str | None = "default",
-        type_estimator: TypeEstimator | None = None,
+        type_estimator: TypeEstimator | str | None = "default",
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
@@ -166,8 +166,9 @@ class RuleBasedInspector:
         self._library = library
         self.library_fits = default_library_fits() if isinstance(calibration, str) else {}
         # rule-based/v7's spectral-type regression (``agent.type_regression``): read where a
-        # task's fitted combination has the "type" form (None: such a task answers as v4)
-        self.type_estimator = type_estimator
+        # task's fitted combination has the "type" form ("default": fitted on the development
+        # library on first use; None: such a task answers with v4's pool)
+        self._type_estimator = type_estimator
 
     @property
     def library(self) -> LibraryMatcher | None:
@@ -175,6 +176,19 @@ class RuleBasedInspector:
         if isinstance(self._library, str):
             self._library = default_matcher()
         return self._library
+
+    @property
+    def type_estimator(self) -> TypeEstimator | None:
+        if isinstance(self._type_estimator, str):
+            library = self.library
+            self._type_estimator = (
+                None if library is None else default_type_estimator(library.tiers)
+            )
+        return self._type_estimator
+
+    @type_estimator.setter
+    def type_estimator(self, estimator: TypeEstimator | None) -> None:
+        self._type_estimator = estimator
 
     concurrent_safe = True
 
@@ -233,12 +247,13 @@ class RuleBasedInspector:
         if library is not None and isinstance(match, str):
             match = library.match(spectrum, mk_region=uses_mk_region(self.library_fits, code))
         evidence = decide(match, code) if isinstance(match, Match) else None
-        if (
-            evidence is not None
-            and self.type_estimator is not None
-            and uses_type_regression(self.library_fits, code)
-        ):
-            typed = self.type_estimator.probability(code, observed_features(match))
+        estimator = (
+            self.type_estimator
+            if evidence is not None and uses_type_regression(self.library_fits, code)
+            else None
+        )
+        if evidence is not None and isinstance(match, Match) and estimator is not None:
+            typed = estimator.probability(code, observed_features(match))
             evidence = dataclasses.replace(evidence, type_probability=typed)
         combined = combine(
             code,
