@@ -3,6 +3,7 @@ part of the corpus uses (``agent.outside_set``), read as a new user would read t
 
     make outside-data                 # python -m agent.outside_set fetch
     python -m agent.bench.outside [--tasks O,B,A,MG,WD]
+    python -m agent.bench.outside --variant v7   # rule-based/v7, fitted on the development part
 
 Per task: the labelled answers, positives (spectra and stars), balanced accuracy, expected
 calibration error (10 bins), the answers with a scope note (a reason the inspector cannot be

@@ -7,9 +7,10 @@
 The table shows the stored baseline (``agent/data/real_baseline.json``: the figures of an
 earlier inspector version, with its commit) beside the current figures, then lists every answer
 wrong at confidence >= 0.9 per part, so what is left can be named. Tables follow for the rules
-alone, the library alone, the inspector (v4), and two combinations measured beside it
-(rule-based/v5-knn, rule-based/v6), then the development part cross-validated by object for v4,
-v5-knn and v6 (``agent.bench.real_cv``) and the CPU per spectrum.
+alone, the library alone, the inspector (v4), and three combinations measured beside it
+(rule-based/v5-knn, rule-based/v6, rule-based/v7: the spectral-type regression of
+``agent.type_regression``), then the development part cross-validated by object for v4,
+v5-knn, v6 and v7 (``agent.bench.real_cv``) and the CPU per spectrum.
 
 Per task and part: n, positives, accuracy, balanced accuracy, positive-class F1, expected
 calibration error (10 bins) and the wrong answers given with confidence >= 0.9; then the triage

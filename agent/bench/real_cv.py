@@ -1,6 +1,7 @@
 """The development part cross-validated by object for the combinations of the rules with the
-library (``python -m agent.bench.real`` prints it): v4's pool, v5-knn's neighbour combiner and
-v6's template fit over the MK region, each with every library fit refitted on the other folds.
+library (``python -m agent.bench.real`` prints it): v4's pool, v5-knn's neighbour combiner,
+v6's template fit over the MK region and v7's type regression, each with every library fit (the
+type regression included) refitted on the other folds.
 The development rows of the bench's tables are in-sample; these are what a form is chosen by
 (never the validation part)."""
 

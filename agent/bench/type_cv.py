@@ -23,7 +23,7 @@ from agent.bench.real_cv import cross_validated
 from agent.bench.real_fits import TypeFits
 from agent.library_match import default_matcher, type_number
 from agent.real_corpus import load_manifest
-from agent.type_regression import Hyper
+from agent.type_regression import DEFAULT_HYPER, Hyper
 
 HYPERS = (
     Hyper(8, 1.0, 0.03),
@@ -53,6 +53,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     calibration = _platts(fits)
     pulls = {task: float(fit["scope_pull"]) for task, fit in fits.items()}
     types_of = {entry.id: type_number(entry.subclass) for entry in load_manifest()}
+    # the regression alone, out of fold, and the control that must fail: types shuffled among
+    # the training spectra
+    for label, seed in (("types as labelled", None), ("types shuffled (control)", 11)):
+        control = TypeFits(matcher.tiers, DEFAULT_HYPER, shuffle_seed=seed)
+        typed = control.typed_answers(development, own_fold=True)
+        cells = []
+        for task in ("O", "B", "A"):
+            rows = [
+                (s.label == "YES", s.evidence.type_probability >= 0.5)
+                for s in typed
+                if s.task == task and s.evidence is not None
+                and np.isfinite(s.evidence.type_probability)
+            ]  # fmt: skip
+            truth = np.array([y for y, _ in rows])
+            said = np.array([a for _, a in rows])
+            bacc = 0.5 * (float(np.mean(said[truth])) + float(np.mean(~said[~truth])))
+            cells.append(f"{task} {bacc:.3f} (n {len(rows)})")
+        print(
+            f"type regression alone, {label}: P(task) >= 0.5 balanced accuracy " + ", ".join(cells)
+        )
     chosen = [HYPERS[int(i)] for i in args.hypers.split(",") if i] or list(HYPERS)
     for hyper in chosen:
         types = TypeFits(matcher.tiers, hyper)
