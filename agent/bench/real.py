@@ -611,7 +611,8 @@ def _cost_line(seconds: Mapping[str, float]) -> str:
         f"{1000 * mk:.0f} ms ({V6_NAME}); with the library / rules alone = "
         f"{(rules + library - mk) / rules if rules else math.nan:.2f}x (v4), "
         f"{(rules + library) / rules if rules else math.nan:.2f}x (v6); type regression "
-        f"{1000 * typed:.1f} ms per typed spectrum ({V7_NAME}, on top of v4's comparison)"
+        f"{1000 * typed:.1f} ms per typed spectrum ({V7_NAME}, on top of v6's two comparisons: "
+        "its B reads the MK-region fit)"
     )
 
 
