@@ -337,6 +337,9 @@ class Match:
     # the same comparison over the MK classification region alone (``MK_WINDOW``); None where
     # the spectrum covers too little of it
     mk: Match | None = field(default=None, repr=False)
+    # the observed spectrum as compared (its tier's grid, continuum divided): what the type
+    # regression of rule-based/v7 reads (``agent.type_regression``)
+    prepared: Prepared | None = field(default=None, repr=False, compare=False)
 
     def nearest(self, count: int = 3) -> list[dict[str, Any]]:
         order = np.argsort(self.distances)[:count]
@@ -373,6 +376,9 @@ class TaskEvidence:
     # the task's letter's best D^2 (``letter_chi2``); nan where the region is not compared
     mk_vote: float = math.nan
     mk_chi2: float = math.nan
+    # rule-based/v7: P(task) from the spectral type estimated by regression over the MK region
+    # (``agent.type_regression``); nan where it was not estimated
+    type_probability: float = math.nan
 
 
 @cache
@@ -497,7 +503,9 @@ class LibraryMatcher:
         prepared = prepare(spectrum, tier)
         if prepared is None:
             return None
-        match = compare(prepared, self.tiers[tier], exclude_object)
+        match = dataclasses.replace(
+            compare(prepared, self.tiers[tier], exclude_object), prepared=prepared
+        )
         if not mk_region:
             return match
         started = time.process_time()

@@ -3,6 +3,7 @@ part of the corpus uses (``agent.outside_set``), read as a new user would read t
 
     make outside-data                 # python -m agent.outside_set fetch
     python -m agent.bench.outside [--tasks O,B,A,MG,WD]
+    python -m agent.bench.outside --variant v7   # rule-based/v7, fitted on the development part
 
 Per task: the labelled answers, positives (spectra and stars), balanced accuracy, expected
 calibration error (10 bins), the answers with a scope note (a reason the inspector cannot be
@@ -19,10 +20,12 @@ import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent.inspection_tasks import get_task
 from agent.outside_set import OutsideEntry, OutsideSetUnavailable, load_outside_set
 from agent.policies.rule_based import MODEL_NAME, RuleBasedInspector
+from agent.policies.rule_based.library import uses_mk_region
 from agent.policies.rule_based.view import SpectrumView
 from agent.real_corpus import load_manifest as load_corpus_manifest
 from agent.real_corpus import object_key
@@ -61,10 +64,13 @@ def answers(
 ) -> list[Answer]:
     out = []
     library = inspector.library
+    mk_region = any(uses_mk_region(inspector.library_fits, task) for task in tasks)
     for entry, spectrum in pairs:
         shared = [key for key in entry.star.object_keys if key in in_corpus]
         match = (
-            library.match(spectrum, exclude_object=shared[0] if shared else None)
+            library.match(
+                spectrum, exclude_object=shared[0] if shared else None, mk_region=mk_region
+            )
             if library is not None
             else None
         )
@@ -103,10 +109,11 @@ def summary(
     *,
     every_wrong: bool = False,
     library: bool = True,
+    name: str = MODEL_NAME,
 ) -> str:
     alone = "" if library else " (rules alone)"
     lines = [
-        f"{MODEL_NAME}{alone} on the outside set: {len({r.id for r in rows})} spectra of "
+        f"{name}{alone} on the outside set: {len({r.id for r in rows})} spectra of "
         f"{len({r.star for r in rows})} stars, {len(rows)} answers",
         f"{'task':<4} {'n':>4} {'pos':>4} {'stars':>5} {'bal.acc':>7} {'ECE':>6} "
         f"{'wrong>=0.9':>10} {'noted':>5} {'noted>=0.9':>10}  target",
@@ -161,6 +168,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--wrong", action="store_true", help="list every wrong answer too")
     parser.add_argument("--rules-alone", action="store_true", help="without the library comparison")
+    parser.add_argument(
+        "--variant",
+        choices=("inspector", "v7"),
+        default="inspector",
+        help="v7: rule-based/v7 (the spectral-type regression), fitted on the development part "
+        "first (a minute or two), measured beside the inspector",
+    )
+    parser.add_argument(
+        "--rules-cache", type=Path, help="v7: a folder with the bench's development rules cache"
+    )
     args = parser.parse_args(argv)
     tasks = tuple(t.strip().upper() for t in args.tasks.split(",") if t.strip())
     try:
@@ -169,8 +186,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{exc}\n`make outside-data` fetches the outside set")
         return 1
     inspector = RuleBasedInspector(library=None) if args.rules_alone else RuleBasedInspector()
-    rows = answers(pairs, inspector, tasks, corpus_objects())
-    print(summary(rows, tasks, every_wrong=args.wrong, library=inspector.library is not None))
+    in_corpus = corpus_objects()
+    name = MODEL_NAME
+    if args.variant == "v7" and inspector.library is not None:
+        from agent.bench.real import v7_fits
+        from agent.bench.real_fits import V7_NAME
+        from agent.type_regression import fit_estimator
+
+        cache = None if args.rules_cache is None else args.rules_cache / "development.json"
+        inspector.library_fits = v7_fits(inspector.library, cache)
+        # a star the corpus also holds is left out of the type regression's training too
+        shared = {key for entry, _ in pairs for key in entry.star.object_keys if key in in_corpus}
+        inspector.type_estimator = fit_estimator(inspector.library.tiers, shared)
+        name = V7_NAME
+    rows = answers(pairs, inspector, tasks, in_corpus)
+    print(
+        summary(
+            rows, tasks, every_wrong=args.wrong, library=inspector.library is not None, name=name
+        )
+    )
     return 0
 
 

@@ -7,9 +7,10 @@
 The table shows the stored baseline (``agent/data/real_baseline.json``: the figures of an
 earlier inspector version, with its commit) beside the current figures, then lists every answer
 wrong at confidence >= 0.9 per part, so what is left can be named. Tables follow for the rules
-alone, the library alone, the inspector (v4), and two combinations measured beside it
-(rule-based/v5-knn, rule-based/v6), then the development part cross-validated by object for v4,
-v5-knn and v6 (``agent.bench.real_cv``) and the CPU per spectrum.
+alone, the library alone, the inspector (v4), and three combinations measured beside it
+(rule-based/v5-knn, rule-based/v6, rule-based/v7: the spectral-type regression of
+``agent.type_regression``), then the development part cross-validated by object for v4,
+v5-knn, v6 and v7 (``agent.bench.real_cv``) and the CPU per spectrum.
 
 Per task and part: n, positives, accuracy, balanced accuracy, positive-class F1, expected
 calibration error (10 bins) and the wrong answers given with confidence >= 0.9; then the triage
@@ -43,7 +44,10 @@ from agent.bench.real_fits import (  # noqa: F401 - Scored and the fits are this
     MIN_POSITIVES,
     V6_COMBINERS,
     V6_NAME,
+    V7_COMBINERS,
+    V7_NAME,
     Scored,
+    TypeFits,
     fit_knn_library,
     fit_library,
     probability_yes,
@@ -79,6 +83,7 @@ from agent.real_evaluation import (
     report_figures,
 )
 from agent.spectra import Spectrum
+from agent.type_regression import observed_features
 
 MIN_FOR_BETA = 10
 SYNTHETIC_SEED = 20240913
@@ -125,6 +130,7 @@ def score_spectra(
         )
         middle = time.process_time()
         clock["library"] = clock.get("library", 0.0) + middle - started
+        typed = observed_features(match)
         view: SpectrumView | None = None
         for task in tasks:
             label = labels.get(task)
@@ -155,6 +161,7 @@ def score_spectra(
                     notes,
                     decide(match, task) if match is not None else None,
                     library is not None,
+                    typed,
                 )
             )
         spent += time.process_time() - middle
@@ -390,10 +397,14 @@ def run(
     library_fits = fit_library(development, calibration, pulls) if matcher is not None else {}
     knn_fits = fit_knn_library(development, calibration, pulls, library_fits)
     v6_fits = fit_knn_library(development, calibration, pulls, library_fits, V6_COMBINERS)
+    types = TypeFits(matcher.tiers) if matcher is not None else None
+    if types is not None:  # out-of-fold type estimates: what the v7 combiner is fitted on
+        development = types.typed_answers(development, own_fold=True)
+    v7_fits = fit_knn_library(development, calibration, pulls, library_fits, V7_COMBINERS)
     from agent.bench.real_cv import CV_VARIANTS, cross_validated
 
     cv = (
-        {v: cross_validated(development, calibration, pulls, v) for v in CV_VARIANTS}
+        {v: cross_validated(development, calibration, pulls, v, types=types) for v in CV_VARIANTS}
         if matcher is not None
         else {}
     )
@@ -409,16 +420,24 @@ def run(
             timings=seconds,
             rules_cache=cache_of("validation"),
         )
+        if types is not None:
+            types.estimator(frozenset())  # fitted once, before the clock
+            types.seconds, types.typed = 0.0, 0
+            parts["validation"] = types.typed_answers(parts["validation"], own_fold=False)
+            seconds["type"] = types.seconds
+            seconds["typed"] = float(types.typed)
     if synthetic_per_task > 0 and "synthetic" in parts_wanted:
         parts["synthetic"] = score_spectra(
             synthetic_items(synthetic_per_task),
             library=matcher,
             rules_cache=cache_of(f"synthetic-{synthetic_per_task}"),
         )
+        if types is not None:
+            parts["synthetic"] = types.typed_answers(parts["synthetic"], own_fold=False)
     seconds["total"] = time.process_time() - started
     tables: dict[str, dict[str, dict[str, PartReport]]] = {}
     wrongs: dict[str, list[ConfidentWrong]] = {}
-    combinations = {"knn": knn_fits, "v6": v6_fits}
+    combinations = {"knn": knn_fits, "v6": v6_fits, "v7": v7_fits}
     for variant in (*VARIANTS, *combinations):
         how, fitted = (
             ("combined", combinations[variant])
@@ -443,6 +462,21 @@ def run(
         seconds,
         cv,
     )
+
+
+def v7_fits(matcher: LibraryMatcher, rules_cache: Path | None = None) -> dict[str, dict[str, Any]]:
+    """rule-based/v7's library fits (v4's with the type combiner of A and B), fitted on the
+    development part as the bench fits them, for a caller that measures v7 elsewhere (the
+    outside set: ``python -m agent.bench.outside --variant v7``)."""
+    development = score_spectra(
+        real_items("development"), library=matcher, leave_out=True, rules_cache=rules_cache
+    )
+    fits = fit_calibration(development)
+    calibration = _platts(fits)
+    pulls = {task: float(fit["scope_pull"]) for task, fit in fits.items()}
+    base = fit_library(development, calibration, pulls)
+    typed = TypeFits(matcher.tiers).typed_answers(development, own_fold=True)
+    return fit_knn_library(typed, calibration, pulls, base, V7_COMBINERS)
 
 
 def baseline_document(result: Run, *, code_commit: str, measured_on: str, note: str) -> dict:
@@ -557,6 +591,9 @@ TITLES = {
     "v6": f"MK-REGION TEMPLATE FIT ({V6_NAME}, not the inspector's answers): A and B combine the "
     "rules with the vote of the 5 nearest and the best template per MK letter (chi2) over "
     "3800-4600 Å (V6_COMBINERS)",
+    "v7": f"TYPE REGRESSION ({V7_NAME}, not the inspector's answers): A and B combine the rules "
+    "with P(task) from the spectral type estimated over 3800-5000 Å (agent.type_regression; "
+    "V7_COMBINERS)",
 }
 
 
@@ -567,12 +604,15 @@ def _cost_line(seconds: Mapping[str, float]) -> str:
     rules = seconds.get("rules", 0.0) / n
     library = seconds.get("library", 0.0) / n
     mk = seconds.get("mk", 0.0) / n
+    typed = seconds.get("type", 0.0) / max(seconds.get("typed", 0.0), 1.0)
     return (
         f"CPU per validation spectrum (all {len(TASKS)} tasks): rules {1000 * rules:.0f} ms, "
         f"library comparison {1000 * (library - mk):.0f} ms (v4, v5-knn) + MK-region fit "
         f"{1000 * mk:.0f} ms ({V6_NAME}); with the library / rules alone = "
         f"{(rules + library - mk) / rules if rules else math.nan:.2f}x (v4), "
-        f"{(rules + library) / rules if rules else math.nan:.2f}x (v6)"
+        f"{(rules + library) / rules if rules else math.nan:.2f}x (v6); type regression "
+        f"{1000 * typed:.1f} ms per typed spectrum ({V7_NAME}, on top of v6's two comparisons: "
+        "its B reads the MK-region fit)"
     )
 
 

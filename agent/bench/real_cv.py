@@ -1,6 +1,7 @@
 """The development part cross-validated by object for the combinations of the rules with the
-library (``python -m agent.bench.real`` prints it): v4's pool, v5-knn's neighbour combiner and
-v6's template fit over the MK region, each with every library fit refitted on the other folds.
+library (``python -m agent.bench.real`` prints it): v4's pool, v5-knn's neighbour combiner,
+v6's template fit over the MK region and v7's type regression, each with every library fit (the
+type regression included) refitted on the other folds.
 The development rows of the bench's tables are in-sample; these are what a form is chosen by
 (never the validation part)."""
 
@@ -14,7 +15,10 @@ from agent.bench.real_fits import (
     KNN_NAME,
     V6_COMBINERS,
     V6_NAME,
+    V7_COMBINERS,
+    V7_NAME,
     Scored,
+    TypeFits,
     fit_knn_library,
     fit_library,
     probability_yes,
@@ -25,7 +29,7 @@ from agent.policies.rule_based.view import MODEL_NAME
 from agent.real_corpus import load_manifest, object_key
 from agent.real_evaluation import CONFIDENT, PartReport, part_report
 
-CV_VARIANTS = ("combined", "knn", "v6")  # v4, v5-knn, v6
+CV_VARIANTS = ("combined", "knn", "v6", "v7")  # v4, v5-knn, v6, v7
 
 
 def variant_fits(
@@ -33,6 +37,7 @@ def variant_fits(
     scored: Sequence[Scored],
     calibration: Mapping[str, Calibrator],
     pulls: Mapping[str, float],
+    v7_combiners: Mapping[str, tuple[str, float]] = V7_COMBINERS,
 ) -> dict[str, dict[str, Any]]:
     """The library fits of one combination (``CV_VARIANTS``) fitted on ``scored`` alone."""
     base = fit_library(scored, calibration, pulls)
@@ -40,6 +45,8 @@ def variant_fits(
         return fit_knn_library(scored, calibration, pulls, base, KNN_COMBINERS)
     if variant == "v6":
         return fit_knn_library(scored, calibration, pulls, base, V6_COMBINERS)
+    if variant == "v7":
+        return fit_knn_library(scored, calibration, pulls, base, v7_combiners)
     return base
 
 
@@ -57,20 +64,28 @@ def cross_validated(
     pulls: Mapping[str, float],
     variant: str,
     folds: int = 5,
+    *,
+    types: TypeFits | None = None,
+    v7_combiners: Mapping[str, tuple[str, float]] = V7_COMBINERS,
 ) -> dict[str, PartReport]:
     """The development figures of the tasks the library decides, each answer given by the
     library fits of ``variant`` (the platt scaling, the pool or combiner, the pull, the
     out-of-library distance) refitted on the other folds: the development rows of the tables
-    are in-sample, these are not. (The rules' own calibration is the development part's.)"""
+    are in-sample, these are not. (The rules' own calibration is the development part's.)
+    For v7 (``types``) the type regression too: fitted without fold k for its answers, and
+    without fold k and their own fold for the answers the combiner is fitted on."""
     objects = {entry.id: object_key(entry.object) for entry in load_manifest()}
     assigned = {s.item: fold_of(s.item, objects, folds) for s in scored}
     answered: dict[str, list[tuple[str, float]]] = {task: [] for task in DECIDABLE}
     for k in range(folds):
-        fitted = variant_fits(
-            variant, [s for s in scored if assigned[s.item] != k], calibration, pulls
-        )
-        for s in scored:
-            if s.task in answered and assigned[s.item] == k:
+        training = [s for s in scored if assigned[s.item] != k]
+        testing = [s for s in scored if assigned[s.item] == k]
+        if variant == "v7" and types is not None:
+            training = types.typed_answers(training, frozenset({k}), own_fold=True)
+            testing = types.typed_answers(testing, frozenset({k}), own_fold=False)
+        fitted = variant_fits(variant, training, calibration, pulls, v7_combiners)
+        for s in testing:
+            if s.task in answered:
                 p = probability_yes(s, calibration, pulls, fitted, "combined")
                 if p is not None:
                     answered[s.task].append((s.label, p))
@@ -85,7 +100,7 @@ def cross_validated(
     }
 
 
-CV_NAMES = {"combined": MODEL_NAME, "knn": KNN_NAME, "v6": V6_NAME}
+CV_NAMES = {"combined": MODEL_NAME, "knn": KNN_NAME, "v6": V6_NAME, "v7": V7_NAME}
 
 
 def format_cv(cv: Mapping[str, Mapping[str, PartReport]]) -> str:

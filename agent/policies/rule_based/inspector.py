@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from agent.policies.rule_based.library import (
     default_library_fits,
     missing_evidence,
     uses_mk_region,
+    uses_type_regression,
 )
 from agent.policies.rule_based.scope import (
     COVERAGE,
@@ -53,6 +55,7 @@ from agent.policies.rule_based.view import (
     _logistic,
 )
 from agent.spectra import Spectrum
+from agent.type_regression import TypeEstimator, default_type_estimator, observed_features
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class RuleBasedInspector:
         name: str = POLICY_KIND,
         calibration: dict[str, Calibrator] | str | None = "default",
         library: LibraryMatcher | str | None = "default",
+        type_estimator: TypeEstimator | str | None = "default",
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
@@ -161,6 +165,10 @@ class RuleBasedInspector:
         # the data-driven part: real library spectra of known type (None: the rules alone)
         self._library = library
         self.library_fits = default_library_fits() if isinstance(calibration, str) else {}
+        # rule-based/v7's spectral-type regression (``agent.type_regression``): read where a
+        # task's fitted combination has the "type" form ("default": fitted on the development
+        # library on first use; None: such a task answers with v4's pool)
+        self._type_estimator = type_estimator
 
     @property
     def library(self) -> LibraryMatcher | None:
@@ -168,6 +176,19 @@ class RuleBasedInspector:
         if isinstance(self._library, str):
             self._library = default_matcher()
         return self._library
+
+    @property
+    def type_estimator(self) -> TypeEstimator | None:
+        if isinstance(self._type_estimator, str):
+            library = self.library
+            self._type_estimator = (
+                None if library is None else default_type_estimator(library.tiers)
+            )
+        return self._type_estimator
+
+    @type_estimator.setter
+    def type_estimator(self, estimator: TypeEstimator | None) -> None:
+        self._type_estimator = estimator
 
     concurrent_safe = True
 
@@ -226,6 +247,14 @@ class RuleBasedInspector:
         if library is not None and isinstance(match, str):
             match = library.match(spectrum, mk_region=uses_mk_region(self.library_fits, code))
         evidence = decide(match, code) if isinstance(match, Match) else None
+        estimator = (
+            self.type_estimator
+            if evidence is not None and uses_type_regression(self.library_fits, code)
+            else None
+        )
+        if evidence is not None and isinstance(match, Match) and estimator is not None:
+            typed = estimator.probability(code, observed_features(match))
+            evidence = dataclasses.replace(evidence, type_probability=typed)
         combined = combine(
             code,
             calibrated,

@@ -220,19 +220,38 @@ COMBINER_FORMS = {
     "mk": "logit P_rules, logit vote_MK, clip(chi2_MK, -5, 5), 1 with vote_MK the vote of the "
     "5 nearest library spectra over 3800-4600 Å and chi2_MK the best other MK letter's D^2 "
     "minus the task letter's best D^2 there",
+    # rule-based/v7: the spectral type estimated by regression over 3800-5000 Å
+    # (``agent.type_regression``), its Gaussian posterior integrated over the task's range
+    "type": "logit P_rules, logit P_type, 1 with P_type = P(t in the task's range) under "
+    "N(t_hat, sigma(t_hat)) of the type regression",
+    "type+mk": "logit P_rules, logit P_type, logit vote_MK, clip(chi2_MK, -5, 5), 1: v6's "
+    "features and the type regression's",
 }
 MK_FORM = "mk"
+TYPE_FORM = "type"
+TYPE_FORMS = (TYPE_FORM, "type+mk")
 MK_CHI2_CLIP = 5.0  # D^2 differences beyond this (per pixel) add nothing on the development part
 
 
 def uses_mk_region(fits: Mapping[str, Mapping[str, Any]], task: str) -> bool:
     """Whether ``task``'s fitted combination reads the MK-region template fit (v6)."""
     combiner = fits.get(task.upper(), {}).get("combiner") or {}
-    return combiner.get("form") == MK_FORM
+    return combiner.get("form") in (MK_FORM, "type+mk")
+
+
+def uses_type_regression(fits: Mapping[str, Mapping[str, Any]], task: str) -> bool:
+    """Whether ``task``'s fitted combination reads the spectral-type regression (v7)."""
+    combiner = fits.get(task.upper(), {}).get("combiner") or {}
+    return combiner.get("form") in TYPE_FORMS
 
 
 def evidence_vote(evidence: TaskEvidence, form: str) -> float:
-    """The neighbour vote a combiner form reads: over the MK region for "mk", else the whole."""
+    """The neighbour vote a combiner form reads: over the MK region for "mk", the type
+    regression's P(task) for "type", else the vote over the whole range."""
+    if form == TYPE_FORM or (form in TYPE_FORMS and math.isfinite(evidence.mk_vote)):
+        return evidence.type_probability
+    if form in TYPE_FORMS:
+        return math.nan  # "type+mk" where the MK region was not compared
     return evidence.mk_vote if form == MK_FORM else evidence.vote
 
 
@@ -244,6 +263,11 @@ def combiner_features(
     vote = _logit(min(max(evidence.vote, VOTE_CLIP), 1.0 - VOTE_CLIP))
     if form == "pool":
         return [rules, vote, 1.0]
+    if form in TYPE_FORMS:
+        typed = _logit(min(max(evidence.type_probability, VOTE_CLIP), 1.0 - VOTE_CLIP))
+        if form == TYPE_FORM:
+            return [rules, typed, 1.0]
+        return [rules, typed, *combiner_features(task, rules_probability, evidence, MK_FORM)[1:]]
     if form == MK_FORM:
         mk_vote = _logit(min(max(evidence.mk_vote, VOTE_CLIP), 1.0 - VOTE_CLIP))
         chi2 = min(max(evidence.mk_chi2, -MK_CHI2_CLIP), MK_CHI2_CLIP)

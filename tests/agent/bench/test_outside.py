@@ -80,3 +80,31 @@ def test_it_keeps_scope_noted_answers_and_nearly_all_errors_below_0_9_on_the_rea
     assert [r for r in rows if r.notes and r.confidence >= 0.9] == []
     confident_wrong = [r for r in rows if r.wrong and r.confidence >= 0.9]
     assert 1000 * len(confident_wrong) <= len(rows), confident_wrong
+
+
+def test_it_compares_the_mk_region_when_a_fitted_combination_reads_it() -> None:
+    """The outside set scored v6's and v7's B ("mk" form) with v4's answer: the library was
+    never asked for the MK region, so the combiner never saw it."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from agent.spectra import Spectrum
+
+    asked: list[bool] = []
+
+    class Library:
+        def match(self, spectrum, *, exclude_object=None, mk_region=False):
+            asked.append(mk_region)
+            return None
+
+    wave = np.linspace(3700.0, 9000.0, 3000)
+    spectrum = Spectrum(wave, np.ones_like(wave), np.full(wave.size, 1e4))
+    star = SimpleNamespace(object_keys=("HD1",), name="HD 1", type="B5V")
+    entry = SimpleNamespace(id="x-1", star=star, label=lambda task: "YES")
+    inspector = RuleBasedInspector(library=Library())  # type: ignore[arg-type]
+    inspector.library_fits = {"B": {"combiner": {"form": "mk", "l2": 1.0, "weights": [1, 1, 0, 0]}}}
+    answers([(entry, spectrum)], inspector, ("B",))  # type: ignore[list-item]
+    inspector.library_fits = {"B": {"ool": 3.0}}
+    answers([(entry, spectrum)], inspector, ("B",))  # type: ignore[list-item]
+    assert asked == [True, False]
