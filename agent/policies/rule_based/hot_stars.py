@@ -69,7 +69,7 @@ A_SUPERGIANT_MG2_EW = 0.2  # dev: A supergiants 0.39-0.54 Å, metal-poor F dwarf
 BA_MAX_LSF = 4.0
 BA_MAX_FIT_KMS = 800.0
 BA_MG2_FLOOR = 0.1  # Å: a weaker Mg II 4481 is noise, not a line to divide by
-BA_RATIO_A = (0.55, 0.85)  # He I / Mg II: from an A star's metal blends to a late B star's He I
+BA_RATIO_A = (0.45, 0.75)  # He I / Mg II: from an A star's metal blends to a late B star's He I
 # A supergiants' Ca II K at A0 is weaker than at A2-A5 (1.3-3 Å): with Mg II 4481 free of
 # He I 4471 the K line may be as weak as this (a late B supergiant's K is 0.2-0.6 Å beside
 # He I 4471 as strong as Mg II 4481)
@@ -77,6 +77,7 @@ A0_SUPERGIANT_K_EW = 0.6
 # an A supergiant's metal lines put 0.2-0.6 of Mg II 4481 into the 4471 fit (dev: A2-A5 Ia),
 # a B8 supergiant's He I 4471 is as strong as Mg II 4481 (dev: B8 Ib 1.0, B5 Ib 1.9)
 BA_SUPERGIANT_RATIO = 0.7
+BA_SUPERGIANT_RATIO_A = (BA_SUPERGIANT_RATIO, 1.0)
 A_SUPERGIANT_IN_B = -2.5
 
 
@@ -650,7 +651,9 @@ def score_a(view: SpectrumView, task: Task) -> Assessment:
     if ratio is not None:
         # He I 4026/4922 windows take in Fe II 4924 and metal blends of A supergiants: the MK
         # ratio of the deblended He I 4471 to Mg II 4481 decides B from A, gravity aside
-        weight = _ramp(ratio, BA_RATIO_A[0], BA_RATIO_A[1], 0.0, -2.5)
+        # a supergiant's metal lines put more into the 4471 fit than a dwarf's
+        low, high = BA_SUPERGIANT_RATIO_A if supergiant else BA_RATIO_A
+        weight = _ramp(ratio, low, high, 0.0, -2.5)
         result.add(
             w_he1,
             ratio_text
