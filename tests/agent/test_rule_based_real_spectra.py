@@ -71,6 +71,27 @@ def test_it_answers_a_b_supergiant_as_a_b_star(real, identifier) -> None:
         assert wrong not in texts(decision), (identifier, wrong)
 
 
+@pytest.mark.parametrize(
+    "identifier",
+    # A3 Ia+ (MILES), A4 Ia (STELIB): the metal lines of the supergiant in the He I windows and
+    # H-beta "below the A-star maximum" made v4 answer YES for B (+1.0); Mg II 4481 without
+    # He I 4471 (issue 36) places them at A
+    ["miles-m0892", "stelib-HD033579"],
+)
+def test_it_answers_an_a_supergiant_no_for_b(real, identifier) -> None:
+    decision = decide(real, identifier, "B")
+    assert decision["prediction"] == "NO", (identifier, texts(decision))
+    assert "an A supergiant" in texts(decision)
+
+
+def test_it_reads_a_b8_stars_he_i_4471_against_mg_ii_4481_for_the_a_task(real) -> None:
+    """B8 III (MILES): He I 4471 / Mg II 4481 = 0.94, not 3 sigma above 1 as v4's rule wanted,
+    so v4's rules scored it towards A (+0.38)."""
+    decision = decide(real, "miles-m0875", "A")
+    assert decision["score"] < -1.0, texts(decision)
+    assert "He I 4471 / Mg II 4481 = 0.9" in texts(decision)
+
+
 def test_it_reads_no_subdwarf_gravity_into_an_o_stars_weak_h_beta_core(real) -> None:
     """O5e (STELIB): H-beta's core is 1 Å of an 8 Å wide window; v2 took that for the wings of a
     subdwarf (-3) and answered NO."""

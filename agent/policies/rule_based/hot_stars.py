@@ -60,6 +60,25 @@ A_SUPERGIANT_BALMER_EW = 7.0
 A_SUPERGIANT_K_EW = (1.0, 3.0)
 O_I_SUPERGIANT_EW = 1.5  # O I 7774 triplet: A-F dwarfs and giants ~0.3-1.3 Å
 A_SUPERGIANT_MG2_EW = 0.2  # dev: A supergiants 0.39-0.54 Å, metal-poor F dwarfs below 0
+# The MK criterion of the B/A boundary (Gray & Corbally 2009, ch. 4-5): He I 4471 fades through
+# the late B types while Mg II 4481 grows; He I 4471 / Mg II 4481 is ~1 at B8 and ~0 at A0, for
+# any luminosity class. The lines are 10 Å apart: read only where the line-spread function is
+# at most BA_MAX_LSF Å FWHM, and only from a fit of photospheric widths (a fit wider than
+# BA_MAX_FIT_KMS is of an F star's blend forest, not of two lines). Dev part (R >= 1000):
+# B5-B8 0.65-2, B9 0.15-0.55, A0-A9 0-0.4 (metal lines at 4471), A Ia 0.2-0.6.
+BA_MAX_LSF = 4.0
+BA_MAX_FIT_KMS = 800.0
+BA_MG2_FLOOR = 0.1  # Å: a weaker Mg II 4481 is noise, not a line to divide by
+BA_RATIO_A = (0.45, 0.75)  # He I / Mg II: from an A star's metal blends to a late B star's He I
+# A supergiants' Ca II K at A0 is weaker than at A2-A5 (1.3-3 Å): with Mg II 4481 free of
+# He I 4471 the K line may be as weak as this (a late B supergiant's K is 0.2-0.6 Å beside
+# He I 4471 as strong as Mg II 4481)
+A0_SUPERGIANT_K_EW = 0.6
+# an A supergiant's metal lines put 0.2-0.6 of Mg II 4481 into the 4471 fit (dev: A2-A5 Ia),
+# a B8 supergiant's He I 4471 is as strong as Mg II 4481 (dev: B8 Ib 1.0, B5 Ib 1.9)
+BA_SUPERGIANT_RATIO = 0.7
+BA_SUPERGIANT_RATIO_A = (BA_SUPERGIANT_RATIO, 1.0)
+A_SUPERGIANT_IN_B = -2.5
 
 
 @dataclass(frozen=True)
@@ -89,6 +108,10 @@ class MKRatio:
         criterion of the B/A boundary, He I 4471 = Mg II 4481 near B9.5)."""
         variance = self.he1_error**2 + self.mg2_error**2 - 2 * self.he1_mg2_covariance
         return (self.he1 - self.mg2) / math.sqrt(max(variance, 1e-12))
+
+    def helium_to_magnesium(self) -> float:
+        """He I 4471 / Mg II 4481 (the Mg II EW floored at BA_MG2_FLOOR)."""
+        return self.he1 / max(self.mg2, BA_MG2_FLOOR)
 
     def excess(self, ratio: float) -> float:
         """How many sigma He II 4542 exceeds ``ratio`` x He I 4471."""
@@ -137,6 +160,32 @@ def _mk_ratio(view: SpectrumView) -> MKRatio | None:
         fit.ews[k],
         fit.error(k),
         fit.covariance[i][k],
+    )
+
+
+def b_a_ratio(view: SpectrumView, mk: MKRatio | None) -> tuple[float | None, str]:
+    """He I 4471 / Mg II 4481, the MK temperature criterion of B8-A0 (None where it cannot be
+    read: not covered, lines blended by the line-spread function, no photospheric fit, neither
+    line measured) and a sentence saying which."""
+    lsf = _instrumental_angstrom(view, 4476.0)
+    if mk is None:
+        return None, "He I 4471 / Mg II 4481 not measurable (4448-4600 Å not covered)"
+    if lsf > BA_MAX_LSF:
+        return None, (
+            f"He I 4471 / Mg II 4481 not read: the lines are 10 Å apart and the resolution "
+            f"(FWHM {lsf:.1f} Å) blends them"
+        )
+    if mk.fwhm_kms > BA_MAX_FIT_KMS:
+        return None, (
+            f"He I 4471 / Mg II 4481 not read: the fit needs lines {mk.fwhm_kms:.0f} km/s wide, "
+            "a blend of many lines rather than two"
+        )
+    if mk.mg2 < STRONG * mk.mg2_error and mk.he1 < STRONG * mk.he1_error:
+        return None, "He I 4471 / Mg II 4481 not read: neither line is clearly present"
+    ratio = mk.helium_to_magnesium()
+    return ratio, (
+        f"He I 4471 / Mg II 4481 = {ratio:.2f} (EW {mk.he1:+.2f} ± {mk.he1_error:.2f} Å / "
+        f"{mk.mg2:+.2f} ± {mk.mg2_error:.2f} Å; MK criterion: ~1 at B8, ~0 from A0 on)"
     )
 
 
@@ -409,8 +458,30 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
             alternative="a cooler star",
         )
     hb = view.line("H-beta", 4862.7, 40.0, [(4780.0, 4815.0), (4910.0, 4945.0)])
+    ratio, ratio_text = b_a_ratio(view, mk)
+    # stated, not weighed: He I 4471 beside Mg II 4481 is already in the He I mean above, and
+    # on the development part B9 (0.15-0.55) and A0 (0-0.4) overlap in the ratio
+    result.add(w_he1, ratio_text)
+    a_type_supergiant = (
+        ratio is not None and ratio < BA_SUPERGIANT_RATIO and a_supergiant(view, hb, cak, mk)
+    )
+    if a_type_supergiant:
+        result.add(
+            window_for(task, 4862.7),
+            "narrow, weak Balmer lines beside an A-type Ca II K and Mg II 4481 without He I "
+            "4471: an A supergiant, whose weak Balmer lines and metal lines in the He I windows "
+            "are luminosity, not a B star's temperature",
+            A_SUPERGIANT_IN_B,
+            alternative="an A supergiant",
+        )
     _weak_balmer(result, view, task, hb, he1_sig, he2_sig)
-    if hb is not None and hb.ew is not None and colour is not None and colour >= 2.4:
+    if (
+        hb is not None
+        and hb.ew is not None
+        and colour is not None
+        and colour >= 2.4
+        and not a_type_supergiant
+    ):
         # the Balmer lines peak at A0-A2 (H-beta 11-17 Å in the dev part's A dwarfs) and
         # weaken into the B types (late B 7-11 Å); an EW survives any resolution
         result.add(
@@ -532,10 +603,17 @@ def a_supergiant(
         return False
     if _width_trust(view, 4862.7, A_SUPERGIANT_FWHM) < 0.5:
         return False
+    ratio, _ = b_a_ratio(view, mk)
+    # without He I 4471 beside Mg II 4481 the star is A0 or later whatever its K line
+    weakest_k = (
+        A0_SUPERGIANT_K_EW
+        if ratio is not None and ratio < BA_SUPERGIANT_RATIO
+        else A_SUPERGIANT_K_EW[0]
+    )
     return bool(
         hb.fwhm_kms < A_SUPERGIANT_FWHM
         and hb.ew < A_SUPERGIANT_BALMER_EW
-        and A_SUPERGIANT_K_EW[0] <= cak.ew <= A_SUPERGIANT_K_EW[1]
+        and weakest_k <= cak.ew <= A_SUPERGIANT_K_EW[1]
     )
 
 
@@ -569,9 +647,26 @@ def score_a(view: SpectrumView, task: Task) -> Assessment:
     he1, he1_sig, he1_text = _helium(view, HE_I_LINES)
     w_he1 = window_for(task, 4472.7, prefer="He I")
     blue_helium = _blue_helium(view)
-    if mk is not None and mk.mg2_error > 0:
-        # He I 4026/4922 windows take in Fe II 4924 and metal blends of A supergiants: the
-        # deblended He I 4471 against Mg II 4481 decides B from A
+    ratio, ratio_text = b_a_ratio(view, mk)
+    if ratio is not None:
+        # He I 4026/4922 windows take in Fe II 4924 and metal blends of A supergiants: the MK
+        # ratio of the deblended He I 4471 to Mg II 4481 decides B from A, gravity aside
+        # a supergiant's metal lines put more into the 4471 fit than a dwarf's
+        low, high = BA_SUPERGIANT_RATIO_A if supergiant else BA_RATIO_A
+        weight = _ramp(ratio, low, high, 0.0, -2.5)
+        result.add(
+            w_he1,
+            ratio_text
+            + (
+                ": He I 4471 of a late B star"
+                if weight < 0
+                else ": no more than an A star's metal lines at 4471"
+            ),
+            weight,
+            alternative="a B star" if weight < 0 else None,
+        )
+    elif mk is not None and mk.mg2_error > 0:
+        # at low resolution: only He I 4471 clearly stronger than Mg II 4481 counts
         excess = mk.helium_over_magnesium()
         if mk.he1_sig >= STRONG and excess >= STRONG and mk.he1 >= 0.15:
             result.add(
