@@ -7,10 +7,11 @@
 The table shows the stored baseline (``agent/data/real_baseline.json``: the figures of an
 earlier inspector version, with its commit) beside the current figures, then lists every answer
 wrong at confidence >= 0.9 per part, so what is left can be named. Tables follow for the rules
-alone, the library alone, the inspector (v4), and three combinations measured beside it
-(rule-based/v5-knn, rule-based/v6, rule-based/v7: the spectral-type regression of
-``agent.type_regression``), then the development part cross-validated by object for v4,
-v5-knn, v6 and v7 (``agent.bench.real_cv``) and the CPU per spectrum.
+alone, the library alone, the inspector (rule-based/v7: v4 with A read from the spectral-type
+regression of ``agent.type_regression``), and three combinations measured beside it
+(rule-based/v4, the inspector before v7; rule-based/v5-knn; rule-based/v6), then the
+development part cross-validated by object for v4, v5-knn, v6 and v7 (``agent.bench.real_cv``)
+and the CPU per spectrum.
 
 Per task and part: n, positives, accuracy, balanced accuracy, positive-class F1, expected
 calibration error (10 bins) and the wrong answers given with confidence >= 0.9; then the triage
@@ -42,6 +43,7 @@ from agent.bench.real_fits import (  # noqa: F401 - Scored and the fits are this
     KNN_COMBINERS,
     KNN_NAME,
     MIN_POSITIVES,
+    V4_NAME,
     V6_COMBINERS,
     V6_NAME,
     V7_COMBINERS,
@@ -410,7 +412,7 @@ def run(
     )
     if refit:
         write_calibration(fits)
-        write_library_calibration(library_fits)
+        write_library_calibration(v7_fits)  # the inspector's combination (rule-based/v7)
     seconds: dict[str, float] = {}
     parts = {"development": development}
     if "validation" in parts_wanted:
@@ -437,8 +439,9 @@ def run(
     seconds["total"] = time.process_time() - started
     tables: dict[str, dict[str, dict[str, PartReport]]] = {}
     wrongs: dict[str, list[ConfidentWrong]] = {}
-    combinations = {"knn": knn_fits, "v6": v6_fits, "v7": v7_fits}
-    for variant in (*VARIANTS, *combinations):
+    # "combined" is the inspector as it answers (v7's fits); "v4" the inspector before it
+    combinations = {"combined": v7_fits, "v4": library_fits, "knn": knn_fits, "v6": v6_fits}
+    for variant in (*VARIANTS, *(v for v in combinations if v not in VARIANTS)):
         how, fitted = (
             ("combined", combinations[variant])
             if variant in combinations
@@ -458,14 +461,14 @@ def run(
         wrongs["combined"],
         tables,
         wrongs,
-        library_fits,
+        v7_fits,
         seconds,
         cv,
     )
 
 
 def v7_fits(matcher: LibraryMatcher, rules_cache: Path | None = None) -> dict[str, dict[str, Any]]:
-    """rule-based/v7's library fits (v4's with the type combiner of A and B), fitted on the
+    """rule-based/v7's library fits (v4's with the type combiner of A), fitted on the
     development part as the bench fits them, for a caller that measures v7 elsewhere (the
     outside set: ``python -m agent.bench.outside --variant v7``)."""
     development = score_spectra(
@@ -585,15 +588,16 @@ TITLES = {
     "(synthetic = SpecVI-mini, SYNTHETIC)",
     "library": "LIBRARY ALONE: comparison with real development library spectra (O, B, A, MG; "
     "the development part each object left out of its own library; n = the spectra it decides)",
-    "combined": f"COMBINED ({MODEL_NAME}): the inspector as it answers",
+    "combined": f"COMBINED ({MODEL_NAME}): the inspector as it answers (A reads the spectral-type "
+    "regression, V7_COMBINERS)",
     "knn": f"NEIGHBOUR COMBINER ({KNN_NAME}, not the inspector's answers): A and B combine the "
     "rules with the distance-weighted vote of the 5 nearest library spectra (KNN_COMBINERS)",
     "v6": f"MK-REGION TEMPLATE FIT ({V6_NAME}, not the inspector's answers): A and B combine the "
     "rules with the vote of the 5 nearest and the best template per MK letter (chi2) over "
     "3800-4600 Å (V6_COMBINERS)",
-    "v7": f"TYPE REGRESSION ({V7_NAME}, not the inspector's answers): A and B combine the rules "
-    "with P(task) from the spectral type estimated over 3800-5000 Å (agent.type_regression; "
-    "V7_COMBINERS)",
+    "v4": f"PREVIOUS INSPECTOR ({V4_NAME}, not the inspector's answers since v7): every task "
+    "combines the rules with the library's nearest-distance evidence (agent.policies.rule_based."
+    "library)",
 }
 
 
@@ -611,8 +615,9 @@ def _cost_line(seconds: Mapping[str, float]) -> str:
         f"{1000 * mk:.0f} ms ({V6_NAME}); with the library / rules alone = "
         f"{(rules + library - mk) / rules if rules else math.nan:.2f}x (v4), "
         f"{(rules + library) / rules if rules else math.nan:.2f}x (v6); type regression "
-        f"{1000 * typed:.1f} ms per typed spectrum ({V7_NAME}, on top of v6's two comparisons: "
-        "its B reads the MK-region fit)"
+        f"{1000 * typed:.1f} ms per typed spectrum ({V7_NAME}, the inspector: v4's comparison "
+        f"and the type regression = "
+        f"{(rules + library - mk + typed) / rules if rules else math.nan:.2f}x)"
     )
 
 

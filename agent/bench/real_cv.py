@@ -13,6 +13,7 @@ from typing import Any
 from agent.bench.real_fits import (
     KNN_COMBINERS,
     KNN_NAME,
+    V4_NAME,
     V6_COMBINERS,
     V6_NAME,
     V7_COMBINERS,
@@ -25,7 +26,6 @@ from agent.bench.real_fits import (
 )
 from agent.calibration import Calibrator
 from agent.library_match import DECIDABLE
-from agent.policies.rule_based.view import MODEL_NAME
 from agent.real_corpus import load_manifest, object_key
 from agent.real_evaluation import CONFIDENT, PartReport, part_report
 
@@ -100,7 +100,7 @@ def cross_validated(
     }
 
 
-CV_NAMES = {"combined": MODEL_NAME, "knn": KNN_NAME, "v6": V6_NAME, "v7": V7_NAME}
+CV_NAMES = {"combined": V4_NAME, "knn": KNN_NAME, "v6": V6_NAME, "v7": V7_NAME}
 
 
 def format_cv(cv: Mapping[str, Mapping[str, PartReport]]) -> str:

@@ -313,7 +313,7 @@ def test_it_scores_a_task_without_code_from_its_window_kinds() -> None:
 def test_it_reports_what_produced_the_answers() -> None:
     info = RuleBasedInspector(threshold=0.6).info()
     assert info["kind"] == "rule-based"
-    assert info["model"] == MODEL_NAME == "rule-based/v4"
+    assert info["model"] == MODEL_NAME == "rule-based/v7"
     assert info["threshold"] == 0.6
     assert info["code_version"] == code_version()
     assert info["name"] == "rule-based"

@@ -15,7 +15,7 @@ from agent.measure import Measurement, MeasurementError, Window
 from agent.resolution import Resolution, intrinsic_fwhm
 from agent.spectra import Spectrum
 
-MODEL_NAME = "rule-based/v4"
+MODEL_NAME = "rule-based/v7"
 CALIBRATION_PATH = Path(__file__).resolve().parents[2] / "data" / "rule_based_calibration.json"
 POLICY_KIND = "rule-based"
 COVERED_FRACTION = 0.5  # a window is inspected when at least this share of it has good pixels
