@@ -120,3 +120,15 @@ def _fmt_colour(colour: float | None) -> str:
         return "continuum colour not measurable (4000–4500 or 6000–6500 Å not covered)"
     shade = "blue" if colour >= 1.3 else "red" if colour <= 0.7 else "intermediate"
     return f"{shade} continuum, F(4000–4500)/F(6000–6500) = {colour:.2f}"
+
+
+def _narrow_line(view: SpectrumView, name: str, centre: float) -> Measurement | None:
+    """A photospheric line of a hot star: ±7 Å against flanks 9–19 Å away, widened with the
+    line-spread function so a low-resolution line is integrated whole."""
+    half = max(7.0, 0.8 * _instrumental_angstrom(view, centre))
+    return view.line(
+        name,
+        centre,
+        half,
+        [(centre - half - 12.0, centre - half - 2.0), (centre + half + 2.0, centre + half + 12.0)],
+    )

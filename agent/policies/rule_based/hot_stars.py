@@ -11,6 +11,7 @@ import numpy as np
 from agent import measure
 from agent.inspection_tasks import Task
 from agent.measure import Measurement
+from agent.policies.rule_based.compact_stars import compact_helium
 from agent.policies.rule_based.findings import (
     Assessment,
     _absorbs,
@@ -18,6 +19,7 @@ from agent.policies.rule_based.findings import (
     _fmt_colour,
     _fmt_line,
     _instrumental_angstrom,
+    _narrow_line,
     _sig,
     _trust,
     _width_trust,
@@ -186,18 +188,6 @@ def b_a_ratio(view: SpectrumView, mk: MKRatio | None) -> tuple[float | None, str
     return ratio, (
         f"He I 4471 / Mg II 4481 = {ratio:.2f} (EW {mk.he1:+.2f} ± {mk.he1_error:.2f} Å / "
         f"{mk.mg2:+.2f} ± {mk.mg2_error:.2f} Å; MK criterion: ~1 at B8, ~0 from A0 on)"
-    )
-
-
-def _narrow_line(view: SpectrumView, name: str, centre: float) -> Measurement | None:
-    """A photospheric line of a hot star: ±7 Å against flanks 9–19 Å away, widened with the
-    line-spread function so a low-resolution line is integrated whole."""
-    half = max(7.0, 0.8 * _instrumental_angstrom(view, centre))
-    return view.line(
-        name,
-        centre,
-        half,
-        [(centre - half - 12.0, centre - half - 2.0), (centre + half + 2.0, centre + half + 12.0)],
     )
 
 
@@ -492,6 +482,7 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
             alternative="an A star" if hb.ew >= 11.0 else None,
         )
     _subdwarf_or_wd(result, view, window_for(task, 4862.7), max_fwhm=2400.0)
+    compact_helium(result, view, task)
     hd = view.line("H-delta", 4102.9, 40.0, [(4040.0, 4058.0), (4150.0, 4168.0)])
     if _absorbs(hd, 5.0, 2.0) and hd is not None and (hd.fwhm_kms or 0.0) >= 2200.0:
         result.add(
