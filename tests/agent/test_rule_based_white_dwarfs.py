@@ -1,8 +1,7 @@
 """White dwarfs on coarse pixels (issue 36): where 16-50 Å pixels hide the Balmer line widths,
 the equivalent width over the whole profile (flux-conserving under any line-spread function)
-still tells a DA white dwarf (30-90 Å) from an A star (at most ~25 Å); and He I beside He II
-and hydrogen is a hot subdwarf, not a DB. Hand-made profiles, and development-part A stars
-averaged onto 50 Å pixels (skipped where the real-data cache cannot be built)."""
+still tells a DA white dwarf (30-90 Å) from an A star (at most ~25 Å). Hand-made
+profiles, and development-part A stars averaged onto 50 Å pixels (skipped where the real-data cache cannot be built)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from agent.inspection_tasks import get_task
-from agent.policies.rule_based import RuleBasedInspector, SpectrumView, score_wd
+from agent.policies.rule_based import RuleBasedInspector, SpectrumView
 from agent.policies.rule_based.white_dwarfs import NORMAL_STAR_MAX_EW, wide_balmer
 from agent.real_corpus import CorpusUnavailable, fetch, load_entry, load_manifest
 from agent.resolution import Resolution
@@ -109,26 +108,6 @@ def test_it_does_not_take_an_a1_dwarf_on_coarse_pixels_for_a_white_dwarf(pixels:
     if pixels > 20:
         texts = " ".join(f["text"] for f in decision["evidence"]["findings"] if f["weight"] < 0)
         assert "normal A/B star's range" in texts
-
-
-def test_it_does_not_call_he_i_beside_he_ii_and_hydrogen_a_db_white_dwarf() -> None:
-    """HZ 44 (sdO): four broad He I lines, He II 4687 and H-gamma gave 'a DB white dwarf'
-    (+3.5) and WD YES at 0.68; DBs are too cool for He II."""
-    sdo = star(
-        {
-            4027.3: (3.8, 20.0),
-            4472.7: (3.0, 17.0),
-            4923.3: (1.5, 15.0),
-            5877.3: (2.5, 20.0),
-            4687.0: (1.5, 12.0),
-            4341.7: (6.0, 22.0),
-        },
-        snr=150.0,
-    )
-    assessment = score_wd(SpectrumView(sdo), get_task("WD"))
-    assert not any("a DB white dwarf" in f.text for f in assessment.findings), assessment
-    assert any("hot subdwarf (sdO)" in f.text and f.weight < 0 for f in assessment.findings)
-    assert assessment.score < 0
 
 
 @pytest.fixture(scope="module")

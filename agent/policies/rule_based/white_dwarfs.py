@@ -298,23 +298,7 @@ def _score_non_da(
     found = False
     helium = [m for m in (he4026, he4471, he4922, he5876) if _absorbs(m, 4.0, 1.0)]
     hot = colour is not None and colour >= 1.2  # DBs are hotter than ~11 000 K
-    # DB white dwarfs are 12 000-30 000 K: He II 4686 appears only above ~40 000 K, and with
-    # hydrogen beside it He I and He II make a hot subdwarf (sdO), e.g. HZ 44 (Wesemael et al.
-    # 1993, PASP 105, 761: the DB and DO spectral sequences)
-    with_he2 = _absorbs(he2, 4.0, 1.0) and any(
-        _absorbs(m, STRONG, 1.0) for m in (balmer.hb, balmer.hg)
-    )
-    if len(helium) >= 2 and hot and with_he2:
-        found = True
-        text = "; ".join(_fmt_line(m) for m in helium)
-        result.add(
-            window_for(task, 4472.7, prefer="He I"),
-            f"He I absorption in {len(helium)} lines ({text}) beside He II 4687 and Balmer "
-            "lines: hotter than any DB white dwarf, as in a hot subdwarf (sdO)",
-            -1.0,
-            alternative="a hot subdwarf (sdO)",
-        )
-    elif len(helium) >= 2 and hot:
+    if len(helium) >= 2 and hot:
         found = True
         text = "; ".join(_fmt_line(m) for m in helium)
         widths = [m.fwhm_kms for m in helium if m.fwhm_kms]
