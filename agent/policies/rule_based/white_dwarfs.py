@@ -44,6 +44,74 @@ class _Balmer:
         return both or single or fallback
 
 
+# Equivalent width over a window wider than any Balmer profile is flux-conserving under the
+# line-spread function and the pixel grid, so it survives sampling that hides the line width.
+# DA white dwarfs of ~10 000-25 000 K have H-beta and H-gamma EWs of ~30-90 Å with wings over
+# 100-300 Å (Koester & Chanmugam 1990, Rep. Prog. Phys. 53, 837; Bergeron, Saffer & Liebert
+# 1992, ApJ 394, 228); no normal star exceeds ~20-25 Å, the maximum being reached at A1-A3 V
+# (Jaschek & Jaschek 1987, "The Classification of Stars", ch. 8 and fig. 8.4). On the
+# development part the same windows give at most 23.5 Å for A stars (an A2) and 25.5 Å for a
+# B9 III (median A 15.4 Å, B 9.3 Å).
+WIDE_BALMER = (
+    ("H-beta", 4862.7, 140.0, ((4560.0, 4700.0), (5030.0, 5230.0))),
+    ("H-gamma", 4341.7, 100.0, ((4170.0, 4235.0), (4450.0, 4560.0))),
+)
+NORMAL_STAR_MAX_EW = 26.0  # just above the development part's largest A/B star value
+DA_EW = 34.0  # from here a DA is the only reading left (ramp between the two)
+# the DA line-width criterion needs pixels no wider than a third of the ~60 Å feature, as
+# ``scope.DECISIVE`` for WD; on coarser pixels only the equivalent width is read
+WIDTH_MAX_PIXEL = 20.0
+HOT_COLOUR = 1.5  # F(4000-4500)/F(6000-6500) of DA white dwarfs; cool stars' bands are below
+
+
+def wide_balmer(view: SpectrumView) -> list[Measurement]:
+    """H-beta and H-gamma integrated over their whole white-dwarf profiles (those covered)."""
+    out = []
+    for name, centre, half, sides in WIDE_BALMER:
+        measured = view.line(f"{name} (±{half:.0f} Å)", centre, half, list(sides))
+        if measured is not None and measured.ew is not None:
+            out.append(measured)
+    return out
+
+
+def width_unreadable(view: SpectrumView) -> float | None:
+    """The pixel (Å) at H-beta when it is too coarse for the DA width criterion, else None."""
+    pixel = view.pixel_width((4780.0, 4945.0))
+    return pixel if pixel > WIDTH_MAX_PIXEL else None
+
+
+def _score_coarse_balmer(
+    result: Assessment, view: SpectrumView, task: Task, colour: float | None, pixel: float
+) -> None:
+    """On pixels too coarse for the line widths: the Balmer equivalent width decides which side
+    the answer is on (the coverage note keeps it from being confident)."""
+    lines = [m for m in wide_balmer(view) if _sig(m) >= 4.0]
+    if not lines:
+        return
+    text = "; ".join(f"{m.name} EW {m.ew:+.1f} Å" for m in lines)
+    weakest = min(m.ew or 0.0 for m in lines)
+    w_hb = window_for(task, 4862.7, prefer="H-beta")
+    if colour is None or colour < HOT_COLOUR:
+        return
+    if weakest >= NORMAL_STAR_MAX_EW:
+        result.add(
+            w_hb,
+            f"on {pixel:.0f} Å pixels the line widths cannot be read, but the Balmer lines "
+            f"integrated over their wings are huge ({text}): beyond any normal star's "
+            f"(~{NORMAL_STAR_MAX_EW:.0f} Å at most, A1-A3 V), the size of a DA white dwarf's",
+            _ramp(weakest, NORMAL_STAR_MAX_EW, DA_EW, 0.5, 3.5),
+        )
+    elif weakest >= 3.0:
+        result.add(
+            w_hb,
+            f"on {pixel:.0f} Å pixels the line widths cannot be read, and the Balmer lines "
+            f"integrated over their wings ({text}) stay within a normal A/B star's range "
+            f"(up to ~{NORMAL_STAR_MAX_EW:.0f} Å), below a DA white dwarf's 30-90 Å",
+            _ramp(weakest, 18.0, NORMAL_STAR_MAX_EW, -1.5, 0.0),
+            alternative="an A or B star",
+        )
+
+
 def score_wd(view: SpectrumView, task: Task) -> Assessment:
     """DA (Balmer lines thousands of km/s wide, series merged by H9-H10), DB (broad He I,
     no H), DO (He II, no H), DZ (broad Ca II K, no H), DQ (Swan bands on a hot continuum), DC
@@ -78,8 +146,11 @@ def score_wd(view: SpectrumView, task: Task) -> Assessment:
             -3.0,
             alternative="an accreting or nebular source",
         )
+    coarse = width_unreadable(view)
+    if coarse is not None:
+        _score_coarse_balmer(result, view, task, colour, coarse)
     if balmer.present():
-        _score_da(result, view, task, balmer)
+        _score_da(result, view, task, balmer, coarse)
     else:
         text = "no significant Balmer absorption"
         if balmer.hb is not None:
@@ -89,7 +160,13 @@ def score_wd(view: SpectrumView, task: Task) -> Assessment:
     return result
 
 
-def _score_da(result: Assessment, view: SpectrumView, task: Task, balmer: _Balmer) -> None:
+def _score_da(
+    result: Assessment,
+    view: SpectrumView,
+    task: Task,
+    balmer: _Balmer,
+    coarse: float | None = None,
+) -> None:
     w_hb = window_for(task, 4862.7, prefer="H-beta")
     lines = [m for m in (balmer.hb, balmer.hg) if _absorbs(m, STRONG, 2.0)]
     widths = [m.fwhm_kms for m in lines if m.fwhm_kms is not None]
@@ -103,6 +180,14 @@ def _score_da(result: Assessment, view: SpectrumView, task: Task, balmer: _Balme
         kind = "narrower than a white dwarf's, as in A/B stars or subdwarfs"
     else:
         kind = "between main-sequence and white-dwarf widths"
+    if coarse is not None:
+        # a width read on pixels wider than a third of the line is the pixels' width
+        result.add(
+            w_hb,
+            f"Balmer absorption ({described}): median FWHM {fwhm:.0f} km/s, not readable on "
+            f"{coarse:.0f} Å pixels (the equivalent width is read instead)",
+        )
+        return
     result.add(
         w_hb,
         f"Balmer absorption ({described}): median FWHM {fwhm:.0f} km/s, {kind}",
