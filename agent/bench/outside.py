@@ -3,7 +3,8 @@ part of the corpus uses (``agent.outside_set``), read as a new user would read t
 
     make outside-data                 # python -m agent.outside_set fetch
     python -m agent.bench.outside [--tasks O,B,A,MG,WD]
-    python -m agent.bench.outside --variant v7   # rule-based/v7, fitted on the development part
+    python -m agent.bench.outside --variant v7   # v7's fits refitted here from the development part
+                                                 # (the stored calibration is v7's since 2026-11-29)
 
 Per task: the labelled answers, positives (spectra and stars), balanced accuracy, expected
 calibration error (10 bins), the answers with a scope note (a reason the inspector cannot be
@@ -172,8 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--variant",
         choices=("inspector", "v7"),
         default="inspector",
-        help="v7: rule-based/v7 (the spectral-type regression), fitted on the development part "
-        "first (a minute or two), measured beside the inspector",
+        help="v7: rule-based/v7's fits refitted from the development part first (a minute or "
+        "two), as a check of the stored calibration (the inspector is v7 since 2026-11-29)",
     )
     parser.add_argument(
         "--rules-cache", type=Path, help="v7: a folder with the bench's development rules cache"
