@@ -136,3 +136,14 @@ def test_it_leaves_real_early_b_stars_without_a_compact_star_finding(
     found = Assessment(bias=0.0)
     compact_helium(found, SpectrumView(load_entry(development[identifier])), get_task("B"))
     assert found.score == 0.0, [f.text for f in found.findings]
+
+
+def test_it_reads_no_b_type_from_an_h_beta_in_emission() -> None:
+    # an H-beta at or below zero EW (emission, or a DB's He I 4713/4922 in its flanks: LDS 749B
+    # read -2.6 Å) is no Balmer line weakened from the A maximum; it used to weigh +1 for B
+    emitting = compact_star({**B2V, 4862.7: (-3.0, 9.0)})
+    texts = [finding.text for finding in score_b(SpectrumView(emitting), get_task("B")).findings]
+    assert not any("below the A-star Balmer maximum" in text for text in texts)
+    absorbing = compact_star(B2V)
+    texts = [finding.text for finding in score_b(SpectrumView(absorbing), get_task("B")).findings]
+    assert any("below the A-star Balmer maximum" in text for text in texts)

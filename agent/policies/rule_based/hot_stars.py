@@ -471,6 +471,9 @@ def score_b(view: SpectrumView, task: Task) -> Assessment:
         and colour is not None
         and colour >= 2.4
         and not a_type_supergiant
+        # an H-beta in emission or filled in (a DB's He I 4713/4922 in the flanks give
+        # LDS 749B -2.6 Å) is no weakened absorption line: it says nothing of a B type
+        and hb.ew > 0.0
     ):
         # the Balmer lines peak at A0-A2 (H-beta 11-17 Å in the dev part's A dwarfs) and
         # weaken into the B types (late B 7-11 Å); an EW survives any resolution
