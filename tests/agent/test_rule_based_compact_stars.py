@@ -15,7 +15,7 @@ from agent.policies.rule_based import RuleBasedInspector, SpectrumView
 from agent.policies.rule_based.compact_stars import compact_helium, whole_he1_4471
 from agent.policies.rule_based.findings import Assessment, _narrow_line
 from agent.policies.rule_based.hot_stars import score_b
-from agent.real_corpus import CorpusUnavailable, fetch, load_entry, load_manifest
+from agent.real_corpus import CorpusEntry, load_entry
 from agent.resolution import Resolution
 from agent.spectra import Spectrum
 
@@ -117,12 +117,8 @@ def test_it_answers_an_sdo_no_for_b() -> None:
 
 
 @pytest.fixture(scope="module")
-def development() -> dict[str, object]:
-    try:
-        fetch(quiet=True)
-    except CorpusUnavailable as exc:
-        pytest.skip(f"the real-data cache cannot be built here: {exc}")
-    return {entry.id: entry for entry in load_manifest("development")}
+def development(real: dict[str, CorpusEntry]) -> dict[str, CorpusEntry]:
+    return {key: entry for key, entry in real.items() if entry.split == "development"}
 
 
 @pytest.mark.parametrize(

@@ -9,17 +9,8 @@ import pytest
 
 from agent.inspection_tasks import get_task
 from agent.policies.rule_based import RuleBasedInspector
-from agent.real_corpus import CorpusUnavailable, fetch, load_entry, load_manifest
+from agent.real_corpus import load_entry
 from agent.spectra import Spectrum
-
-
-@pytest.fixture(scope="module")
-def real() -> dict[str, object]:
-    try:
-        fetch(quiet=True)
-    except CorpusUnavailable as exc:
-        pytest.skip(f"the real-data cache cannot be built here: {exc}")
-    return {entry.id: entry for entry in load_manifest()}
 
 
 def spectrum_of(real: dict, identifier: str) -> Spectrum:

@@ -13,7 +13,7 @@ import pytest
 from agent.inspection_tasks import get_task
 from agent.policies.rule_based import RuleBasedInspector, SpectrumView
 from agent.policies.rule_based.white_dwarfs import NORMAL_STAR_MAX_EW, wide_balmer
-from agent.real_corpus import CorpusUnavailable, fetch, load_entry, load_manifest
+from agent.real_corpus import load_entry
 from agent.resolution import Resolution
 from agent.spectra import Spectrum
 
@@ -108,15 +108,6 @@ def test_it_does_not_take_an_a1_dwarf_on_coarse_pixels_for_a_white_dwarf(pixels:
     if pixels > 20:
         texts = " ".join(f["text"] for f in decision["evidence"]["findings"] if f["weight"] < 0)
         assert "normal A/B star's range" in texts
-
-
-@pytest.fixture(scope="module")
-def real() -> dict[str, object]:
-    try:
-        fetch(quiet=True)
-    except CorpusUnavailable as exc:
-        pytest.skip(f"the real-data cache cannot be built here: {exc}")
-    return {entry.id: entry for entry in load_manifest()}
 
 
 @pytest.mark.parametrize(
