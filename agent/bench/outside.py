@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.calibration import calibrated_ece_quantile
 from agent.inspection_tasks import get_task
 from agent.outside_set import OutsideEntry, OutsideSetUnavailable, load_outside_set
 from agent.policies.rule_based import MODEL_NAME, RuleBasedInspector
@@ -117,7 +118,7 @@ def summary(
         f"{name}{alone} on the outside set: {len({r.id for r in rows})} spectra of "
         f"{len({r.star for r in rows})} stars, {len(rows)} answers",
         f"{'task':<4} {'n':>4} {'pos':>4} {'stars':>5} {'bal.acc':>7} {'ECE':>6} "
-        f"{'wrong>=0.9':>10} {'noted':>5} {'noted>=0.9':>10}  target",
+        f"{'cal50':>6} {'cal95':>6} {'wrong>=0.9':>10} {'noted':>5} {'noted>=0.9':>10}  target",
     ]
     confident_wrong: list[Answer] = []
     for task in tasks:
@@ -127,6 +128,7 @@ def summary(
         report = part_report(
             [r.label for r in part], [r.prediction for r in part], [r.confidence for r in part]
         )
+        confidences = [r.confidence for r in part]
         stars = len({r.star for r in part if r.label == "YES"})
         noted = [r for r in part if r.notes]
         wrong = [r for r in part if r.wrong and r.confidence >= CONFIDENT]
@@ -140,9 +142,16 @@ def summary(
             )
         lines.append(
             f"{task:<4} {report.n:>4} {report.positives:>4} {stars:>5} "
-            f"{_fmt(report.balanced_accuracy):>7} {_fmt(report.ece):>6} {len(wrong):>10} "
+            f"{_fmt(report.balanced_accuracy):>7} {_fmt(report.ece):>6} "
+            f"{_fmt(calibrated_ece_quantile(confidences, quantile=0.5)):>6} "
+            f"{_fmt(calibrated_ece_quantile(confidences)):>6} {len(wrong):>10} "
             f"{len(noted):>5} {sum(1 for r in noted if r.confidence >= CONFIDENT):>10}  {verdict}"
         )
+    lines.append(
+        "cal50, cal95: the ECE a perfectly calibrated inspector exceeds half and 5% of the time "
+        "with these confidences and this many answers (agent.calibration.calibrated_ece_quantile)"
+        "; an ECE below cal95 cannot be told from sampling noise, one above it is miscalibration"
+    )
     rate = 1000.0 * len(confident_wrong) / len(rows) if rows else math.nan
     lines.append(
         f"wrong at confidence >= {CONFIDENT:g}: {len(confident_wrong)} of {len(rows)} answers "

@@ -7,6 +7,7 @@ import pytest
 
 from agent.calibration import (
     BetaCalibration,
+    calibrated_ece_quantile,
     expected_calibration_error,
     f1_coverage_curve,
     fit_beta,
@@ -48,6 +49,43 @@ def test_it_computes_the_expected_calibration_error():
 def test_it_refuses_a_confidence_outside_the_range():
     with pytest.raises(ValueError, match="outside"):
         reliability_bins([1.2], [True])
+
+
+def test_it_draws_the_calibrated_ece_as_reliability_bins_computes_it():
+    confidences = np.random.default_rng(3).uniform(0.5, 1.0, 80)
+    confidences[:5] = [0.3, 0.6, 0.7, 0.9, 1.0]  # values on bin edges
+    draws = 300
+    found = calibrated_ece_quantile(confidences, draws=draws, quantile=0.9, seed=11)
+    correct = np.random.default_rng(11).random((draws, confidences.size)) < confidences
+    reference = [
+        expected_calibration_error(reliability_bins(list(confidences), list(row), n_bins=10))
+        for row in correct
+    ]
+    assert found == pytest.approx(float(np.quantile(reference, 0.9)), abs=1e-12)
+
+
+def test_it_shows_the_calibrated_ece_shrinks_with_the_number_of_answers():
+    rng = np.random.default_rng(5)
+    few = calibrated_ece_quantile(rng.uniform(0.5, 1.0, 80))
+    many = calibrated_ece_quantile(rng.uniform(0.5, 1.0, 8000), draws=200)
+    assert few > 0.05 > 0.02 > many
+    assert calibrated_ece_quantile([1.0] * 40) == 0.0  # certain answers cannot miss
+    assert math.isnan(calibrated_ece_quantile([]))
+
+
+def test_it_tells_real_miscalibration_from_sampling_noise():
+    rng = np.random.default_rng(8)
+    confidences = rng.uniform(0.5, 1.0, 200)
+    overconfident = rng.random(200) < confidences - 0.25  # right a quarter less often than said
+    observed = expected_calibration_error(
+        reliability_bins(list(confidences), list(overconfident), n_bins=10)
+    )
+    assert observed > calibrated_ece_quantile(confidences)
+
+
+def test_it_refuses_a_confidence_outside_0_1_for_the_calibrated_ece():
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        calibrated_ece_quantile([0.5, 1.5])
 
 
 def test_it_traces_f1_against_coverage():

@@ -57,7 +57,19 @@ def test_it_counts_a_scope_noted_answer_at_high_confidence_against_the_target() 
     assert line(summary(rows, ("WD",)), "WD").endswith("held")
     rows[0] = answer("WD", "WD 0", "YES", "YES", 1.0, notes=("window not covered",))
     table = line(summary(rows, ("WD",)), "WD")
-    assert table.split()[7:9] == ["1", "1"] and table.endswith("missed")
+    assert table.split()[9:11] == ["1", "1"] and table.endswith("missed")
+
+
+def test_it_prints_the_ece_a_calibrated_inspector_reaches_with_the_same_confidences() -> None:
+    certain = [answer("WD", f"WD {i}", "YES", "YES", 1.0) for i in range(5)]
+    certain += [answer("WD", f"G {i}", "NO", "NO", 1.0) for i in range(5)]
+    assert line(summary(certain, ("WD",)), "WD").split()[6:8] == ["0.000", "0.000"]
+    # nine answers at 0.8 and one at 0.95: a calibrated inspector's ECE is
+    # (|k - 7.2| + |j - 0.95|) / 10 with k ~ B(9, 0.8), j ~ B(1, 0.95); by hand its median is
+    # 0.085 (k = 8) and its 95th percentile 0.225 (k = 5: P(k >= 6 or k = 9) < 0.95 < P(k >= 5))
+    ece, median, upper = (float(v) for v in line(summary(wd_rows(), ("WD",)), "WD").split()[5:8])
+    assert (median, upper) == (0.085, 0.225)
+    assert ece == pytest.approx((9 * (1.0 - 0.8) + 0.95) / 10)  # above 0.225: miscalibrated
 
 
 def test_it_lists_every_wrong_answer_when_asked() -> None:
