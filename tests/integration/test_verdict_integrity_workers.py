@@ -79,7 +79,7 @@ def test_it_stores_each_verdict_on_its_own_spectrum_through_real_workers(
         reproductions = run_reproduce(InspectionRun.objects.get(pk=run.pk))
         assert len(reproductions) == 18
         wrong = {r.candidate_id: r.differences[:2] for r in reproductions if not r.matches}
-        assert not wrong, wrong
+        assert not wrong, (wrong, mismatch_details(wrong, workers))
 
 
 def test_it_stores_each_model_verdict_once_with_64_episodes_in_flight_under_429s(
@@ -166,3 +166,56 @@ def test_it_stores_each_model_verdict_once_with_64_episodes_in_flight_under_429s
         server.stop()
     wrong = {r.candidate_id: r.differences[:2] for r in reproductions if not r.matches}
     assert len(reproductions) == 24 and not wrong, wrong
+
+
+def mismatch_details(wrong: dict[int, list], workers: list) -> str:
+    """What a failure needs to be understood (a worker stored an image the reproduction does not
+    draw, seen once in CI): each image's pixels against the other's, the candidate's attempts
+    and live steps, and the workers' logs."""
+    import hashlib
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from annotation.core.models import ImageBlob
+    from annotation.inspections.models import LiveStep
+
+    lines = []
+    for candidate_id, differences in wrong.items():
+        candidate = Candidate.objects.get(pk=candidate_id)
+        lines.append(f"candidate {candidate_id}: attempts {candidate.attempts}")
+        for step in LiveStep.objects.filter(candidate=candidate).order_by(
+            "rollout_index", "step_index"
+        ):
+            image = ((step.data.get("tool_result") or {}).get("image") or {}).get("png_sha256")
+            lines.append(f"  live step {step.rollout_index}.{step.step_index}: image {image}")
+        for difference in differences:
+            pixels = []
+            for shown in (difference.stored, difference.reproduced):
+                prefix = shown.strip("'").split(".")[0]
+                blob = ImageBlob.objects.filter(sha256__startswith=prefix).first()
+                if blob is None:
+                    lines.append(f"  image {prefix[:16]}: not stored")
+                    continue
+                png = bytes(blob.png)
+                try:
+                    array = np.asarray(Image.open(io.BytesIO(png)))
+                except Exception as error:  # a corrupted PNG is itself the finding
+                    lines.append(f"  image {prefix[:16]}: unreadable ({error})")
+                    continue
+                sha = hashlib.sha256(png).hexdigest()
+                lines.append(
+                    f"  image {prefix[:16]}: {len(png)} bytes, sha ok {sha == blob.sha256}"
+                )
+                pixels.append(array)
+            if len(pixels) == 2:
+                same = pixels[0].shape == pixels[1].shape and bool((pixels[0] == pixels[1]).all())
+                changed = (
+                    int((pixels[0] != pixels[1]).sum())
+                    if not same and pixels[0].shape == pixels[1].shape
+                    else -1
+                )
+                lines.append(f"  same pixels: {same}; pixels that differ: {changed}")
+    logs = "\n".join(f"--- {w.log_path.name}\n{w.log_tail()}" for w in workers)
+    return "\n".join(lines) + "\n" + logs
