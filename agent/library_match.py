@@ -379,8 +379,6 @@ class TaskEvidence:
     # rule-based/v7: P(task) from the spectral type estimated by regression over the MK region
     # (``agent.type_regression``); nan where it was not estimated
     type_probability: float = math.nan
-    # the working resolution (Å FWHM, ``TIERS``) the comparison was made at; nan where unknown
-    tier: float = math.nan
 
 
 @cache
@@ -444,7 +442,7 @@ def decide(match: Match, task: str) -> TaskEvidence:
     """The library's evidence for ``task``: nearest positive and negative library spectra."""
     labels = match.labels.get(task)
     if labels is None:
-        return TaskEvidence(task, math.nan, None, None, math.inf, tier=match.tier)
+        return TaskEvidence(task, math.nan, None, None, math.inf)
     d = match.distances
     positive, pos = _entry_of(match, np.flatnonzero(labels == 1), d)
     negative, neg = _entry_of(match, np.flatnonzero(labels == 0), d)
@@ -459,9 +457,7 @@ def decide(match: Match, task: str) -> TaskEvidence:
     if mk is not None and task in MK_LETTER and task in mk.labels:
         mk_vote = neighbour_vote(mk.distances, mk.labels[task], mk.types)[0]
         mk_chi2 = letter_chi2(mk.distances, mk.types, MK_LETTER[task])
-    return TaskEvidence(
-        task, score, pos, neg, nearest, vote, number, mk_vote, mk_chi2, tier=match.tier
-    )
+    return TaskEvidence(task, score, pos, neg, nearest, vote, number, mk_vote, mk_chi2)
 
 
 def letter_chi2(distances: np.ndarray, types: Sequence[str], letter: str) -> float:

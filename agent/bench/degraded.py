@@ -7,13 +7,15 @@ calibration is fitted on them at that resolution; spectrophotometric standards a
 in 16-50 Å bins (Hamuy et al. 1992, 1994; Massey et al. 1988). Each development spectrum is
 degraded here (``degrade``: a Gaussian line-spread function to FWHM F, then flux-conserving
 bins F Å wide, the table read as a bare table is: FWHM = two bins) and answered by the
-inspector whose every library fit (and type regression) is fitted on the native spectra of
-the other four folds (``agent.bench.real_cv.cross_validated_answers``, 5-fold by object; the
-spectrum's own object left out of the library as always). Per task the library decides and per
-resolution: balanced accuracy, ECE (10 bins), the 95th percentile of the ECE a perfectly
+inspector (rule-based/v7) whose every library fit and type regression is fitted on the native
+spectra of the other four folds (``cross_validated``, 5-fold by object as
+``agent.bench.real_cv``; the rules' own calibration is the native development part's, and the
+spectrum's own object is left out of the library as always). Per task the library decides and
+per resolution: balanced accuracy, ECE (10 bins), the 95th percentile of the ECE a perfectly
 calibrated inspector would show with these confidences (labels drawn ~ Bernoulli(confidence),
-``null_ece_quantile``) and the wrong answers at >= 0.9. Development only: nothing here reads
-the validation part or the outside set.
+``null_ece_quantile``), mean confidence minus accuracy (positive: overconfident) and the wrong
+answers at >= 0.9; then B's and A's reliability bins. Development only: nothing here reads the
+validation part or the outside set.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from scipy import ndimage
 
 from agent.bench.real import _platts, fit_calibration, real_items, score_spectra
 from agent.bench.real_cv import fold_of, variant_fits
-from agent.bench.real_fits import Scored, TypeFits, fit_tier_calibration, probability_yes
+from agent.bench.real_fits import Scored, TypeFits, probability_yes
 from agent.calibration import Calibrator, expected_calibration_error, reliability_bins
 from agent.library_match import DECIDABLE, default_matcher
 from agent.real_corpus import load_manifest, object_key
@@ -39,13 +41,6 @@ from agent.resolution import FWHM_PER_SIGMA
 from agent.spectra import Spectrum
 
 DEGRADATIONS = (16.0, 50.0)  # Å: the FWHM and the bin width of the degraded copies
-FITTED_ON = 16.0  # the degraded copies the tier calibration is fitted on (working tier 48 Å)
-TITLES = {
-    "v7": "rule-based/v7 as fitted (every fit on the other folds' native spectra)",
-    "v7+tier": "v7 with the tier calibration (fitted on the other folds' 16 Å copies)",
-    "control": "CONTROL, must fail: the tier calibration fitted with tier labels shuffled "
-    "between the other folds' 16 Å copies and native spectra",
-}
 NULL_DRAWS = 2000
 
 
@@ -145,9 +140,10 @@ def figures(rows: Sequence[tuple[str, float]]) -> Row:
     )
 
 
-def format_rows(table: Mapping[str, Mapping[str, Row]], form: str = "v7") -> str:
+def format_rows(table: Mapping[str, Mapping[str, Row]]) -> str:
     lines = [
-        f"DEVELOPMENT, 5-fold by object, {TITLES.get(form, form)}: "
+        "DEVELOPMENT, 5-fold by object, rule-based/v7 with every fit on the other folds' native "
+        "spectra: "
         f"bacc / ECE (calibrated 95%) / confidence - accuracy / wrong at >= {CONFIDENT:g} of n"
     ]
     for task in DECIDABLE:
@@ -162,56 +158,50 @@ def format_rows(table: Mapping[str, Mapping[str, Row]], form: str = "v7") -> str
     return "\n".join(lines)
 
 
-FORMS = ("v7", "v7+tier", "control")  # as the inspector fits it; with the tier calibration;
-# the control that must fail: the tier calibration fitted on answers whose tier labels are
-# shuffled between the degraded and the native development answers
-
-
 def cross_validated(
     native: Sequence[Scored],
     tested: Mapping[str, Sequence[Scored]],
-    coarse: Sequence[Scored],
     calibration: Mapping[str, Calibrator],
     pulls: Mapping[str, float],
     types: TypeFits,
     folds: int = 5,
-) -> dict[tuple[str, str], dict[str, list[tuple[str, float]]]]:
-    """(label, P(YES)) per (form, set of ``tested``) and task, 5-fold by object: the answers
-    of fold k given by v7's fits on the native answers of the other folds (as
-    ``agent.bench.real_cv``), the tier calibration (``fit_tier_calibration``) fitted on the
-    other folds' answers of ``coarse`` (the degraded copies)."""
+) -> dict[str, dict[str, list[tuple[str, float]]]]:
+    """(label, P(YES)) per set of ``tested`` and task the library decides, 5-fold by object:
+    the answers of fold k given by v7's fits (and type regression) on the native answers of the
+    other folds, as ``agent.bench.real_cv`` gives the native ones."""
     objects = {entry.id: object_key(entry.object) for entry in load_manifest()}
-    everything = [*native, *coarse, *(s for rows in tested.values() for s in rows)]
+    everything = [*native, *(s for rows in tested.values() for s in rows)]
     assigned = {s.item: fold_of(s.item, objects, folds) for s in everything}
-    out: dict[tuple[str, str], dict[str, list[tuple[str, float]]]] = {
-        (form, name): {task: [] for task in DECIDABLE} for form in FORMS for name in tested
+    out: dict[str, dict[str, list[tuple[str, float]]]] = {
+        name: {task: [] for task in DECIDABLE} for name in tested
     }
     for k in range(folds):
         training = types.typed_answers(
             [s for s in native if assigned[s.item] != k], frozenset({k}), own_fold=True
         )
-        training_coarse = types.typed_answers(
-            [s for s in coarse if assigned[s.item] != k], frozenset({k}), own_fold=True
-        )
-        base = variant_fits("v7", training, calibration, pulls)
-        fitted = {
-            "v7": base,
-            "v7+tier": fit_tier_calibration(training_coarse, calibration, pulls, base),
-            "control": fit_tier_calibration(
-                training_coarse, calibration, pulls, base, shuffle_from=training, shuffle_seed=k
-            ),
-        }
+        fits = variant_fits("v7", training, calibration, pulls)
         for name, rows in tested.items():
             testing = types.typed_answers(
                 [s for s in rows if assigned[s.item] == k], frozenset({k}), own_fold=False
             )
-            for form, fits in fitted.items():
-                for s in testing:
-                    if s.task in DECIDABLE:
-                        p = probability_yes(s, calibration, pulls, fits, "combined")
-                        if p is not None:
-                            out[(form, name)][s.task].append((s.label, p))
+            for s in testing:
+                if s.task in DECIDABLE:
+                    p = probability_yes(s, calibration, pulls, fits, "combined")
+                    if p is not None:
+                        out[name][s.task].append((s.label, p))
     return out
+
+
+def format_bins(rows: Sequence[tuple[str, float]]) -> str:
+    """The reliability bins of one task's answers: confidence range, n, mean confidence and
+    accuracy (which side of the diagonal the ECE lies)."""
+    confidence = [max(p, 1.0 - p) for _, p in rows]
+    correct = [(p >= 0.5) == (label == "YES") for label, p in rows]
+    return ", ".join(
+        f"{b.low:.1f}-{b.high:.1f}: {b.count} at {b.mean_confidence:.2f} right {b.accuracy:.2f}"
+        for b in reliability_bins(confidence, correct, n_bins=10)
+        if b.count and b.mean_confidence is not None and b.accuracy is not None
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -240,19 +230,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             leave_out=True,
             rules_cache=cache(f"development-degraded-{fwhm:g}"),
         )
-    coarse = tested.get(f"{FITTED_ON:g} Å") or score_spectra(
-        degraded_items(items, FITTED_ON),
-        library=matcher,
-        leave_out=True,
-        rules_cache=cache(f"development-degraded-{FITTED_ON:g}"),
-    )
-    answers = cross_validated(native, tested, coarse, calibration, pulls, TypeFits(matcher.tiers))
-    for form in FORMS:
-        table = {
-            name: {task: figures(rows) for task, rows in answers[(form, name)].items() if rows}
-            for name in tested
-        }
-        print(format_rows(table, form))
+    answers = cross_validated(native, tested, calibration, pulls, TypeFits(matcher.tiers))
+    table = {
+        name: {task: figures(rows) for task, rows in answers[name].items() if rows}
+        for name in tested
+    }
+    print(format_rows(table))
+    print("reliability bins (confidence range: n at mean confidence, right share):")
+    for name in tested:
+        for task in ("B", "A"):
+            if answers[name][task]:
+                print(f"  {name:<6} {task}: {format_bins(answers[name][task])}")
     return 0
 
 

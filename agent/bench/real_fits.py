@@ -12,8 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from agent.calibration import Calibrator, fit_platt
 from agent.library_match import DECIDABLE, TaskEvidence
 from agent.policies.rule_based.inspector import pulled
@@ -294,79 +292,3 @@ class TypeFits:
                 dataclasses.replace(s, evidence=dataclasses.replace(s.evidence, type_probability=p))
             )
         return out
-
-
-# the working resolutions (Å FWHM, ``agent.library_match.TIERS``) at which the combined answer
-# has a calibration of its own (``agent.policies.rule_based.library.at_tier``), fitted on the
-# development spectra degraded to them (``agent.bench.degraded``): the native development part
-# holds almost no spectrum that coarse, so every other fit is a fit to 2.5-6 Å spectra
-COARSE_TIERS = (48.0,)
-
-
-def fit_tier_calibration(
-    coarse: Sequence[Scored],
-    calibration: Mapping[str, Calibrator],
-    pulls: Mapping[str, float],
-    fits: Mapping[str, Mapping[str, Any]],
-    *,
-    tasks: Sequence[str] = DECIDABLE,
-    shuffle_from: Sequence[Scored] = (),
-    shuffle_seed: int = 0,
-) -> dict[str, dict[str, Any]]:
-    """``fits`` with, per task and tier of ``COARSE_TIERS``, a Platt scaling of the combined
-    log-odds fitted on the answers ``coarse`` compared at that tier (each object left out of its
-    own library, as always). ``shuffle_from`` (the control that must fail): the scaling is
-    fitted instead on as many answers drawn at random from ``coarse`` and ``shuffle_from``
-    together (tier labels shuffled between the degraded and the native answers)."""
-    out = {task: {k: v for k, v in fit.items() if k != "tiers"} for task, fit in fits.items()}
-    rng = np.random.default_rng(shuffle_seed)
-    for task in tasks:
-        if task not in out:
-            continue
-        scalings: dict[str, dict[str, Any]] = {}
-        for tier in COARSE_TIERS:
-            rows = [s for s in coarse if s.task == task and _tier_of(s) == tier]
-            if shuffle_from:
-                pool = [*rows, *(s for s in shuffle_from if s.task == task and s.compared)]
-                rows = [pool[i] for i in rng.permutation(len(pool))[: len(rows)]]
-            labels = [s.label == "YES" for s in rows]
-            if min(sum(labels), len(labels) - sum(labels)) < MIN_POSITIVES:
-                continue
-            logits = [_logit(_combined(s, calibration, pulls, out).probability) for s in rows]
-            platt = fit_platt(logits, labels, intercept=True)
-            scalings[f"{tier:g}"] = {
-                "slope": round(platt.slope, 6),
-                "intercept": round(platt.intercept, 6),
-                "n": len(rows),
-                "positives": sum(labels),
-            }
-        if scalings:
-            out[task]["tiers"] = scalings
-    return out
-
-
-def _tier_of(s: Scored) -> float:
-    return s.evidence.tier if s.evidence is not None else math.nan
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-6), 1.0 - 1e-6)
-    return math.log(p / (1.0 - p))
-
-
-def _combined(
-    s: Scored,
-    calibration: Mapping[str, Calibrator],
-    pulls: Mapping[str, float],
-    fits: Mapping[str, Mapping[str, Any]],
-) -> Any:
-    notes = s.notes or tuple(ScopeNote(kind, kind, kind) for kind in s.scope)
-    return combine(
-        s.task,
-        raw_probability(s, calibration),
-        notes,
-        s.evidence,
-        library_present=s.compared,
-        fits=fits,
-        rules_pull=pulls.get(s.task, DEFAULT_PULL),
-    )

@@ -250,30 +250,3 @@ def test_it_fits_the_mk_region_only_for_a_task_whose_combination_reads_it() -> N
     for code in ("A", "B"):
         inspector.begin(spectrum=spectrum, task=get_task(code), use_tool=False)
     assert library.calls == [{"mk_region": True}, {"mk_region": False}]
-
-
-def test_it_recalibrates_the_combined_answer_at_a_tier_with_a_calibration_of_its_own() -> None:
-    """A spectrum compared at a working resolution with a tier calibration of its own (fitted
-    on development spectra degraded to it) is answered by that calibration; at any other tier
-    the combination is as before."""
-    import dataclasses
-
-    from agent.policies.rule_based.library import at_tier
-
-    fits = {"B": {**FITS["B"], "tiers": {"48": {"slope": 0.25, "intercept": 0.0}}}}
-    fine = dataclasses.replace(evidence("B", 0.8, 2.5), tier=4.0)
-    coarse = dataclasses.replace(fine, tier=48.0)
-
-    def probability(found: TaskEvidence, fitted: dict[str, dict[str, Any]]) -> float:
-        return combine("B", 0.9, [], found, library_present=True, fits=fitted,
-                       rules_pull=0.75).probability  # fmt: skip
-
-    native = probability(fine, FITS)
-    assert native > 0.95
-    assert probability(fine, fits) == native
-    softened = probability(coarse, fits)
-    assert 0.5 < softened < 0.9
-    logit = math.log(native / (1.0 - native))
-    assert softened == pytest.approx(1.0 / (1.0 + math.exp(-0.25 * logit)))
-    assert probability(coarse, FITS) == native  # no tier calibration fitted: unchanged
-    assert at_tier(0.7, None, fits["B"]) == 0.7

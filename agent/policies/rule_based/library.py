@@ -158,7 +158,6 @@ def combine(
         probability = _logistic(
             float(w_rules) * _logit(rules_probability) + float(w_lib) * _logit(p_lib) + intercept
         )
-    probability = at_tier(probability, evidence, fit)
     if math.isfinite(p_lib) and (rules_probability - 0.5) * (p_lib - 0.5) < 0:
         notes.append(
             ScopeNote(
@@ -198,20 +197,6 @@ def combine(
     return Combined(
         probability, rules_probability, None if math.isnan(p_lib) else p_lib, tuple(notes), pull
     )
-
-
-def at_tier(probability: float, evidence: TaskEvidence | None, fit: Mapping[str, Any]) -> float:
-    """The combined P(YES) recalibrated for the working resolution the library compared the
-    spectrum at: logistic(slope logit P + intercept) of the task's ``tiers`` fit for that tier
-    (``fit_tier_calibration``, fitted on development spectra degraded to it); P unchanged at a
-    tier without one."""
-    tiers = fit.get("tiers") or {}
-    if evidence is None or not math.isfinite(evidence.tier):
-        return probability
-    scaling = tiers.get(f"{evidence.tier:g}")
-    if not scaling:
-        return probability
-    return _logistic(float(scaling["slope"]) * _logit(probability) + float(scaling["intercept"]))
 
 
 # --- the neighbour combiners (versions of their own: rule-based/v5-knn, rule-based/v6) --------

@@ -71,3 +71,37 @@ def test_it_puts_the_calibrated_ece_quantile_where_a_few_hundred_answers_leave_i
     value = null_ece_quantile([0.8] * 300, draws=500)
     assert 0.02 < value < 0.08
     assert null_ece_quantile([0.8] * 3000, draws=200) < value
+
+
+def test_it_answers_each_degraded_copy_once_with_the_fits_of_the_other_folds() -> None:
+    """The degraded copies of fold k are answered by v7's fits on the native answers of the
+    other folds: every copy once, each set on its own."""
+    import random
+
+    from agent.bench.degraded import cross_validated
+    from agent.bench.real_fits import Scored, TypeFits
+    from agent.calibration import calibrator_from_dict
+    from agent.library_match import TaskEvidence
+
+    rng = random.Random(7)
+
+    def answers(spread: float) -> list[Scored]:
+        rows = []
+        for i in range(200):
+            positive = i % 4 == 0
+            score = (1.0 if positive else -1.0) + rng.gauss(0.0, spread)
+            found = TaskEvidence("B", score, None, None, 0.5)
+            label = "YES" if positive else "NO"
+            rows.append(Scored("B", f"star-{i}", label, 0.0, evidence=found, compared=True))
+        return rows
+
+    native, coarse = answers(0.2), answers(3.0)
+    calibration = {"B": calibrator_from_dict({"method": "Platt", "slope": 1.0, "intercept": 0.0})}
+    out = cross_validated(
+        native, {"native": native, "16 Å": coarse}, calibration, {"B": 0.78}, TypeFits({})
+    )
+    assert set(out) == {"native", "16 Å"}
+    assert len(out["native"]["B"]) == len(out["16 Å"]["B"]) == 200
+    assert out["native"]["A"] == []
+    assert figures(out["native"]["B"]).balanced_accuracy == 1.0
+    assert figures(out["16 Å"]["B"]).balanced_accuracy < 0.9  # the copies' own evidence
