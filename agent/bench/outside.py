@@ -101,8 +101,19 @@ def answers(
     return out
 
 
+def confidence_gap(rows: Sequence[Answer]) -> float:
+    """Mean confidence minus accuracy: above 0 overconfident, below 0 underconfident."""
+    if not rows:
+        return math.nan
+    return sum(r.confidence for r in rows) / len(rows) - sum(not r.wrong for r in rows) / len(rows)
+
+
 def _fmt(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
+def _signed(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:+.3f}"
 
 
 def summary(
@@ -118,7 +129,7 @@ def summary(
         f"{name}{alone} on the outside set: {len({r.id for r in rows})} spectra of "
         f"{len({r.star for r in rows})} stars, {len(rows)} answers",
         f"{'task':<4} {'n':>4} {'pos':>4} {'stars':>5} {'bal.acc':>7} {'ECE':>6} "
-        f"{'cal50':>6} {'cal95':>6} {'wrong>=0.9':>10} {'noted':>5} {'noted>=0.9':>10}  target",
+        f"{'cal50':>6} {'cal95':>6} {'gap':>6} {'wrong>=0.9':>10} {'noted':>5} {'noted>=0.9':>10}  target",
     ]
     confident_wrong: list[Answer] = []
     for task in tasks:
@@ -144,13 +155,15 @@ def summary(
             f"{task:<4} {report.n:>4} {report.positives:>4} {stars:>5} "
             f"{_fmt(report.balanced_accuracy):>7} {_fmt(report.ece):>6} "
             f"{_fmt(calibrated_ece_quantile(confidences, quantile=0.5)):>6} "
-            f"{_fmt(calibrated_ece_quantile(confidences)):>6} {len(wrong):>10} "
+            f"{_fmt(calibrated_ece_quantile(confidences)):>6} "
+            f"{_signed(confidence_gap(part)):>6} {len(wrong):>10} "
             f"{len(noted):>5} {sum(1 for r in noted if r.confidence >= CONFIDENT):>10}  {verdict}"
         )
     lines.append(
         "cal50, cal95: the ECE a perfectly calibrated inspector exceeds half and 5% of the time "
         "with these confidences and this many answers (agent.calibration.calibrated_ece_quantile)"
-        "; an ECE below cal95 cannot be told from sampling noise, one above it is miscalibration"
+        "; an ECE below cal95 cannot be told from sampling noise, one above it is miscalibration;"
+        " gap: mean confidence - accuracy (> 0 overconfident, < 0 underconfident)"
     )
     rate = 1000.0 * len(confident_wrong) / len(rows) if rows else math.nan
     lines.append(

@@ -57,7 +57,7 @@ def test_it_counts_a_scope_noted_answer_at_high_confidence_against_the_target() 
     assert line(summary(rows, ("WD",)), "WD").endswith("held")
     rows[0] = answer("WD", "WD 0", "YES", "YES", 1.0, notes=("window not covered",))
     table = line(summary(rows, ("WD",)), "WD")
-    assert table.split()[9:11] == ["1", "1"] and table.endswith("missed")
+    assert table.split()[10:12] == ["1", "1"] and table.endswith("missed")
 
 
 def test_it_prints_the_ece_a_calibrated_inspector_reaches_with_the_same_confidences() -> None:
@@ -70,6 +70,13 @@ def test_it_prints_the_ece_a_calibrated_inspector_reaches_with_the_same_confiden
     ece, median, upper = (float(v) for v in line(summary(wd_rows(), ("WD",)), "WD").split()[5:8])
     assert (median, upper) == (0.085, 0.225)
     assert ece == pytest.approx((9 * (1.0 - 0.8) + 0.95) / 10)  # above 0.225: miscalibrated
+
+
+def test_it_prints_whether_the_answers_are_over_or_underconfident() -> None:
+    # mean confidence (9 * 0.8 + 0.95) / 10 = 0.815 against 9 of 10 right: underconfident
+    assert line(summary(wd_rows(), ("WD",)), "WD").split()[8] == "-0.085"
+    rows = [answer("WD", f"WD {i}", "YES", "NO" if i < 2 else "YES", 0.9) for i in range(5)]
+    assert line(summary(rows, ("WD",)), "WD").split()[8] == "+0.300"  # 0.9 said, 0.6 right
 
 
 def test_it_lists_every_wrong_answer_when_asked() -> None:
