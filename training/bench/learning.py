@@ -69,8 +69,8 @@ picture"): on 2 CPU cores SFT learns ``visible`` with every control held; GRPO o
 tiny model (weights of std 0.02) has not learnt ``visible`` (rollout accuracy flat at ~0.5 over
 every setting tried, or a collapse), and ``zoom`` learns neither way; both are left to the
 device: ``bash training/gpu_check.sh learning``. The tenth GRPO setting (AdamW 2e-3, beta 0.1,
-temperature 1, 8 prompts x 8 rollouts, default weights) was stable (format intact, KL <= 0.053,
-reward variance in every group) and flat: rollout accuracy 0.48 -> 0.47, reward 0.28 -> 0.27,
+temperature 1, 8 prompts x 8 rollouts, default weights) was stable (format intact, KL <= 0.053)
+and flat: rollout accuracy 0.48 -> 0.47, reward 0.28 -> 0.27,
 over 39 steps (stopped at the 40-minute CPU budget). Why: not a
 broken image path (``tests/training/bench/test_grpo_image_path.py``: TRL's loss forward gets
 each rollout's own pixels, with a gradient through them), but a weak one: with the label also
