@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Confusion:
@@ -92,6 +94,67 @@ def classification_report(
         f1=_ratio(2 * counts.tp, 2 * counts.tp + counts.fp + counts.fn),
         confusion=counts,
     )
+
+
+def balanced_accuracy(labels: Sequence[str], predictions: Sequence[str | None]) -> float:
+    """The mean of the true-positive and true-negative rates over the classes present (a part
+    without positives is its accuracy on negatives); a prediction of None is wrong."""
+    counts = confusion(labels, predictions)
+    rates = [
+        counts.tp / (counts.tp + counts.fn) if counts.tp + counts.fn else None,
+        counts.tn / (counts.n - counts.tp - counts.fn)
+        if counts.n - counts.tp - counts.fn
+        else None,
+    ]
+    present = [rate for rate in rates if rate is not None]
+    return sum(present) / len(present) if present else math.nan
+
+
+def balanced_accuracy_interval(
+    labels: Sequence[str],
+    predictions: Sequence[str | None],
+    groups: Sequence[str],
+    *,
+    level: float = 0.95,
+    draws: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Balanced accuracy with a percentile bootstrap interval that resamples whole groups.
+
+    Spectra of one star are not independent answers (a misread star is usually misread in each
+    of its spectra), so the groups (objects) are what is drawn with replacement. A draw that
+    holds no positive is scored on the classes it has, as ``balanced_accuracy`` scores a part.
+    Returns (the point estimate, the interval's low and high ends).
+    """
+    if not len(labels) == len(predictions) == len(groups):
+        raise ValueError("labels, predictions and groups differ in length")
+    if not 0.0 < level < 1.0 or draws < 1:
+        raise ValueError(f"need 0 < level < 1 and draws >= 1; got {level}, {draws}")
+    point = balanced_accuracy(labels, predictions)
+    if not labels:
+        return point, math.nan, math.nan
+    names = sorted(set(groups))
+    index = {name: position for position, name in enumerate(names)}
+    where = np.array([index[group] for group in groups])
+    positive = np.array([label == "YES" for label in labels])
+    right = np.array([p == y for p, y in zip(predictions, labels, strict=True)])
+    # per group: positives, positives right, negatives, negatives right
+    per_group = np.stack(
+        [
+            np.bincount(where, weights=mask, minlength=len(names))
+            for mask in (positive, positive & right, ~positive, ~positive & right)
+        ]
+    )
+    picks = np.random.default_rng(seed).integers(0, len(names), size=(draws, len(names)))
+    weights = np.zeros((draws, len(names)))
+    np.add.at(weights, (np.arange(draws)[:, None], picks), 1.0)
+    pos, pos_right, neg, neg_right = (weights @ per_group.T).T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.stack([pos_right / pos, neg_right / neg])
+    scores = np.nanmean(rates, axis=0)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(scores, [tail, 1.0 - tail])
+    return point, float(low), float(high)
 
 
 def macro_average(reports: Mapping[str, ClassificationReport]) -> dict[str, float]:

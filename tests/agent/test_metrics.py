@@ -111,3 +111,55 @@ def test_it_agrees_with_scipy_pearson_on_binary_vectors():
     x = [True, False, True, True, False, False, True]
     y = [1, 0, 0, 1, 1, 0, 1]
     assert metrics.point_biserial(x, y) == pytest.approx(pearsonr([int(v) for v in x], y)[0])
+
+
+def _random_part(seed: int, n: int = 120) -> tuple[list[str], list[str | None], list[str]]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    labels = ["YES" if value < 0.3 else "NO" for value in rng.random(n)]
+    predictions: list[str | None] = [
+        None if roll < 0.03 else (label if roll < 0.85 else ("NO" if label == "YES" else "YES"))
+        for label, roll in zip(labels, rng.random(n), strict=True)
+    ]
+    groups = [f"star {value}" for value in rng.integers(0, 40, n)]
+    return labels, predictions, groups
+
+
+def test_it_scores_balanced_accuracy_as_the_real_benchmark_does():
+    from agent.real_evaluation import part_report
+
+    for seed in range(5):
+        labels, predictions, _ = _random_part(seed)
+        reference = part_report(labels, predictions, [None] * len(labels)).balanced_accuracy
+        assert metrics.balanced_accuracy(labels, predictions) == pytest.approx(reference)
+    assert metrics.balanced_accuracy(["NO", "NO"], ["NO", "YES"]) == 0.5  # no positives
+
+
+def test_it_resamples_whole_groups_for_the_balanced_accuracy_interval():
+    import numpy as np
+
+    labels, predictions, groups = _random_part(7)
+    draws = 300
+    point, low, high = metrics.balanced_accuracy_interval(
+        labels, predictions, groups, draws=draws, seed=3
+    )
+    names = sorted(set(groups))
+    picks = np.random.default_rng(3).integers(0, len(names), size=(draws, len(names)))
+    members = {name: [i for i, group in enumerate(groups) if group == name] for name in names}
+    reference = []
+    for row in picks:
+        chosen = [i for pick in row for i in members[names[pick]]]
+        reference.append(
+            metrics.balanced_accuracy([labels[i] for i in chosen], [predictions[i] for i in chosen])
+        )
+    assert point == metrics.balanced_accuracy(labels, predictions)
+    assert (low, high) == pytest.approx(tuple(np.quantile(reference, [0.025, 0.975])))
+    assert low < point < high
+
+
+def test_it_gives_a_perfect_inspector_a_closed_interval_and_refuses_ragged_input():
+    labels = ["YES", "NO", "NO", "YES"]
+    assert metrics.balanced_accuracy_interval(labels, labels, ["a", "a", "b", "c"]) == (1, 1, 1)
+    with pytest.raises(ValueError, match="differ in length"):
+        metrics.balanced_accuracy_interval(labels, labels, ["a"])
