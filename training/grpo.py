@@ -220,18 +220,86 @@ def loggable_messages(messages: Any) -> Any:
     return rows
 
 
+def equal_rows(values: Any) -> Any:
+    """Per row of a 2-D float tensor: whether its non-NaN entries (at least one) are all exactly
+    equal."""
+    import torch
+
+    scored = ~torch.isnan(values)
+    low = torch.where(scored, values, torch.inf).amin(dim=1)
+    high = torch.where(scored, values, -torch.inf).amax(dim=1)
+    return scored.any(dim=1) & (low == high)
+
+
+def trl_std_is_zero(rewards: Any, group_size: int, scale_rewards: str) -> Any:
+    """TRL 1.16's per-rollout ``is_std_zero`` (``sum_then_normalize``), computed as it does."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    if scale_rewards == "batch":
+        std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else None
+    elif group_size > 1:
+        std = nanstd(rewards.view(-1, group_size), dim=1).repeat_interleave(group_size, dim=0)
+    else:
+        std = None
+    std = torch.zeros_like(rewards) if std is None else std
+    return torch.isclose(std, torch.zeros_like(std))
+
+
 def _grpo_trainer_class() -> type:
     from trl import GRPOTrainer
 
     class SpecvetGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer with two TRL 1.16 fixes for image-returning environment tools.
+        """GRPOTrainer with three TRL 1.16 fixes.
 
         - Completion logs (``OUTPUT_DIR/completions/*.parquet``) get one message schema.
         - With ``environment_factory`` the prompt's ``pixel_values``/``image_grid_thw`` come back
           as nested lists; a tool round in which no rollout of the rank has shown a plot yet
           (all malformed or refused) then crashes in ``split_pixel_values_by_grid``
           (``'list' object has no attribute 'prod'``). They are made tensors here.
+        - A group whose rewards are all equal gets advantage exactly 0 and counts in
+          ``frac_reward_zero_std``. TRL takes the group's mean and std in float32; for a reward
+          float32 cannot hold (eq. 3's -0.2 and 0.8) and a group of 7-39 the mean is one ulp off,
+          so the std (~1.6e-8) passes ``isclose``'s 1e-8 and every rollout of the group gets
+          ulp / (ulp + 1e-4): +1.5e-4 for an all-wrong group, pushing toward the collapsed
+          answer. Groups with different rewards keep TRL's advantages bit for bit.
         """
+
+        _scored_rewards: Any = None
+
+        def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
+            # Every process's rewards (TRL gathers them), the input of the group statistics.
+            self._scored_rewards = super()._calculate_rewards(*args, **kwargs)
+            return self._scored_rewards
+
+        def _generate_and_score_completions(self, inputs: list) -> dict:
+            output = super()._generate_and_score_completions(inputs)
+            if self.multi_objective_aggregation == "sum_then_normalize":
+                self._zero_equal_groups(output)
+            return output
+
+        def _zero_equal_groups(self, output: dict) -> None:
+            import torch
+
+            per_func = self._scored_rewards
+            mode = "train" if cast(Any, self.model).training else "eval"
+            size = cast(int, self.num_generations if mode == "train" else self.num_generations_eval)
+            rewards = (per_func * self.reward_weights.to(per_func.device).unsqueeze(0)).nansum(1)
+            rewards[torch.isnan(per_func).all(dim=1)] = torch.nan  # TRL's unscorable rows
+            equal = equal_rows(rewards.view(-1, size)).repeat_interleave(size, dim=0)
+            local = len(output["advantages"])
+            start = self.accelerator.process_index * local
+            mine = equal[start : start + local].to(output["advantages"].device)
+            output["advantages"] = output["advantages"].masked_fill(mine, 0.0)
+            logged = cast(Any, self._logs)["advantages"]
+            for offset in torch.nonzero(equal).flatten().tolist():
+                if len(rewards) - offset <= len(logged):
+                    logged[offset - len(rewards)] = 0.0
+            if self.scale_rewards == "batch":  # the metric asks whether the batch's std is 0
+                equal = equal_rows(rewards.view(1, -1)).expand_as(rewards)
+            zero = trl_std_is_zero(rewards, size, self.scale_rewards) | equal
+            # Replaces TRL's figure for this batch.
+            self._metrics[mode]["frac_reward_zero_std"][-1] = zero.float().mean().item()
 
         def _tokenize_prompts(self, prompts: list) -> tuple:
             import numpy as np

@@ -1,16 +1,19 @@
-"""What TRL's ``frac_reward_zero_std`` shows for a collapsed group (every rollout answers NO).
+"""Groups whose rollouts all earn the same reward: TRL 1.16's float32 statistics and what
+``SpecvetGRPOTrainer`` does with them.
 
 Our eq.-3 reward gives identical answers identical rewards, exactly. TRL 1.16 computes the
 group's standard deviation in float32 from the group mean (``nanstd``) and counts the group as
 having none only when ``torch.isclose(std, 0)``, i.e. std <= 1e-8. For a reward that float32
 cannot hold exactly (-0.2, 0.8: the picture task's answers have no ``<think>``, so every rollout
-loses alpha) the float32 mean of a group of 7 to 39 (torch on the CPU) is one ulp off, the std is ~1.6e-8 (-0.2)
-or ~6e-8 (0.8), and the group counts as having variance: ``frac_reward_zero_std`` is 0 for a
-group of 8 identical answers, 1 for the same group of 4, and 1 for a group of 8 at 0 or 1.
+loses alpha) the float32 mean of a group of 7 to 39 (torch on the CPU) is one ulp off, the std is
+~1.6e-8 (-0.2) or ~6e-8 (0.8), TRL counts the group as varying and gives every rollout one ulp
+over (one ulp + 1e-4). Our trainer gives such a group advantage 0 and counts it as zero-std;
+groups whose rewards differ keep TRL's advantages bit for bit.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -18,16 +21,19 @@ from unittest.mock import patch
 import pytest
 import torch
 
+from agent.synthetic import generate_split
 from tests.training.conftest import ANSWER_NO
+from training import grpo
 from training.bench.picture_task import answer_turn
 from training.callbacks import JsonlMetricsSink, read_metrics
 from training.data import LabelledSpectrum
-from training.grpo import build_grpo_run, parse_args
+from training.grpo import build_grpo_run, equal_rows, parse_args
 from training.rewards import spec_o3_reward
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_CONFIG = REPO / "training" / "configs" / "grpo_cpu_tiny.yaml"
 PICTURE_NO = answer_turn("NO")  # <answer>\boxed{NO}</answer>, the picture task's answer turn
+PICTURE_YES = answer_turn("YES")
 
 
 def test_it_gives_a_group_of_identical_answers_exactly_equal_rewards():
@@ -45,8 +51,9 @@ def test_it_gives_a_group_of_identical_answers_exactly_equal_rewards():
 def test_it_finds_trl_counts_a_constant_group_as_varying_when_its_float32_mean_rounds(
     value, size, zero
 ):
-    """TRL's own statistics of one constant group: a mean one ulp off gives a std above
-    ``isclose``'s absolute tolerance (1e-8), a dyadic reward or a group of 4 a std of 0."""
+    """TRL's own statistics of one constant group (what our trainer corrects): a mean one ulp
+    off gives a std above ``isclose``'s absolute tolerance (1e-8), a dyadic reward or a group of
+    4 a std of 0."""
     from trl.trainer.utils import nanstd
 
     group = torch.full((1, size), value, dtype=torch.float32)
@@ -55,60 +62,113 @@ def test_it_finds_trl_counts_a_constant_group_as_varying_when_its_float32_mean_r
     assert float(std) < 1e-7  # ulps, never a real spread
 
 
-def _one_step(model: Path, output_dir: Path, spectrum: Any, turn: str, generations: int) -> dict:
-    """One GRPO step on one YES prompt whose ``generations`` rollouts all answer ``turn``;
-    the metrics our callback sent to the sink, what TRL logged, and the rewards it computed."""
+def test_it_finds_rows_whose_scored_rewards_are_all_equal():
+    nan = float("nan")
+    rewards = torch.tensor(
+        [[-0.2] * 4, [-0.2, -0.2, 0.8, -0.2], [nan, 0.8, 0.8, nan], [nan] * 4, [0.0, 1e-9, 0, 0]]
+    )
+    assert equal_rows(rewards).tolist() == [True, False, True, False, False]
+
+
+class _PlainTRL:
+    """Builds the trainer without our equal-group correction: TRL 1.16's own advantages."""
+
+    def __enter__(self) -> None:
+        built = grpo._grpo_trainer_class()
+        plain = type("PlainTRL", (built,), {"_zero_equal_groups": lambda self, output: None})
+        self._patch = patch.object(grpo, "_grpo_trainer_class", return_value=plain)
+        self._patch.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._patch.stop()
+
+
+def _one_step(
+    model: Path, output_dir: Path, labels: list[str], turns: list[str], plain: bool = False
+) -> dict:
+    """One GRPO step on one prompt per label, whose rollouts answer ``turns`` (one per rollout,
+    ``len(turns) // len(labels)`` per prompt, in order); the metrics our callback sent to the
+    sink, what TRL logged, the rewards and the advantages the trainer computed."""
+    generations = len(turns) // len(labels)
     args = parse_args(
         [
             "--config", str(CPU_CONFIG), "--model_name_or_path", str(model),
-            "--output_dir", str(output_dir), "--per_device_train_batch_size", str(generations),
+            "--output_dir", str(output_dir), "--per_device_train_batch_size", str(len(turns)),
             "--num_generations", str(generations), "--max_completion_length", "64",
         ]
     )  # fmt: skip
-    item = LabelledSpectrum(spectrum, "CV", "YES", spectrum.object_id)
-    run = build_grpo_run(*args, items=[item], sink=JsonlMetricsSink(output_dir / "m.jsonl"))
+    spectra = [
+        row.spectrum for row in generate_split("CV", "train", n_pos=len(labels), n_neg=0, seed=0)
+    ]
+    items = [
+        LabelledSpectrum(s, "CV", label, s.object_id)
+        for s, label in zip(spectra, labels, strict=True)
+    ]
+    with _PlainTRL() if plain else contextlib.nullcontext():
+        run = build_grpo_run(*args, items=items, sink=JsonlMetricsSink(output_dir / "m.jsonl"))
     trainer, tokenizer = run.trainer, run.processor.tokenizer
-    row = tokenizer(turn + "<|im_end|>", add_special_tokens=False)["input_ids"]
-    rewards: list[torch.Tensor] = []
+    rows = [tokenizer(t + "<|im_end|>", add_special_tokens=False)["input_ids"] for t in turns]
+    width = max(len(row) for row in rows)
+    padded = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows])
+    scored: list[dict] = []
 
     def fake_generate(input_ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        return torch.cat([input_ids, torch.tensor([row] * len(input_ids))], dim=1)
+        return torch.cat([input_ids, padded], dim=1)
 
-    calculate_rewards = trainer._calculate_rewards
+    score = trainer._generate_and_score_completions
 
-    def record_rewards(*args: Any, **kwargs: Any) -> torch.Tensor:
-        rewards.append(calculate_rewards(*args, **kwargs))
-        return rewards[-1]
+    def record(*args: Any, **kwargs: Any) -> dict:
+        scored.append(score(*args, **kwargs))
+        return scored[-1]
 
     with (
         patch.object(trainer.model, "generate", side_effect=fake_generate),
-        patch.object(trainer, "_calculate_rewards", side_effect=record_rewards),
+        patch.object(trainer, "_generate_and_score_completions", side_effect=record),
     ):
         trainer.train()
-    (record,) = [r for r in read_metrics(output_dir / "m.jsonl") if "reward_mean" in r.metrics]
+    (record_,) = [r for r in read_metrics(output_dir / "m.jsonl") if "reward_mean" in r.metrics]
     (logged,) = [e for e in trainer.state.log_history if "frac_reward_zero_std" in e]
-    return {"metrics": record.metrics, "trl": logged, "rewards": rewards[0][:, 0].tolist()}
+    return {
+        "metrics": record_.metrics,
+        "trl": logged,
+        "rewards": trainer._scored_rewards[:, 0].tolist(),
+        "advantages": scored[0]["advantages"].clone(),
+    }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("turn", "generations", "reward", "frac_zero_std", "loss"),
+    ("label", "turn", "generations", "reward"),
     [
-        # The grpo_cpu preset's group: a collapsed group "varies", and its advantage is one ulp
-        # over (one ulp + TRL's 1e-4), 1.5e-4 on every rollout (dapo loss -advantage at ratio 1).
-        (PICTURE_NO, 8, -0.2, 0.0, -1.49e-4),
-        (PICTURE_NO, 4, -0.2, 1.0, 0.0),  # the old 8 x 4 preset's group: the mean is exact
-        (ANSWER_NO, 8, 0.0, 1.0, 0.0),  # with <think>, eq. 3 gives 0, exact in float32
+        ("YES", PICTURE_NO, 8, -0.2),  # the grpo_cpu preset's group, all wrong: TRL +1.5e-4 each
+        ("NO", PICTURE_NO, 8, 0.8),  # all right: TRL -6e-4 each
+        ("YES", PICTURE_NO, 4, -0.2),  # the old 8 x 4 preset's group: TRL's mean is exact
+        ("YES", ANSWER_NO, 8, 0.0),  # with <think>, eq. 3 gives 0, exact in float32
     ],
 )
-def test_it_logs_trl_frac_reward_zero_std_of_a_group_that_all_answers_no(
-    tiny_model_path, tmp_path, cv_spectrum, turn, generations, reward, frac_zero_std, loss
+def test_it_gives_a_group_of_identical_answers_no_advantage_and_counts_it_zero_std(
+    tiny_model_path, tmp_path, label, turn, generations, reward
 ):
-    step = _one_step(tiny_model_path, tmp_path, cv_spectrum, turn, generations)
+    step = _one_step(tiny_model_path, tmp_path, [label], [turn] * generations)
     as_float32 = torch.tensor(reward, dtype=torch.float32).item()
     assert step["rewards"] == [as_float32] * generations  # identical on every rollout
-    assert step["metrics"]["frac_reward_zero_std"] == frac_zero_std
-    assert step["trl"]["frac_reward_zero_std"] == frac_zero_std  # forwarded unchanged
-    assert step["metrics"]["loss"] == pytest.approx(loss, rel=1e-2, abs=1e-9)
-    assert step["metrics"]["batch_accuracy"] == 0.0
+    assert torch.equal(step["advantages"], torch.zeros(generations))
+    assert step["metrics"]["loss"] == 0.0
+    assert step["metrics"]["frac_reward_zero_std"] == 1.0
+    assert step["trl"]["frac_reward_zero_std"] == 1.0  # TRL's log carries our figure
     assert step["metrics"]["reward_std"] < 1e-7
+
+
+@pytest.mark.slow
+def test_it_keeps_trl_advantages_of_a_group_whose_answers_differ(tiny_model_path, tmp_path):
+    """One batch, two groups of 8: one all NO (wrong), one alternating YES/NO."""
+    turns = [PICTURE_NO] * 8 + [PICTURE_YES, PICTURE_NO] * 4
+    ours = _one_step(tiny_model_path, tmp_path / "ours", ["YES", "YES"], turns)
+    trl = _one_step(tiny_model_path, tmp_path / "trl", ["YES", "YES"], turns, plain=True)
+    assert ours["rewards"] == trl["rewards"]
+    assert set(ours["rewards"][:8]) == {ours["rewards"][0]} and len(set(ours["rewards"][8:])) == 2
+    assert torch.equal(ours["advantages"][8:], trl["advantages"][8:])  # bit for bit
+    assert torch.equal(ours["advantages"][:8], torch.zeros(8))
+    assert trl["advantages"][:8].tolist() == pytest.approx([1.49e-4] * 8, rel=1e-2)
+    assert ours["metrics"]["frac_reward_zero_std"] == 0.5  # the all-NO group
+    assert trl["metrics"]["frac_reward_zero_std"] == 0.0
