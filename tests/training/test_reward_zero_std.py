@@ -22,7 +22,6 @@ import pytest
 import torch
 
 from agent.synthetic import generate_split
-from tests.training.conftest import ANSWER_NO
 from training import grpo
 from training.bench.picture_task import answer_turn
 from training.callbacks import JsonlMetricsSink, read_metrics
@@ -138,37 +137,43 @@ def _one_step(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("label", "turn", "generations", "reward"),
+    ("groups", "generations"),
     [
-        ("YES", PICTURE_NO, 8, -0.2),  # the grpo_cpu preset's group, all wrong: TRL +1.5e-4 each
-        ("NO", PICTURE_NO, 8, 0.8),  # all right: TRL -6e-4 each
-        ("YES", PICTURE_NO, 4, -0.2),  # the old 8 x 4 preset's group: TRL's mean is exact
-        ("YES", ANSWER_NO, 8, 0.0),  # with <think>, eq. 3 gives 0, exact in float32
+        ([("YES", PICTURE_NO, -0.2)], 8),  # the grpo_cpu preset's group, all wrong: TRL +1.5e-4
+        ([("YES", PICTURE_NO, -0.2)], 4),  # the old 8 x 4 preset's group: TRL's mean is exact
     ],
 )
 def test_it_gives_a_group_of_identical_answers_no_advantage_and_counts_it_zero_std(
-    tiny_model_path, tmp_path, label, turn, generations, reward
+    tiny_model_path, tmp_path, groups, generations
 ):
-    step = _one_step(tiny_model_path, tmp_path, [label], [turn] * generations)
-    as_float32 = torch.tensor(reward, dtype=torch.float32).item()
-    assert step["rewards"] == [as_float32] * generations  # identical on every rollout
-    assert torch.equal(step["advantages"], torch.zeros(generations))
+    labels = [label for label, _, _ in groups]
+    turns = [turn for _, turn, _ in groups for _ in range(generations)]
+    step = _one_step(tiny_model_path, tmp_path, labels, turns)
+    expected = [
+        torch.tensor(reward, dtype=torch.float32).item()
+        for _, _, reward in groups
+        for _ in range(generations)
+    ]
+    assert step["rewards"] == expected  # identical on every rollout of a group
+    assert torch.equal(step["advantages"], torch.zeros(len(turns)))
     assert step["metrics"]["loss"] == 0.0
     assert step["metrics"]["frac_reward_zero_std"] == 1.0
     assert step["trl"]["frac_reward_zero_std"] == 1.0  # TRL's log carries our figure
-    assert step["metrics"]["reward_std"] < 1e-7
 
 
 @pytest.mark.slow
 def test_it_keeps_trl_advantages_of_a_group_whose_answers_differ(tiny_model_path, tmp_path):
-    """One batch, two groups of 8: one all NO (wrong), one alternating YES/NO."""
-    turns = [PICTURE_NO] * 8 + [PICTURE_YES, PICTURE_NO] * 4
-    ours = _one_step(tiny_model_path, tmp_path / "ours", ["YES", "YES"], turns)
-    trl = _one_step(tiny_model_path, tmp_path / "trl", ["YES", "YES"], turns, plain=True)
+    """One batch of two of the grpo_cpu preset's groups of 8 (one label: the trainer shuffles
+    the prompts): all YES (right) and alternating YES/NO, through our trainer and through TRL's
+    unmodified computation."""
+    turns = [PICTURE_YES] * 8 + [PICTURE_YES, PICTURE_NO] * 4
+    ours = _one_step(tiny_model_path, tmp_path / "ours", ["YES"] * 2, turns)
+    trl = _one_step(tiny_model_path, tmp_path / "trl", ["YES"] * 2, turns, plain=True)
     assert ours["rewards"] == trl["rewards"]
-    assert set(ours["rewards"][:8]) == {ours["rewards"][0]} and len(set(ours["rewards"][8:])) == 2
+    assert ours["rewards"][:8] == [torch.tensor(0.8, dtype=torch.float32).item()] * 8
+    assert len(set(ours["rewards"][8:])) == 2
     assert torch.equal(ours["advantages"][8:], trl["advantages"][8:])  # bit for bit
     assert torch.equal(ours["advantages"][:8], torch.zeros(8))
-    assert trl["advantages"][:8].tolist() == pytest.approx([1.49e-4] * 8, rel=1e-2)
-    assert ours["metrics"]["frac_reward_zero_std"] == 0.5  # the all-NO group
+    assert trl["advantages"][:8].tolist() == pytest.approx([-6e-4] * 8, rel=0.1)
+    assert ours["metrics"]["frac_reward_zero_std"] == 0.5  # the all-YES group
     assert trl["metrics"]["frac_reward_zero_std"] == 0.0
