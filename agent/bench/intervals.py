@@ -19,11 +19,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.inspection_tasks import get_task
+from agent.bench.outside import answers, corpus_objects, task_decisions
 from agent.metrics import balanced_accuracy_interval
-from agent.outside_set import OutsideSetUnavailable
+from agent.outside_set import OutsideSetUnavailable, load_outside_set
 from agent.policies.rule_based import MODEL_NAME, RuleBasedInspector
-from agent.policies.rule_based.view import SpectrumView
 from agent.real_corpus import CorpusUnavailable, load_corpus, object_key
 
 TASKS = ("O", "B", "A", "MG", "WD")
@@ -43,24 +42,12 @@ def validation_rows(inspector: RuleBasedInspector, tasks: Sequence[str]) -> list
     rows = []
     for entry, spectrum in load_corpus("validation"):
         match = inspector.library.match(spectrum) if inspector.library is not None else None
-        view = SpectrumView(spectrum)
-        for task in tasks:
-            label = entry.label(task)
-            if label is None:
-                continue
-            episode = inspector.begin(
-                spectrum=spectrum, task=get_task(task), use_tool=False, view=view, match=match
-            )
-            assert episode.decision is not None
-            prediction = episode.decision["prediction"]
-            rows.append(Row(task, object_key(entry.object), label, prediction))
+        for task, label, found in task_decisions(inspector, spectrum, entry.label, tasks, match):
+            rows.append(Row(task, object_key(entry.object), label, found["prediction"]))
     return rows
 
 
 def outside_rows(inspector: RuleBasedInspector, tasks: Sequence[str]) -> list[Row]:
-    from agent.bench.outside import answers, corpus_objects
-    from agent.outside_set import load_outside_set
-
     found = answers(load_outside_set(), inspector, tasks, corpus_objects())
     return [Row(a.task, a.star, a.label, a.prediction) for a in found]
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent.calibration import calibrated_ece_quantile
 from agent.inspection_tasks import get_task
@@ -58,6 +59,27 @@ def corpus_objects() -> set[str]:
     return {object_key(entry.object) for entry in load_corpus_manifest()}
 
 
+def task_decisions(
+    inspector: RuleBasedInspector,
+    spectrum: Spectrum,
+    label_of: Callable[[str], str | None],
+    tasks: Sequence[str],
+    match: Any,
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(task, label, the inspector's decision) for each task the spectrum has a label for, one
+    view and one library comparison shared by all of them."""
+    view = SpectrumView(spectrum)
+    for task in tasks:
+        label = label_of(task)
+        if label is None:
+            continue
+        episode = inspector.begin(
+            spectrum=spectrum, task=get_task(task), use_tool=False, view=view, match=match
+        )
+        assert episode.decision is not None
+        yield task, label, episode.decision
+
+
 def answers(
     pairs: Sequence[tuple[OutsideEntry, Spectrum]],
     inspector: RuleBasedInspector,
@@ -76,16 +98,7 @@ def answers(
             if library is not None
             else None
         )
-        view = SpectrumView(spectrum)
-        for task in tasks:
-            label = entry.label(task)
-            if label is None:
-                continue
-            episode = inspector.begin(
-                spectrum=spectrum, task=get_task(task), use_tool=False, view=view, match=match
-            )
-            found = episode.decision
-            assert found is not None
+        for task, label, found in task_decisions(inspector, spectrum, entry.label, tasks, match):
             out.append(
                 Answer(
                     entry.id,
