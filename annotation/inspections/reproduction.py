@@ -37,6 +37,7 @@ PROVENANCE_POLICY_KEYS = frozenset({"code_version"})
 
 SHOWN_CHARS = 160  # of a differing value, in a report
 MAX_DIFFERENCES = 50  # per candidate: the first ones say enough
+MAX_COMPARED_PIXELS = 4096 * 4096  # a stored PNG decoded to compare pictures, at most
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,8 @@ def candidate_reproduce(candidate_id: int, *, policy: Any = None) -> Reproductio
         pngs = PngsByHash()
         fresh = trajectory.to_dict(png=pngs)
         where = f"rollout {stored.index}"
-        differences += _compare(_canonical(stored.data), _canonical(fresh), where)
+        images = ImageMatch(pngs.pngs)
+        differences += _compare(_canonical(stored.data), _canonical(fresh), where, images)
         outcome.notes += _provenance_notes(stored.data, fresh, where)
         row = Rollout(
             index=stored.index,
@@ -142,8 +144,9 @@ def candidate_reproduce(candidate_id: int, *, policy: Any = None) -> Reproductio
         fresh_steps = [_canonical_step(step) for step in fresh["steps"]]
         live_steps = live.get(stored.index, [])
         if live_steps:  # live steps are kept for the live view; when kept, they must agree
-            differences += _compare(live_steps, fresh_steps, f"{where} live steps")
+            differences += _compare(live_steps, fresh_steps, f"{where} live steps", images)
         differences += _check_images(pngs.pngs, where)
+        outcome.notes += images.notes
     verdict, confidence, share = candidate_verdict(reproduced_rows)
     differences += _compare(candidate.verdict, verdict, "candidate verdict")
     differences += _compare(candidate.confidence, confidence, "candidate confidence")
@@ -234,25 +237,76 @@ def _check_catalog(candidate: Candidate) -> list[Difference]:
     return differences
 
 
-def _compare(stored: Any, reproduced: Any, where: str) -> list[Difference]:
-    return list(_walk(stored, reproduced, where))
+class ImageMatch:
+    """Whether a stored image shows what the reproduction drew: the same PNG hash, or, when the
+    hashes differ, the same pixels and palette decoded from both PNGs. A PNG's bytes are one
+    encoding of its picture: another deflate build or version may encode the same pixels
+    otherwise, and that is no difference in what the inspector saw (it is noted)."""
+
+    def __init__(self, fresh: dict[str, bytes]) -> None:
+        self.fresh = fresh
+        self.notes: list[str] = []
+
+    def same(self, stored_sha: Any, fresh_sha: Any, where: str) -> bool:
+        if stored_sha == fresh_sha:
+            return True
+        from annotation.core.models import ImageBlob
+
+        fresh_png = self.fresh.get(str(fresh_sha))
+        stored = ImageBlob.objects.filter(sha256=str(stored_sha)).values_list("png", flat=True)
+        stored_png = next(iter(stored), None)
+        if fresh_png is None or stored_png is None:
+            return False
+        if png_picture(bytes(stored_png)) != png_picture(fresh_png):
+            return False
+        self.notes.append(f"{where}: the same pixels in other PNG bytes")
+        return True
 
 
-def _walk(stored: Any, reproduced: Any, where: str) -> Iterator[Difference]:
+def png_picture(png: bytes) -> tuple[str, tuple[int, int], bytes, bytes] | None:
+    """A PNG's mode, size, palette and pixels; None when it cannot be decoded. Tool images are
+    small (agent.tool's IMAGE_SIZE), and a stored one larger than that is read no further."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(png)) as image:
+            width, height = image.size
+            if width * height > MAX_COMPARED_PIXELS:
+                return None
+            palette = image.getpalette() or []
+            return image.mode, image.size, bytes(palette), image.tobytes()
+    except (OSError, UnidentifiedImageError, ValueError):
+        return None
+
+
+def _compare(
+    stored: Any, reproduced: Any, where: str, images: ImageMatch | None = None
+) -> list[Difference]:
+    return list(_walk(stored, reproduced, where, images))
+
+
+def _walk(
+    stored: Any, reproduced: Any, where: str, images: ImageMatch | None
+) -> Iterator[Difference]:
     if isinstance(stored, dict) and isinstance(reproduced, dict):
         for key in sorted(set(stored) | set(reproduced), key=str):
             if key not in stored or key not in reproduced:
                 yield _difference(
                     f"{where} {key}", stored.get(key, "(absent)"), reproduced.get(key, "(absent)")
                 )
+            elif key == "png_sha256" and images is not None:
+                if not images.same(stored[key], reproduced[key], f"{where} {key}"):
+                    yield _difference(f"{where} {key}", stored[key], reproduced[key])
             else:
-                yield from _walk(stored[key], reproduced[key], f"{where} {key}")
+                yield from _walk(stored[key], reproduced[key], f"{where} {key}", images)
         return
     if isinstance(stored, list | tuple) and isinstance(reproduced, list | tuple):
         if len(stored) != len(reproduced):
             yield _difference(f"{where} length", len(stored), len(reproduced))
         for position, (left, right) in enumerate(zip(stored, reproduced, strict=False)):
-            yield from _walk(left, right, f"{where} {position}")
+            yield from _walk(left, right, f"{where} {position}", images)
         return
     if not _equal(stored, reproduced):
         yield _difference(where, stored, reproduced)

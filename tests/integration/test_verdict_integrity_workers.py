@@ -8,6 +8,8 @@ Run with: DATABASE_URL=postgres://postgres@127.0.0.1:5432/specvet \
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from agent import synthetic
@@ -78,8 +80,12 @@ def test_it_stores_each_verdict_on_its_own_spectrum_through_real_workers(
     for run in runs:
         reproductions = run_reproduce(InspectionRun.objects.get(pk=run.pk))
         assert len(reproductions) == 18
-        wrong = {r.candidate_id: r.differences[:2] for r in reproductions if not r.matches}
-        assert not wrong, (wrong, mismatch_details(wrong, workers))
+        reencoded = {r.candidate_id: r.notes for r in reproductions if r.notes}
+        if reencoded:  # allowed, and worth seeing in the run's warnings summary
+            warnings.warn(f"{pool}: same pixels in other PNG bytes: {reencoded}", stacklevel=1)
+        wrong = {r.candidate_id: r.differences[:4] for r in reproductions if not r.matches}
+        if wrong:  # pytest.fail prints the whole text; an assertion's repr is cut short
+            pytest.fail(f"{wrong}\n{mismatch_details(wrong, workers)}", pytrace=False)
 
 
 def test_it_stores_each_model_verdict_once_with_64_episodes_in_flight_under_429s(
@@ -217,5 +223,13 @@ def mismatch_details(wrong: dict[int, list], workers: list) -> str:
                     else -1
                 )
                 lines.append(f"  same pixels: {same}; pixels that differ: {changed}")
+                if changed > 0:
+                    rows, columns = np.nonzero(pixels[0] != pixels[1])
+                    lines.append(
+                        f"  where: rows {rows.min()}-{rows.max()}, columns "
+                        f"{columns.min()}-{columns.max()}; first values "
+                        f"{pixels[0][rows[:8], columns[:8]].tolist()} against "
+                        f"{pixels[1][rows[:8], columns[:8]].tolist()}"
+                    )
     logs = "\n".join(f"--- {w.log_path.name}\n{w.log_tail()}" for w in workers)
     return "\n".join(lines) + "\n" + logs

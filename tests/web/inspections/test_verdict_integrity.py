@@ -139,6 +139,81 @@ def test_it_notices_a_verdict_stored_on_the_wrong_candidate(cv, owner) -> None:
     assert candidate_reproduce(second.pk).matches
 
 
+def _stored_step_images(candidate: Candidate) -> list[tuple[int, str]]:
+    """(step index, png_sha256) of rollout 0's steps that show an image."""
+    rollout = Rollout.objects.get(candidate=candidate, index=0)
+    return [
+        (position, step["tool_result"]["image"]["png_sha256"])
+        for position, step in enumerate(rollout.data["steps"])
+        if (step.get("tool_result") or {}).get("image")
+    ]
+
+
+def _restore_step_image(candidate: Candidate, position: int, png: bytes) -> str:
+    """Store ``png`` and point rollout 0's step ``position`` and its live step at it."""
+    from annotation.core.models import ImageBlob
+    from annotation.inspections.models import LiveStep
+
+    digest = hashlib.sha256(png).hexdigest()
+    ImageBlob.objects.get_or_create(sha256=digest, defaults={"png": png})
+    rollout = Rollout.objects.get(candidate=candidate, index=0)
+    rollout.data["steps"][position]["tool_result"]["image"]["png_sha256"] = digest
+    rollout.save(update_fields=["data"])
+    for live in LiveStep.objects.filter(candidate=candidate, rollout_index=0):
+        if live.step_index == rollout.data["steps"][position]["index"]:
+            live.data["tool_result"]["image"]["png_sha256"] = digest
+            live.save(update_fields=["data"])
+    return digest
+
+
+@pytest.mark.django_db
+def test_it_takes_the_same_pixels_in_other_png_bytes_as_the_same_image(cv, owner) -> None:
+    """A PNG is one encoding of its picture: the same pixels deflated by another library (here
+    zlib instead of ISA-L) are the image the inspector saw, noted, never a difference."""
+    import io
+    import zlib
+
+    from PIL import Image
+
+    from annotation.core.models import ImageBlob
+
+    run = create_run(cv, spectra_pool("BYTES", 1), owner)
+    jobs.run_candidates(inspections_services.candidates_claim(candidate_ids=candidate_ids(run)))
+    candidate = Candidate.objects.get(run=run)
+    position, digest = _stored_step_images(candidate)[0]
+    original = bytes(ImageBlob.objects.get(sha256=digest).png)
+    with Image.open(io.BytesIO(original)) as image:
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG", compress_level=9)
+    reencoded = buffer.getvalue()
+    assert reencoded != original and zlib.crc32(reencoded) != zlib.crc32(original)
+    _restore_step_image(candidate, position, reencoded)
+
+    outcome = candidate_reproduce(candidate.pk)
+    assert outcome.matches, outcome.differences
+    assert any("the same pixels in other PNG bytes" in note for note in outcome.notes)
+
+
+@pytest.mark.django_db
+def test_it_reports_a_step_image_of_another_spectrum_with_the_same_window(cv, owner) -> None:
+    """Only the picture differs (same window, label, text and answer): still a difference."""
+    from annotation.core.models import ImageBlob
+
+    run = create_run(cv, spectra_pool("PICTURE", 2), owner)
+    jobs.run_candidates(inspections_services.candidates_claim(candidate_ids=candidate_ids(run)))
+    first, second = Candidate.objects.filter(run=run).order_by("pk")
+    position, _ = _stored_step_images(first)[0]
+    other = dict(_stored_step_images(second))[position]
+    _restore_step_image(first, position, bytes(ImageBlob.objects.get(sha256=other).png))
+
+    outcome = candidate_reproduce(first.pk)
+    assert not outcome.matches
+    wheres = {d.where for d in outcome.differences}
+    assert f"rollout 0 steps {position} tool_result image png_sha256" in wheres
+    assert f"rollout 0 live steps {position} tool_result image png_sha256" in wheres
+    assert not any("same pixels" in note for note in outcome.notes)
+
+
 @pytest.mark.django_db
 def test_it_refuses_to_store_a_rollout_computed_for_another_spectrum(cv, owner) -> None:
     from agent.rollout import inspect
