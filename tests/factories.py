@@ -85,9 +85,19 @@ def make_spectrum(
     )
     if result.created:
         return result.created[0]
-    return Spectrum.objects.get(
+    row = Spectrum.objects.get(
         dataset=dataset, content_hash=spectra_services.spectrum_content_hash(value)
     )
+    # The same pixels are stored once: a test asking for another object with them would get
+    # this row, with its own name, task and label, and fail far from the cause.
+    asked = {"object_id": object_id, "task": task, "label": label}
+    stored = {"object_id": row.object_id, "task": row.task, "label": row.label}
+    if any(asked[key] not in ("", None, stored[key]) for key in asked):
+        raise AssertionError(
+            f"make_spectrum({object_id!r}, seed={seed}): these pixels are already stored in "
+            f"data set {dataset!r} as {stored}; give this spectrum another seed"
+        )
+    return row
 
 
 def make_endpoint(

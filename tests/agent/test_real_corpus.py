@@ -210,8 +210,9 @@ def test_it_reads_each_library_image_from_its_own_header(corpus: list) -> None:
             vacuum = np.asarray(air_to_vacuum(air))
             keep = (vacuum >= OPTICAL[0]) & (vacuum <= OPTICAL[1])
             np.testing.assert_allclose(spectrum.wavelength, vacuum[keep], rtol=0, atol=1e-6)
-            ratio = data[keep] / spectrum.flux
-            good = np.isfinite(ratio) & (data[keep] != 0)
+            good = (spectrum.flux != 0) & (data[keep] != 0)
+            ratio = np.where(good, data[keep], 1.0) / np.where(good, spectrum.flux, 1.0)
+            good &= np.isfinite(ratio)
             assert np.allclose(ratio[good], ratio[good][0], rtol=1e-9), entry.id
             assert spectrum.object_id == entry.object
 

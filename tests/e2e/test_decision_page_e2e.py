@@ -32,6 +32,9 @@ LAMOST_G7 = (
     / "lamost"
     / "spec-55859-F5902_sp01-001_dr7.fits.gz"
 )
+# Not one of _queue's seeds (0, 1, ...): the same pixels are one stored spectrum, and a queued
+# spectrum would come back as this unlabelled one (a clone without ../shared ran into it).
+VIEWER_SEED = 7919
 PLOT = "document.getElementById('spectrum-plot')"
 READY = "#spectrum-plot[data-viewer-ready][data-workbench-ready]"
 FITTED = "#spectrum-plot[data-fit-ready]"
@@ -49,7 +52,7 @@ def _real_or_synthetic() -> Spectrum:
     Å), else a synthetic spectrum over the same range."""
     if LAMOST_G7.exists():
         return spectra_services.spectra_import_path(path=LAMOST_G7, dataset="lamost").created[0]
-    return make_spectrum(object_id="VIEWER-1")
+    return make_spectrum(object_id="VIEWER-1", seed=VIEWER_SEED)
 
 
 def _queue(expert: Any, capture: Any, n: int = 4) -> None:
