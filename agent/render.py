@@ -657,6 +657,37 @@ def png_chunk(tag: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
 
 
+# A picture larger than this is not decoded to be compared (tool images are 644 x 392).
+MAX_DIGEST_PIXELS = 4096 * 4096
+
+
+def picture_digest(png: bytes, *, max_pixels: int = MAX_DIGEST_PIXELS) -> str | None:
+    """The sha256 of what a PNG shows (mode, size, palette and pixels), whichever deflate
+    encoded it; None when it cannot be decoded or has more than ``max_pixels`` pixels.
+
+    A PNG's bytes are one encoding of its picture, not a function of it: another deflate build
+    may choose other matches for the same rows, and ISA-L once gave a worker's image one IDAT
+    byte more than a fresh render of the same pixels (docs/explanations/benchmarks.md). Whether
+    two images are the same is asked of this digest, never of the bytes' hash.
+    """
+    import hashlib
+    import io
+
+    from PIL import UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(png)) as image:
+            width, height = image.size
+            if width * height > max_pixels:
+                return None
+            digest = hashlib.sha256(f"{image.mode} {width} {height} ".encode())
+            digest.update(bytes(image.getpalette() or []))
+            digest.update(image.tobytes())
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+        return None
+    return digest.hexdigest()
+
+
 def encode_indexed_png(indices: np.ndarray, palette: Sequence[int], compress_level: int) -> bytes:
     """A 4-bit indexed PNG of ``indices`` (uint8 < 16, height x width), no row filters.
 

@@ -7,8 +7,8 @@ fixed latency). A request that finds every slot taken waits for one (``reject=Fa
 queues) or is answered HTTP 429 at once (``reject=True``, as a gateway with a concurrency cap).
 
 It answers in the project's turn format (``agent.editing``): ``turns - 1`` zooms, then an
-answer whose verdict is a function of the spectrum alone: the first image of the conversation
-(I0, the full spectrum as the renderer draws it) hashed (``answer_for_png``). So a stored
+answer whose verdict is a function of the spectrum alone: the picture of the first image of the
+conversation (I0, the full spectrum as the renderer draws it) hashed (``answer_for_png``). So a stored
 verdict can be checked against what the stand-in said for that candidate's own spectrum, with
 no record kept by the server.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import functools
 import hashlib
 import json
 import math
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.editing import answer_text, step_text
+from agent.render import picture_digest
 
 _ASSISTANT = re.compile(rb'"role"\s*:\s*"assistant"')
 _FIRST_IMAGE = re.compile(rb"data:image/png;base64,([A-Za-z0-9+/=]+)")
@@ -40,9 +42,21 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 ZOOM_WINDOWS = ((6500.0, 6630.0, "H-alpha"), (4800.0, 4920.0, "H-beta"), (4640.0, 4720.0, "He II"))
 
 
+@functools.lru_cache(maxsize=4096)
+def picture_of(image_b64: bytes) -> str:
+    """What the first image shows, as ``agent.render.picture_digest`` (the same pixels deflated
+    otherwise are the same picture); the bytes' own hash when it is no PNG. Cached: every turn
+    of an episode sends the same I0."""
+    try:
+        png = base64.b64decode(image_b64, validate=True)
+    except ValueError:
+        png = b""
+    return picture_digest(png) or hashlib.sha256(image_b64).hexdigest()
+
+
 def answer_for_image_b64(image_b64: bytes) -> str:
     """The stand-in's verdict for a conversation whose first image is ``image_b64``."""
-    return "YES" if hashlib.sha256(image_b64).digest()[0] % 2 else "NO"
+    return "YES" if int(picture_of(image_b64)[:2], 16) % 2 else "NO"
 
 
 def answer_for_png(png: bytes) -> str:
@@ -52,7 +66,7 @@ def answer_for_png(png: bytes) -> str:
 
 def reply_text(*, turn: int, turns: int, image_b64: bytes) -> str:
     """The assistant text of ``turn`` (0-based) of an episode of ``turns`` model turns."""
-    digest = hashlib.sha256(image_b64).hexdigest()[:12]
+    digest = picture_of(image_b64)[:12]
     if turn < turns - 1:
         lo, hi, label = ZOOM_WINDOWS[turn % len(ZOOM_WINDOWS)]
         return step_text(f"I0 {digest}: zoom {turn + 1}.", (lo, hi), label)

@@ -37,7 +37,6 @@ PROVENANCE_POLICY_KEYS = frozenset({"code_version"})
 
 SHOWN_CHARS = 160  # of a differing value, in a report
 MAX_DIFFERENCES = 50  # per candidate: the first ones say enough
-MAX_COMPARED_PIXELS = 4096 * 4096  # a stored PNG decoded to compare pictures, at most
 
 
 @dataclass(frozen=True)
@@ -239,9 +238,9 @@ def _check_catalog(candidate: Candidate) -> list[Difference]:
 
 class ImageMatch:
     """Whether a stored image shows what the reproduction drew: the same PNG hash, or, when the
-    hashes differ, the same pixels and palette decoded from both PNGs. A PNG's bytes are one
-    encoding of its picture: another deflate build or version may encode the same pixels
-    otherwise, and that is no difference in what the inspector saw (it is noted)."""
+    hashes differ, the same picture decoded from both (``agent.render.picture_digest``: another
+    deflate may encode the same pixels in other bytes, and that is no difference in what the
+    inspector saw; it is noted)."""
 
     def __init__(self, fresh: dict[str, bytes]) -> None:
         self.fresh = fresh
@@ -250,6 +249,7 @@ class ImageMatch:
     def same(self, stored_sha: Any, fresh_sha: Any, where: str) -> bool:
         if stored_sha == fresh_sha:
             return True
+        from agent.render import picture_digest
         from annotation.core.models import ImageBlob
 
         fresh_png = self.fresh.get(str(fresh_sha))
@@ -257,28 +257,11 @@ class ImageMatch:
         stored_png = next(iter(stored), None)
         if fresh_png is None or stored_png is None:
             return False
-        if png_picture(bytes(stored_png)) != png_picture(fresh_png):
+        picture = picture_digest(fresh_png)
+        if picture is None or picture_digest(bytes(stored_png)) != picture:
             return False
         self.notes.append(f"{where}: the same pixels in other PNG bytes")
         return True
-
-
-def png_picture(png: bytes) -> tuple[str, tuple[int, int], bytes, bytes] | None:
-    """A PNG's mode, size, palette and pixels; None when it cannot be decoded. Tool images are
-    small (agent.tool's IMAGE_SIZE), and a stored one larger than that is read no further."""
-    import io
-
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(png)) as image:
-            width, height = image.size
-            if width * height > MAX_COMPARED_PIXELS:
-                return None
-            palette = image.getpalette() or []
-            return image.mode, image.size, bytes(palette), image.tobytes()
-    except (OSError, UnidentifiedImageError, ValueError):
-        return None
 
 
 def _compare(

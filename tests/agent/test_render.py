@@ -425,6 +425,34 @@ def test_it_compresses_pngs_that_zlib_inflates_to_the_same_rows():
     assert zlib.decompress(deflate.compress(rows, 1)) == rows
 
 
+def test_it_gives_the_same_picture_digest_to_the_same_pixels_in_other_png_bytes():
+    import struct
+    import zlib
+
+    from agent.render import _PALETTE, picture_digest, png_chunk
+
+    tool = SpectralVisualizationTool(dense_spectrum_for_windows())
+    ours = tool.render_full().png
+    assert ours is not None
+    with Image.open(io.BytesIO(ours)) as image:
+        indices = np.asarray(image)
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG", compress_level=9)  # Pillow's zlib, other bytes
+    other = buffer.getvalue()
+    assert other != ours
+    assert picture_digest(other) == picture_digest(ours) is not None
+    # One pixel changed is another picture, however it is encoded.
+    changed = indices.copy()
+    changed[200, 300] = (changed[200, 300] + 1) % 16
+    assert picture_digest(encode_indexed_png(changed, _PALETTE, 1)) != picture_digest(ours)
+    assert picture_digest(b"not a png") is None
+    # A header that claims 100,000 x 100,000 pixels is refused before any pixel is read.
+    header = struct.pack(">IIBBBBB", 100_000, 100_000, 4, 3, 0, 0, 0)
+    claimed = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header)
+    claimed += png_chunk(b"IDAT", zlib.compress(b"\x00" * 100))
+    assert picture_digest(claimed) is None
+
+
 def test_it_clips_a_title_wider_than_the_image():
     plot = SpectrumPlot(
         wavelength=np.linspace(4000.0, 5000.0, 50),

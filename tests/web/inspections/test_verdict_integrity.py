@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,10 +51,13 @@ SHAPES = [
 
 
 def spectra_pool(prefix: str, n: int = len(SHAPES)) -> list[Any]:
+    # Seeds of their own per prefix: two pools of the same seeds were one set of stored spectra
+    # (make_spectrum keeps the same pixels once), so "different spectra" were the same ones.
+    first_seed = 1000 + zlib.crc32(prefix.encode()) % 100_000 * 64
     return [
         make_spectrum(
             object_id=f"{prefix}-{i}",
-            seed=1000 + i,
+            seed=first_seed + i,
             line_center=SHAPES[i % len(SHAPES)][0],
             line_amplitude=SHAPES[i % len(SHAPES)][1],
         )
