@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import factory
 import numpy as np
 from django.contrib.auth import get_user_model
@@ -76,9 +78,13 @@ def make_spectrum(
     dataset: str = "tests",
     task: Task | None = None,
     label: str = "",
-    seed: int = 0,
+    seed: int | None = None,
     **value_kwargs: object,
 ) -> Spectrum:
+    """A stored spectrum; without ``seed``, its noise is drawn from a seed of its object's own,
+    so two objects are two spectra (the same pixels are stored once: see below)."""
+    if seed is None:
+        seed = zlib.crc32(object_id.encode())
     value = make_spectrum_value(object_id=object_id, seed=seed, **value_kwargs)  # type: ignore[arg-type]
     result = spectra_services.spectra_store(
         values=[value], dataset=dataset, source_name=f"{object_id}.fits", task=task, label=label
@@ -169,7 +175,7 @@ def make_trajectory(row: Spectrum, task_code: str = "CV", turns: list[str] | Non
     return inspect(spectrum_value(row), get_task(task_code), ScriptedPolicy(turns))
 
 
-def make_curation(*, label: str = "YES", object_id: str = "CUR-1", seed: int = 0):
+def make_curation(*, label: str = "YES", object_id: str = "CUR-1", seed: int | None = None):
     task = Task.objects.get(code="CV")
     row = make_spectrum(object_id=object_id, task=task, label=label, seed=seed)
     return curation_services.curation_create(
@@ -225,7 +231,12 @@ def make_inspected(
 
 
 def make_revised_curation(
-    *, reviser, auditors, object_id: str = "REV-1", seed: int = 0, think: str = "Zoom on the core."
+    *,
+    reviser,
+    auditors,
+    object_id: str = "REV-1",
+    seed: int | None = None,
+    think: str = "Zoom on the core.",
 ):
     """A drafted curation an expert revised (its first step's thinking and window changed) and
     two auditors approved: the trajectory the loop's SFT and DPO exports learn from."""

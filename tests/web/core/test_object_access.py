@@ -45,7 +45,7 @@ def make_campaign(name: str, raters, creator, n: int = 2):
     cv = Task.objects.get(code="CV")
     sources = []
     for i in range(n):
-        row = make_spectrum(object_id=f"{name}-{i}", seed=i, task=cv)
+        row = make_spectrum(object_id=f"{name}-{i}", task=cv)
         for policy in ("model-a", "model-b"):
             sources.append(
                 rating_services.RatingSource(
