@@ -22,9 +22,10 @@ def finished_run(monkeypatch, cv, staff):
     server = StandIn(slots=8, latency=LatencyModel(0.01))
     make_endpoint(name="standin", base_url=server.start(), model="stand-in")
     try:
+        # The stand-in's verdict is a hash of the picture: eight spectra give both answers.
         spectra = [
             make_spectrum(object_id=f"S{i}", seed=50 + i, line_amplitude=a)
-            for i, a in enumerate((3.0, 0.0, 1.0, 0.4))
+            for i, a in enumerate((3.0, 0.0, 1.0, 0.4) * 2)
         ]
         run = inspections_services.inspection_run_create(
             task=cv,
@@ -43,7 +44,7 @@ def finished_run(monkeypatch, cv, staff):
 def test_it_verifies_every_stored_verdict_against_the_stand_in_s_answer(finished_run) -> None:
     run, expected = finished_run
     assert set(expected.values()) == {"YES", "NO"}
-    assert scale.verify([run.pk], expected, turns=2).startswith("verified: 4 of 4")
+    assert scale.verify([run.pk], expected, turns=2).startswith("verified: 8 of 8")
 
 
 def test_it_refuses_to_report_a_speed_when_a_verdict_is_wrong(finished_run) -> None:
@@ -51,7 +52,7 @@ def test_it_refuses_to_report_a_speed_when_a_verdict_is_wrong(finished_run) -> N
     candidate = Candidate.objects.filter(run=run).first()
     flipped = {"YES": "NO", "NO": "YES"}[candidate.verdict]
     Candidate.objects.filter(pk=candidate.pk).update(verdict=flipped)
-    with pytest.raises(SystemExit, match="verification failed: 1 of 4"):
+    with pytest.raises(SystemExit, match="verification failed: 1 of 8"):
         scale.verify([run.pk], expected, turns=2)
 
 
