@@ -353,7 +353,9 @@ if CELERY_BROKER_URL.startswith("filesystem:"):
     # kombu's filesystem transport: one file per message, in one folder the web process writes
     # and the worker reads (webapp/celery.py creates the folders). A taken message is moved to
     # "processed" (a rename on the same disk, so two workers never take the same one). It has
-    # no visibility timeout: a SIGKILLed worker's message is not handed out again.
+    # no visibility timeout: a SIGKILLed worker's message is not handed out again. Our channel
+    # writes each message whole before the reader can see it (webapp/broker.py).
+    CELERY_BROKER_TRANSPORT = "webapp.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_FILESYSTEM_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_FILESYSTEM_BROKER_DIR / "queue"),

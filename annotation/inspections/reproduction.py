@@ -144,7 +144,8 @@ def candidate_reproduce(candidate_id: int, *, policy: Any = None) -> Reproductio
         live_steps = live.get(stored.index, [])
         if live_steps:  # live steps are kept for the live view; when kept, they must agree
             differences += _compare(live_steps, fresh_steps, f"{where} live steps", images)
-        differences += _check_images(pngs.pngs, where)
+        fresh_only = {k: v for k, v in pngs.pngs.items() if k not in images.stored_as}
+        differences += _check_images(fresh_only, where)
         outcome.notes += images.notes
     verdict, confidence, share = candidate_verdict(reproduced_rows)
     differences += _compare(candidate.verdict, verdict, "candidate verdict")
@@ -197,7 +198,8 @@ def _live_steps(candidate: Candidate) -> dict[int, list[Any]]:
 
 
 def _check_images(pngs: dict[str, bytes], where: str) -> list[Difference]:
-    """Every image the reproduction shows is stored under its own hash, with its own bytes."""
+    """Every image the reproduction shows is stored under its own hash, with its own bytes
+    (``pngs`` leaves out those whose picture the rollout stores under another: ImageMatch)."""
     from annotation.core.models import ImageBlob
 
     stored = dict(ImageBlob.objects.filter(sha256__in=list(pngs)).values_list("sha256", "png"))
@@ -245,6 +247,7 @@ class ImageMatch:
     def __init__(self, fresh: dict[str, bytes]) -> None:
         self.fresh = fresh
         self.notes: list[str] = []
+        self.stored_as: set[str] = set()  # fresh hashes whose picture is stored under another
 
     def same(self, stored_sha: Any, fresh_sha: Any, where: str) -> bool:
         if stored_sha == fresh_sha:
@@ -257,9 +260,13 @@ class ImageMatch:
         stored_png = next(iter(stored), None)
         if fresh_png is None or stored_png is None:
             return False
+        stored_png = bytes(stored_png)
+        if hashlib.sha256(stored_png).hexdigest() != stored_sha:
+            return False  # other bytes under this hash: never the same image
         picture = picture_digest(fresh_png)
-        if picture is None or picture_digest(bytes(stored_png)) != picture:
+        if picture is None or picture_digest(stored_png) != picture:
             return False
+        self.stored_as.add(str(fresh_sha))
         self.notes.append(f"{where}: the same pixels in other PNG bytes")
         return True
 
