@@ -248,15 +248,26 @@ class ImageMatch:
         self.fresh = fresh
         self.notes: list[str] = []
         self.stored_as: set[str] = set()  # fresh hashes whose picture is stored under another
+        # A rollout's image and its live step's are one pair: read and decoded once.
+        self._decided: dict[tuple[str, str], bool] = {}
 
     def same(self, stored_sha: Any, fresh_sha: Any, where: str) -> bool:
         if stored_sha == fresh_sha:
             return True
+        pair = (str(stored_sha), str(fresh_sha))
+        if pair not in self._decided:
+            self._decided[pair] = self._same_picture(*pair)
+        if self._decided[pair]:
+            self.stored_as.add(pair[1])
+            self.notes.append(f"{where}: the same pixels in other PNG bytes")
+        return self._decided[pair]
+
+    def _same_picture(self, stored_sha: str, fresh_sha: str) -> bool:
         from agent.render import picture_digest
         from annotation.core.models import ImageBlob
 
-        fresh_png = self.fresh.get(str(fresh_sha))
-        stored = ImageBlob.objects.filter(sha256=str(stored_sha)).values_list("png", flat=True)
+        fresh_png = self.fresh.get(fresh_sha)
+        stored = ImageBlob.objects.filter(sha256=stored_sha).values_list("png", flat=True)
         stored_png = next(iter(stored), None)
         if fresh_png is None or stored_png is None:
             return False
@@ -264,11 +275,7 @@ class ImageMatch:
         if hashlib.sha256(stored_png).hexdigest() != stored_sha:
             return False  # other bytes under this hash: never the same image
         picture = picture_digest(fresh_png)
-        if picture is None or picture_digest(stored_png) != picture:
-            return False
-        self.stored_as.add(str(fresh_sha))
-        self.notes.append(f"{where}: the same pixels in other PNG bytes")
-        return True
+        return picture is not None and picture_digest(stored_png) == picture
 
 
 def _compare(
